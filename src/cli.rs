@@ -1,0 +1,102 @@
+//! The command line as the user typed it. design.md, "Command line", is the contract.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::robots::valid_product_token;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "robots-proxy",
+    version,
+    about = "A forward proxy for Gemini and Gopher crawlers that obeys robots.txt and Crawl-delay",
+    long_about = "A forward proxy for Gemini and Gopher crawlers: it fetches each host's robots.txt, \
+                  refuses what the rules for your bot disallow, and spaces requests by Crawl-delay.\n\n\
+                  `check` decides offline, with the same engine the proxy uses."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Decide offline whether a bot may fetch targets under a robots.txt.
+    ///
+    /// Prints `allow<TAB>TARGET` or `disallow<TAB>TARGET` per target. Exit 0 when
+    /// every target was decided, 1 when a target could not be parsed (it gets an
+    /// `error<TAB>TARGET<TAB>reason` line), 2 on bad flags or unreadable files.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Tab-separated lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The robots.txt to read; `-` reads standard input.
+    #[arg(long, value_name = "FILE")]
+    pub robots: String,
+
+    /// The bot's product token (`examplebot`; a `/version` suffix is ignored).
+    #[arg(long, value_name = "NAME", value_parser = parse_agent)]
+    pub agent: String,
+
+    /// A virtual agent the bot acts as: archiver, indexer, researcher, webproxy, or any word.
+    /// Repeatable.
+    #[arg(long = "virtual-agent", value_name = "NAME", value_parser = parse_virtual_agent)]
+    pub virtual_agents: Vec<String>,
+
+    /// Also print `crawl-delay<TAB>SECONDS` (or `none`) for the bot.
+    #[arg(long)]
+    pub crawl_delay: bool,
+
+    /// Also print the group and the rule (with line numbers) that decided.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Read targets from a file, one per line (`-` for standard input), after those given
+    /// as arguments. Blank lines are skipped.
+    #[arg(long, value_name = "FILE")]
+    pub targets_from: Option<String>,
+
+    /// Paths or selectors (`/a/b`, `0/foo`), or full `gemini://`, `gopher://`,
+    /// `http://`, `https://` URLs.
+    #[arg(value_name = "TARGET")]
+    pub targets: Vec<String>,
+}
+
+fn parse_agent(value: &str) -> Result<String, String> {
+    if valid_product_token(value) {
+        Ok(value.to_string())
+    } else {
+        Err(
+            "not a product token: use letters, digits, '_' and '-', optionally followed by \
+             /VERSION (e.g. examplebot or ExampleBot/2.1)"
+                .to_string(),
+        )
+    }
+}
+
+fn parse_virtual_agent(value: &str) -> Result<String, String> {
+    if !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        Ok(value.to_string())
+    } else {
+        Err(
+            "a virtual agent is one word of letters, digits, '_' and '-' (e.g. indexer)"
+                .to_string(),
+        )
+    }
+}

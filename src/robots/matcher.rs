@@ -1,0 +1,317 @@
+//! Compiled rules for one agent: longest match wins, `Allow` wins a tie
+//! (RFC 9309 §2.2.2), `*` matches any run of characters and a final `$` anchors
+//! the end (§2.2.3).
+//!
+//! Rules are sorted by priority (pattern length, then `Allow` before `Disallow`),
+//! so the first rule that matches is the answer. To avoid trying every rule,
+//! rules whose first two bytes are literal are bucketed by their second byte
+//! (the first is nearly always `/`); a target only tries its own bucket and the
+//! few rules that start with a wildcard. A decision allocates nothing.
+
+use super::parse::RuleKind;
+
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// No wildcard, no anchor: a prefix test.
+    Prefix,
+    /// Ends in `$`, no wildcard: equality with the pattern minus the `$`.
+    Exact,
+    /// Holds `*`: literal pieces between the stars, in `RuleSet::pieces`.
+    Wild {
+        first_piece: u32,
+        piece_count: u32,
+        anchored: bool,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct CompiledRule {
+    pub(crate) kind: RuleKind,
+    pub(crate) line: u32,
+    /// RFC 9309 §2.2.2 "most octets": the length of the pattern in normal form.
+    priority: u32,
+    start: u32,
+    end: u32,
+    shape: Shape,
+}
+
+/// All rules that apply to one agent, ready to match.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RuleSet {
+    arena: String,
+    pieces: Vec<(u32, u32)>,
+    /// `rules[..any]`: rules every target must try, by priority.
+    /// `rules[any..]`: rules bucketed by the pattern's second byte, by priority
+    /// within a bucket; `buckets[b]..buckets[b + 1]` (offsets from `any`).
+    rules: Vec<CompiledRule>,
+    any: usize,
+    buckets: Option<Box<[u32; 257]>>,
+}
+
+/// Below this many rules a plain scan beats the bucket table.
+const BUCKET_THRESHOLD: usize = 8;
+
+impl RuleSet {
+    /// Compiles patterns (already in normal form) with their kind and line.
+    pub(crate) fn build<'a>(rules: impl Iterator<Item = (RuleKind, &'a str, u32)>) -> RuleSet {
+        let mut set = RuleSet::default();
+        let mut keyed: Vec<(u8, CompiledRule)> = Vec::new();
+        let mut any: Vec<CompiledRule> = Vec::new();
+        for (kind, pattern, line) in rules {
+            let start = set.arena.len() as u32;
+            set.arena.push_str(pattern);
+            let end = set.arena.len() as u32;
+            let bytes = pattern.as_bytes();
+            let shape = if bytes.contains(&b'*') {
+                let anchored = bytes.last() == Some(&b'$');
+                let body = if anchored { end - 1 } else { end };
+                let first_piece = set.pieces.len() as u32;
+                let mut piece_start = start;
+                for (i, &b) in bytes[..(body - start) as usize].iter().enumerate() {
+                    if b == b'*' {
+                        set.pieces.push((piece_start, start + i as u32));
+                        piece_start = start + i as u32 + 1;
+                    }
+                }
+                set.pieces.push((piece_start, body));
+                Shape::Wild {
+                    first_piece,
+                    piece_count: set.pieces.len() as u32 - first_piece,
+                    anchored,
+                }
+            } else if bytes.last() == Some(&b'$') {
+                Shape::Exact
+            } else {
+                Shape::Prefix
+            };
+            let rule = CompiledRule {
+                kind,
+                line,
+                priority: (end - start),
+                start,
+                end,
+                shape,
+            };
+            match bytes {
+                [a, b, ..] if *a != b'*' && *b != b'*' && *b != b'$' => keyed.push((*b, rule)),
+                _ => any.push(rule),
+            }
+        }
+
+        let by_priority = |a: &CompiledRule, b: &CompiledRule| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| (a.kind == RuleKind::Disallow).cmp(&(b.kind == RuleKind::Disallow)))
+        };
+        if any.len() + keyed.len() < BUCKET_THRESHOLD {
+            any.extend(keyed.into_iter().map(|(_, r)| r));
+            any.sort_by(by_priority);
+            set.any = any.len();
+            set.rules = any;
+            return set;
+        }
+        any.sort_by(by_priority);
+        keyed.sort_by(|(ka, a), (kb, b)| ka.cmp(kb).then_with(|| by_priority(a, b)));
+        let mut buckets = Box::new([0u32; 257]);
+        for (k, _) in &keyed {
+            buckets[*k as usize + 1] += 1;
+        }
+        for i in 1..257 {
+            buckets[i] += buckets[i - 1];
+        }
+        set.any = any.len();
+        set.rules = any;
+        set.rules.extend(keyed.into_iter().map(|(_, r)| r));
+        set.buckets = Some(buckets);
+        set
+    }
+
+    /// The index of the rule that decides `path` (in normal form), if any matches.
+    #[inline]
+    pub(crate) fn best(&self, path: &str) -> Option<u32> {
+        let from_any = self.first_match(0, self.any, path);
+        let from_bucket = match (&self.buckets, path.as_bytes().get(1)) {
+            (Some(b), Some(&k)) => self.first_match(
+                self.any + b[k as usize] as usize,
+                self.any + b[k as usize + 1] as usize,
+                path,
+            ),
+            _ => None,
+        };
+        match (from_any, from_bucket) {
+            (Some(a), Some(b)) => {
+                let (ra, rb) = (&self.rules[a as usize], &self.rules[b as usize]);
+                let a_wins = ra.priority > rb.priority
+                    || (ra.priority == rb.priority && ra.kind == RuleKind::Allow);
+                Some(if a_wins { a } else { b })
+            }
+            (a, b) => a.or(b),
+        }
+    }
+
+    #[inline]
+    fn first_match(&self, from: usize, to: usize, path: &str) -> Option<u32> {
+        (from..to)
+            .find(|&i| self.matches(&self.rules[i], path))
+            .map(|i| i as u32)
+    }
+
+    #[inline]
+    fn matches(&self, rule: &CompiledRule, path: &str) -> bool {
+        let pattern = &self.arena[rule.start as usize..rule.end as usize];
+        match rule.shape {
+            Shape::Prefix => path.starts_with(pattern),
+            Shape::Exact => path == &pattern[..pattern.len() - 1],
+            Shape::Wild {
+                first_piece,
+                piece_count,
+                anchored,
+            } => {
+                let pieces =
+                    &self.pieces[first_piece as usize..(first_piece + piece_count) as usize];
+                self.wild_match(pieces, anchored, path)
+            }
+        }
+    }
+
+    /// `p0*p1*…*pn`: p0 is a prefix, the middle pieces are found leftmost in order
+    /// (leftmost is always safe: it leaves the most room for what follows), and pn
+    /// is found after them, or is a suffix when the pattern is anchored.
+    fn wild_match(&self, pieces: &[(u32, u32)], anchored: bool, path: &str) -> bool {
+        let piece = |p: &(u32, u32)| &self.arena[p.0 as usize..p.1 as usize];
+        let Some((first, rest)) = pieces.split_first() else {
+            return false;
+        };
+        let Some((last, middle)) = rest.split_last() else {
+            return false;
+        };
+        let first = piece(first);
+        if !path.starts_with(first) {
+            return false;
+        }
+        let mut pos = first.len();
+        for p in middle {
+            let p = piece(p);
+            match path[pos..].find(p) {
+                Some(i) => pos += i + p.len(),
+                None => return false,
+            }
+        }
+        let last = piece(last);
+        if anchored {
+            path.len() - pos >= last.len() && path.ends_with(last)
+        } else {
+            path[pos..].contains(last)
+        }
+    }
+
+    pub(crate) fn rule(&self, index: u32) -> (&CompiledRule, &str) {
+        let r = &self.rules[index as usize];
+        (r, &self.arena[r.start as usize..r.end as usize])
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rules.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RuleKind::{Allow, Disallow};
+
+    fn set(rules: &[(RuleKind, &str)]) -> RuleSet {
+        RuleSet::build(
+            rules
+                .iter()
+                .enumerate()
+                .map(|(i, (k, p))| (*k, *p, i as u32 + 1)),
+        )
+    }
+
+    fn verdict(s: &RuleSet, path: &str) -> Option<(RuleKind, u32)> {
+        s.best(path).map(|i| (s.rule(i).0.kind, s.rule(i).0.line))
+    }
+
+    #[test]
+    fn shapes() {
+        // (pattern, path, matches)
+        let cases: &[(&str, &str, bool)] = &[
+            ("/fish", "/fish", true),
+            ("/fish", "/fish.html", true),
+            ("/fish", "/Fish", false),
+            ("/fish", "/catfish", false),
+            ("/fish/", "/fish", false),
+            ("/*.php", "/index.php", true),
+            ("/*.php", "/folder/any.php.file.html", true),
+            ("/*.php", "/", false),
+            ("/*.php$", "/filename.php", true),
+            ("/*.php$", "/filename.php?parameters", false),
+            ("/*.php$", "/filename.php/", false),
+            ("/fish*.php", "/fish.php", true),
+            ("/fish*.php", "/fishheads/catfish.php?parameters", true),
+            ("/fish*.php", "/Fish.PHP", false),
+            ("/$", "/", true),
+            ("/$", "/a", false),
+            ("/a*b*c$", "/aXbYc", true),
+            ("/a*b*c$", "/abcbc", true),
+            ("/a*b*c$", "/acb", false),
+            ("/a*bc$", "/abc", true),
+            ("/ab*bc$", "/abc", false),
+            ("*/", "0/foo", true),
+            ("*/", "users", false),
+            ("/", "users", false),
+            ("*", "", true),
+            ("/**x", "/yx", true),
+        ];
+        for (pattern, path, want) in cases {
+            let s = set(&[(Disallow, pattern)]);
+            assert_eq!(s.best(path).is_some(), *want, "{pattern:?} vs {path:?}");
+        }
+    }
+
+    #[test]
+    fn longest_match_and_ties() {
+        let s = set(&[(Disallow, "/"), (Allow, "/x/"), (Disallow, "/x/page")]);
+        assert_eq!(verdict(&s, "/x/page.html"), Some((Disallow, 3)));
+        assert_eq!(verdict(&s, "/x/other"), Some((Allow, 2)));
+        assert_eq!(verdict(&s, "/y"), Some((Disallow, 1)));
+        let tie = set(&[(Disallow, "/folder"), (Allow, "/folder")]);
+        assert_eq!(verdict(&tie, "/folder/page"), Some((Allow, 2)));
+        // "Most octets" is the pattern's length, not the matched text's.
+        let len = set(&[(Allow, "/x/page."), (Disallow, "/*.html")]);
+        assert_eq!(verdict(&len, "/x/page.html"), Some((Allow, 1)));
+    }
+
+    #[test]
+    fn bucketed_and_scanned_sets_agree() {
+        let patterns = [
+            "/a", "/ab", "/abc$", "/*c", "/b*", "/ba/", "*x", "/c", "/a*z$", "/b", "/", "/zz",
+            "/a/b",
+        ];
+        let rules: Vec<(RuleKind, &str)> = patterns
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (if i % 3 == 0 { Allow } else { Disallow }, *p))
+            .collect();
+        let big = set(&rules);
+        assert!(big.buckets.is_some());
+        for path in [
+            "/a", "/abc", "/abz", "/bac", "/ba/x", "/x", "/cx", "/zz", "", "/", "a/b",
+        ] {
+            // Reference: try every rule, keep the best by (priority, allow).
+            let reference = rules
+                .iter()
+                .enumerate()
+                .filter(|(_, (k, p))| set(&[(*k, p)]).best(path).is_some())
+                .max_by_key(|(i, (k, p))| (p.len(), *k == Allow, usize::MAX - i))
+                .map(|(i, (k, _))| (*k, i as u32 + 1));
+            let got = verdict(&big, path).map(|(k, l)| (k, l));
+            assert_eq!(
+                got.map(|g| (g.0, rules[g.1 as usize - 1].1.len())),
+                reference.map(|r| (r.0, rules[r.1 as usize - 1].1.len())),
+                "{path:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! The policy engine: robots.txt bytes → groups → a [`Policy`] per bot → decisions.
+//!
+//! Pure: no I/O, no async, no global state. Parse once with [`RobotsTxt::parse`],
+//! select and compile the groups for a bot with [`RobotsTxt::policy`], then call
+//! [`Policy::decide`] as often as needed; decisions allocate nothing.
+//!
+//! ```
+//! use robots_proxy::robots::{BotProfile, RobotsTxt};
+//!
+//! let robots = RobotsTxt::parse(b"User-agent: indexer\nDisallow: /private\nCrawl-delay: 2\n");
+//! let policy = robots.policy(&BotProfile::new("examplebot").with_virtual_agent("indexer"));
+//! assert!(!policy.decide("/private/diary.gmi").allowed());
+//! assert!(policy.decide("/public").allowed());
+//! assert_eq!(policy.crawl_delay_secs(), Some(2.0));
+//! ```
+
+pub(crate) mod encoding;
+mod matcher;
+mod parse;
+mod policy;
+
+pub use parse::{normalize_pattern, AgentKind, RobotsTxt, RuleKind, PARSE_LIMIT};
+pub use policy::{
+    valid_product_token, BotProfile, Decision, Explanation, GroupInfo, Policy, RuleInfo, Selected,
+};

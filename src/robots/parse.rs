@@ -1,0 +1,548 @@
+//! robots.txt bytes → groups of agents and rules.
+//!
+//! RFC 9309 §2.1–2.2 with the tolerance of real files: a UTF-8 byte order mark is
+//! skipped (a partial one too), lines end in LF, CRLF or CR, `#` starts a comment,
+//! field names are case-insensitive, unknown fields are ignored, and nothing in
+//! the input can make the parser fail or panic. Only the first [`PARSE_LIMIT`]
+//! bytes are read (RFC 9309 §2.5 asks for at least 500 KiB).
+//!
+//! A group is a run of `User-agent:` / `Virtual-agent:` lines followed by rules.
+//! Blank lines, comments, `Sitemap:` and unknown lines do not end a group (RFC
+//! 9309 §2.1 and Google's reference parser agree); the next agent line after a
+//! rule starts a new one. Rules before any agent line belong to no group.
+
+use super::encoding::{normalized_string, Mode};
+
+/// How many bytes of a robots.txt are parsed; the rest is ignored.
+pub const PARSE_LIMIT: usize = 500 * 1024;
+
+/// Which namespace an agent line names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentKind {
+    /// `User-agent:` (the product token, a companion-spec virtual agent, or `*`).
+    User,
+    /// `Virtual-agent:` (the Gemini mailing-list proposal).
+    Virtual,
+}
+
+/// `Allow` or `Disallow`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleKind {
+    Allow,
+    Disallow,
+}
+
+impl RuleKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleKind::Allow => "Allow",
+            RuleKind::Disallow => "Disallow",
+        }
+    }
+}
+
+/// A byte range in [`RobotsTxt::strings`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    start: u32,
+    end: u32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Agent {
+    pub(crate) kind: AgentKind,
+    /// Lower-cased product token, or `*`.
+    pub(crate) name: Span,
+    pub(crate) line: u32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Rule {
+    pub(crate) kind: RuleKind,
+    /// The pattern in normal form (see `encoding`).
+    pub(crate) pattern: Span,
+    pub(crate) line: u32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    pub(crate) agents: std::ops::Range<u32>,
+    pub(crate) rules: std::ops::Range<u32>,
+    /// The largest valid `Crawl-delay` in the group, in seconds.
+    pub(crate) crawl_delay: Option<f64>,
+}
+
+/// A parsed robots.txt: parse once, then build a [`Policy`](super::Policy) per bot.
+#[derive(Clone, Debug, Default)]
+pub struct RobotsTxt {
+    pub(crate) groups: Vec<Group>,
+    pub(crate) agents: Vec<Agent>,
+    pub(crate) rules: Vec<Rule>,
+    /// Arena for agent names and patterns: one allocation instead of one per line.
+    strings: String,
+    bytes_parsed: usize,
+    truncated: bool,
+}
+
+/// The fields this parser understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    UserAgent,
+    VirtualAgent,
+    Allow,
+    Disallow,
+    CrawlDelay,
+    Other,
+}
+
+fn field(name: &[u8]) -> Field {
+    // Spellings seen in the wild are accepted as Google's parser does; a typo
+    // never allows more, since `Allow` gets no such leniency.
+    const USER_AGENT: &[&[u8]] = &[b"user-agent", b"useragent", b"user agent"];
+    const DISALLOW: &[&[u8]] = &[
+        b"disallow",
+        b"dissallow",
+        b"dissalow",
+        b"disalow",
+        b"diasllow",
+        b"disallaw",
+    ];
+    let is = |names: &[&[u8]]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
+    if is(USER_AGENT) {
+        Field::UserAgent
+    } else if is(DISALLOW) {
+        Field::Disallow
+    } else if name.eq_ignore_ascii_case(b"allow") {
+        Field::Allow
+    } else if name.eq_ignore_ascii_case(b"virtual-agent") {
+        Field::VirtualAgent
+    } else if name.eq_ignore_ascii_case(b"crawl-delay") {
+        Field::CrawlDelay
+    } else {
+        Field::Other
+    }
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Splits a line (comment already removed) into field name and value.
+///
+/// `name: value` is the form of RFC 9309. Like Google's parser we also accept a
+/// missing colon when the line is exactly two words (`disallow /`), since a file
+/// with that slip clearly meant the rule.
+fn split_field(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let line = trim(line);
+    if line.is_empty() {
+        return None;
+    }
+    if let Some(colon) = line.iter().position(|&b| b == b':') {
+        return Some((trim(&line[..colon]), trim(&line[colon + 1..])));
+    }
+    let ws = line.iter().position(|&b| b == b' ' || b == b'\t')?;
+    let (name, value) = (&line[..ws], trim(&line[ws..]));
+    if value.iter().any(|&b| b == b' ' || b == b'\t') {
+        return None;
+    }
+    Some((name, value))
+}
+
+/// The product token a `User-agent` value names: `*`, or its leading run of
+/// token characters, lower-cased (`ExampleBot/2.1 (+url)` names `examplebot`).
+///
+/// RFC 9309 §2.2.1 allows letters, `_` and `-` in a product token; we accept
+/// digits too, because cutting `bot2` to `bot` would make it name another bot.
+pub(crate) fn agent_token(value: &[u8]) -> Option<&[u8]> {
+    if value.first() == Some(&b'*') {
+        return match value.get(1) {
+            None | Some(b' ' | b'\t') => Some(b"*"),
+            _ => None,
+        };
+    }
+    let len = value
+        .iter()
+        .position(|&b| !is_token_byte(b))
+        .unwrap_or(value.len());
+    (len > 0).then(|| &value[..len])
+}
+
+pub(crate) fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// A `Crawl-delay` value in seconds: a non-negative decimal number. Anything else
+/// (units, negative numbers, NaN, infinity) is ignored, as design.md asks.
+fn parse_delay(value: &[u8]) -> Option<f64> {
+    if value.is_empty() || !value.iter().all(|&b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let secs: f64 = std::str::from_utf8(value).ok()?.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then_some(secs)
+}
+
+/// Iterates the lines of `input` with their 1-based numbers; LF, CRLF and CR end a line.
+struct Lines<'a> {
+    rest: &'a [u8],
+    number: u32,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (u32, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        self.number += 1;
+        let end = self
+            .rest
+            .iter()
+            .position(|&b| b == b'\n' || b == b'\r')
+            .unwrap_or(self.rest.len());
+        let line = &self.rest[..end];
+        let mut next = end;
+        if next < self.rest.len() {
+            next += if self.rest[next] == b'\r' && self.rest.get(next + 1) == Some(&b'\n') {
+                2
+            } else {
+                1
+            };
+        }
+        self.rest = &self.rest[next..];
+        Some((self.number, line))
+    }
+}
+
+fn skip_bom(input: &[u8]) -> &[u8] {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let n = input.iter().zip(BOM).take_while(|(a, b)| a == b).count();
+    &input[n..]
+}
+
+impl RobotsTxt {
+    /// Parses robots.txt bytes. Never fails: junk lines are ignored.
+    pub fn parse(input: &[u8]) -> RobotsTxt {
+        let truncated = input.len() > PARSE_LIMIT;
+        let mut body = &input[..input.len().min(PARSE_LIMIT)];
+        if truncated {
+            // The last line was cut: drop it rather than act on half a rule
+            // (`Allow: /private/public` cut to `Allow: /pr` would allow too much).
+            let end = body
+                .iter()
+                .rposition(|&b| b == b'\n' || b == b'\r')
+                .map_or(0, |i| i + 1);
+            body = &body[..end];
+        }
+        let bytes_parsed = body.len();
+        let body = skip_bom(body);
+
+        let mut robots = RobotsTxt {
+            strings: String::with_capacity(body.len() / 2),
+            bytes_parsed,
+            truncated,
+            ..RobotsTxt::default()
+        };
+        // Whether the current group has had a rule line: the next agent line then
+        // starts a new group instead of joining this one.
+        let mut group_has_rules = false;
+
+        for (number, raw) in (Lines {
+            rest: body,
+            number: 0,
+        }) {
+            let line = match raw.iter().position(|&b| b == b'#') {
+                Some(hash) => &raw[..hash],
+                None => raw,
+            };
+            let Some((name, value)) = split_field(line) else {
+                continue;
+            };
+            match field(name) {
+                f @ (Field::UserAgent | Field::VirtualAgent) => {
+                    if robots.groups.is_empty() || group_has_rules {
+                        let at_agent = robots.agents.len() as u32;
+                        let at_rule = robots.rules.len() as u32;
+                        robots.groups.push(Group {
+                            agents: at_agent..at_agent,
+                            rules: at_rule..at_rule,
+                            crawl_delay: None,
+                        });
+                        group_has_rules = false;
+                    }
+                    // An unusable name still starts a group, so the rules under it
+                    // are not taken for the group before.
+                    if let Some(token) = agent_token(value) {
+                        let name = robots.push_lowercase(token);
+                        robots.agents.push(Agent {
+                            kind: if f == Field::UserAgent {
+                                AgentKind::User
+                            } else {
+                                AgentKind::Virtual
+                            },
+                            name,
+                            line: number,
+                        });
+                        let end = robots.agents.len() as u32;
+                        if let Some(g) = robots.groups.last_mut() {
+                            g.agents.end = end;
+                        }
+                    }
+                }
+                Field::Allow | Field::Disallow | Field::CrawlDelay if robots.groups.is_empty() => {}
+                f @ (Field::Allow | Field::Disallow) => {
+                    group_has_rules = true;
+                    // An empty value is no rule: `Disallow:` allows everything.
+                    if value.is_empty() {
+                        continue;
+                    }
+                    let pattern = robots.push_pattern(value);
+                    robots.rules.push(Rule {
+                        kind: if f == Field::Allow {
+                            RuleKind::Allow
+                        } else {
+                            RuleKind::Disallow
+                        },
+                        pattern,
+                        line: number,
+                    });
+                    let end = robots.rules.len() as u32;
+                    if let Some(g) = robots.groups.last_mut() {
+                        g.rules.end = end;
+                    }
+                }
+                Field::CrawlDelay => {
+                    group_has_rules = true;
+                    if let (Some(secs), Some(g)) = (parse_delay(value), robots.groups.last_mut()) {
+                        // Two delays in one group: the larger is the safe reading.
+                        g.crawl_delay = Some(g.crawl_delay.map_or(secs, |d| d.max(secs)));
+                    }
+                }
+                Field::Other => {}
+            }
+        }
+        robots
+    }
+
+    fn push_lowercase(&mut self, token: &[u8]) -> Span {
+        let start = self.strings.len() as u32;
+        for &b in token {
+            // Tokens are ASCII: see `agent_token`.
+            self.strings.push(b.to_ascii_lowercase() as char);
+        }
+        Span {
+            start,
+            end: self.strings.len() as u32,
+        }
+    }
+
+    fn push_pattern(&mut self, value: &[u8]) -> Span {
+        let start = self.strings.len() as u32;
+        super::encoding::normalize(value, Mode::Pattern, &mut self.strings);
+        Span {
+            start,
+            end: self.strings.len() as u32,
+        }
+    }
+
+    pub(crate) fn str(&self, span: Span) -> &str {
+        &self.strings[span.start as usize..span.end as usize]
+    }
+
+    /// How many bytes were parsed (at most [`PARSE_LIMIT`]).
+    pub fn bytes_parsed(&self) -> usize {
+        self.bytes_parsed
+    }
+
+    /// True when the input was longer than [`PARSE_LIMIT`] and its tail was ignored.
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// How many groups the file has (merged or not).
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// How many `Allow`/`Disallow` rules the file has in groups.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// An approximation of the memory this value holds, for byte-budgeted caches.
+    pub fn heap_size(&self) -> usize {
+        self.strings.capacity()
+            + self.groups.capacity() * std::mem::size_of::<Group>()
+            + self.agents.capacity() * std::mem::size_of::<Agent>()
+            + self.rules.capacity() * std::mem::size_of::<Rule>()
+    }
+}
+
+/// The normal form of a single pattern, for callers that hold one outside a file.
+pub fn normalize_pattern(pattern: &str) -> String {
+    normalized_string(pattern.as_bytes(), Mode::Pattern)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agents(r: &RobotsTxt, g: usize) -> Vec<(AgentKind, String, u32)> {
+        let g = &r.groups[g];
+        r.agents[g.agents.start as usize..g.agents.end as usize]
+            .iter()
+            .map(|a| (a.kind, r.str(a.name).to_string(), a.line))
+            .collect()
+    }
+
+    fn rules(r: &RobotsTxt, g: usize) -> Vec<(RuleKind, String, u32)> {
+        let g = &r.groups[g];
+        r.rules[g.rules.start as usize..g.rules.end as usize]
+            .iter()
+            .map(|x| (x.kind, r.str(x.pattern).to_string(), x.line))
+            .collect()
+    }
+
+    #[test]
+    fn line_endings_bom_comments_and_case() {
+        for body in [
+            "\u{feff}User-Agent: A\nDISALLOW: /x # why\n",
+            "User-Agent: A\r\nDISALLOW: /x # why\r\n",
+            "User-Agent: A\rDISALLOW: /x # why\r",
+            "\u{feff}User-Agent: A\r\nDISALLOW: /x# why",
+        ] {
+            let r = RobotsTxt::parse(body.as_bytes());
+            assert_eq!(r.groups.len(), 1, "{body:?}");
+            assert_eq!(
+                agents(&r, 0),
+                [(AgentKind::User, "a".into(), 1)],
+                "{body:?}"
+            );
+            assert_eq!(
+                rules(&r, 0),
+                [(RuleKind::Disallow, "/x".into(), 2)],
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn partial_bom_is_skipped() {
+        let r = RobotsTxt::parse(b"\xEF\xBBUser-agent: a\nDisallow: /\n");
+        assert_eq!(agents(&r, 0)[0].1, "a");
+    }
+
+    #[test]
+    fn line_numbers_count_crlf_once_and_blank_lines() {
+        let r = RobotsTxt::parse(b"# c\r\n\r\nuser-agent: a\r\rdisallow: /q\n");
+        assert_eq!(agents(&r, 0)[0].2, 3);
+        assert_eq!(rules(&r, 0)[0].2, 5);
+    }
+
+    #[test]
+    fn groups_and_rules_outside_groups() {
+        let body = "allow: /before\nuser-agent: a\n\nuser-agent: b\nsitemap: x\ndisallow: /1\n\
+                    crawl-delay: 3\nuser-agent: c\nallow: /2\n";
+        let r = RobotsTxt::parse(body.as_bytes());
+        assert_eq!(r.groups.len(), 2);
+        assert_eq!(
+            agents(&r, 0),
+            [
+                (AgentKind::User, "a".into(), 2),
+                (AgentKind::User, "b".into(), 4)
+            ]
+        );
+        assert_eq!(rules(&r, 0), [(RuleKind::Disallow, "/1".into(), 6)]);
+        assert_eq!(r.groups[0].crawl_delay, Some(3.0));
+        assert_eq!(rules(&r, 1), [(RuleKind::Allow, "/2".into(), 9)]);
+    }
+
+    #[test]
+    fn virtual_agent_lines_and_tokens() {
+        let r = RobotsTxt::parse(
+            b"User-agent: ExampleBot/2.1 (+gemini://x)\nVirtual-agent: Indexer\nUser-agent: *\n\
+              User-agent: */bad\nDisallow: /",
+        );
+        assert_eq!(
+            agents(&r, 0),
+            [
+                (AgentKind::User, "examplebot".into(), 1),
+                (AgentKind::Virtual, "indexer".into(), 2),
+                (AgentKind::User, "*".into(), 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_rules_are_no_rules_but_still_close_the_agent_run() {
+        let r = RobotsTxt::parse(b"user-agent: a\ndisallow:\nuser-agent: b\ndisallow: /\n");
+        assert_eq!(r.groups.len(), 2);
+        assert!(rules(&r, 0).is_empty());
+    }
+
+    #[test]
+    fn crawl_delay_values() {
+        let cases: &[(&str, Option<f64>)] = &[
+            ("10", Some(10.0)),
+            ("2.5", Some(2.5)),
+            ("0", Some(0.0)),
+            ("-1", None),
+            ("10s", None),
+            ("NaN", None),
+            ("inf", None),
+            ("", None),
+            ("1.2.3", None),
+        ];
+        for (value, want) in cases {
+            let r = RobotsTxt::parse(format!("user-agent: a\ncrawl-delay: {value}\n").as_bytes());
+            assert_eq!(r.groups[0].crawl_delay, *want, "crawl-delay {value:?}");
+        }
+        let r = RobotsTxt::parse(b"user-agent: a\ncrawl-delay: 3\ncrawl-delay: 7\ncrawl-delay: 1");
+        assert_eq!(r.groups[0].crawl_delay, Some(7.0));
+    }
+
+    #[test]
+    fn missing_colon_only_for_two_words() {
+        let r = RobotsTxt::parse(b"user-agent foo\ndisallow /x\ndisallow /y z\n");
+        assert_eq!(agents(&r, 0)[0].1, "foo");
+        assert_eq!(rules(&r, 0), [(RuleKind::Disallow, "/x".into(), 2)]);
+    }
+
+    #[test]
+    fn typos_of_disallow_are_read_as_disallow() {
+        let r = RobotsTxt::parse(b"useragent: a\ndissallow: /x\ndisalow: /y\n");
+        assert_eq!(rules(&r, 0).len(), 2);
+        assert!(rules(&r, 0).iter().all(|r| r.0 == RuleKind::Disallow));
+    }
+
+    #[test]
+    fn limit_drops_the_cut_line() {
+        let mut body = b"user-agent: a\n".to_vec();
+        while body.len() < PARSE_LIMIT - 20 {
+            body.extend_from_slice(b"# padding padding\n");
+        }
+        body.extend_from_slice(b"allow: /private/public/and/more\ndisallow: /after\n");
+        let r = RobotsTxt::parse(&body);
+        assert!(r.truncated());
+        assert!(r.bytes_parsed() <= PARSE_LIMIT);
+        assert!(
+            rules(&r, 0).is_empty(),
+            "the cut allow line must not become `allow: /pr`"
+        );
+    }
+
+    #[test]
+    fn binary_garbage_is_ignored() {
+        let r = RobotsTxt::parse(
+            b"\x00\xff\xfe junk\nuser-agent: \x00\n\x89PNG\r\n\x1a\ndisallow: /\xff\n",
+        );
+        assert!(r.groups.iter().all(|g| g.agents.is_empty()));
+        assert!(r.str(r.rules[0].pattern).is_ascii());
+    }
+}

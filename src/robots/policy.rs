@@ -1,0 +1,399 @@
+//! Which groups apply to a bot, and decisions with their reasons.
+//!
+//! design.md, "robots.txt semantics": the groups naming the bot's own product
+//! token; otherwise the groups of each of its virtual agents (`User-agent:
+//! indexer` or `Virtual-agent: indexer`), all of which must allow a target, the
+//! largest crawl-delay of theirs applying; otherwise `*`; otherwise everything is
+//! allowed. Groups naming the same agent are merged (RFC 9309 §2.2.1).
+
+use std::fmt;
+use std::time::Duration;
+
+use super::encoding::{is_normal_target, normalize, Mode, StackBuf};
+use super::matcher::RuleSet;
+use super::parse::{is_token_byte, AgentKind, RobotsTxt, RuleKind};
+
+/// Who a request acts for: the bot's product token and its virtual agents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BotProfile {
+    token: String,
+    virtual_agents: Vec<String>,
+}
+
+impl BotProfile {
+    /// A bot named by its product token (`examplebot`, or `ExampleBot/2.1`, whose
+    /// version is dropped). Matching is case-insensitive.
+    pub fn new(token: &str) -> BotProfile {
+        let token = token.split('/').next().unwrap_or_default();
+        BotProfile {
+            token: token.to_ascii_lowercase(),
+            virtual_agents: Vec::new(),
+        }
+    }
+
+    /// Adds a virtual agent (`archiver`, `indexer`, `researcher`, `webproxy`, or any word).
+    pub fn with_virtual_agent(mut self, name: &str) -> BotProfile {
+        let name = name.to_ascii_lowercase();
+        if !name.is_empty() && !self.virtual_agents.contains(&name) {
+            self.virtual_agents.push(name);
+        }
+        self
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub fn virtual_agents(&self) -> &[String] {
+        &self.virtual_agents
+    }
+}
+
+/// Checks that `token` is a product token as RFC 9309 §2.2.1 describes it
+/// (letters, `_`, `-`; we also accept digits), optionally followed by `/version`.
+pub fn valid_product_token(token: &str) -> bool {
+    let name = token.split('/').next().unwrap_or_default();
+    !name.is_empty() && name.bytes().all(is_token_byte) && !token.contains(char::is_whitespace)
+}
+
+/// Which rank of design.md's list the applying groups came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selected {
+    /// Groups naming the bot's own product token.
+    OwnToken,
+    /// Groups naming one or more of the bot's virtual agents.
+    VirtualAgents,
+    /// The `*` groups.
+    Star,
+    /// No group applies: everything is allowed.
+    Nothing,
+}
+
+/// The merged groups for one agent name, compiled.
+#[derive(Clone, Debug)]
+struct AgentRules {
+    /// The name the groups were selected by: the bot's token, a virtual agent, or `*`.
+    name: String,
+    /// The agent lines naming it.
+    lines: Vec<u32>,
+    rules: RuleSet,
+}
+
+/// The rules of one robots.txt for one bot, ready to decide many targets.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    selected: Selected,
+    sets: Vec<AgentRules>,
+    crawl_delay: Option<f64>,
+}
+
+/// Why a target was allowed or disallowed; explained by [`Policy::explain`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reason {
+    /// RFC 9309 §2.2.2: `/robots.txt` is always allowed.
+    RobotsTxtItself,
+    NoGroup,
+    NoMatchingRule {
+        set: u16,
+    },
+    Rule {
+        set: u16,
+        rule: u32,
+    },
+}
+
+/// An allow/disallow verdict. `Copy`, and cheap: the explanation is built on demand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    allowed: bool,
+    reason: Reason,
+}
+
+impl Decision {
+    pub fn allowed(&self) -> bool {
+        self.allowed
+    }
+}
+
+/// The group that decided, for explanations.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupInfo<'a> {
+    pub name: &'a str,
+    pub selected: Selected,
+    /// The agent lines (1-based) naming it.
+    pub lines: &'a [u32],
+}
+
+/// The rule that decided, for explanations.
+#[derive(Clone, Copy, Debug)]
+pub struct RuleInfo<'a> {
+    pub kind: RuleKind,
+    /// The pattern in normal form (percent-encoding normalised).
+    pub pattern: &'a str,
+    pub line: u32,
+}
+
+/// A decision with the group and rule behind it; `Display` gives one line.
+#[derive(Clone, Copy, Debug)]
+pub struct Explanation<'a> {
+    pub allowed: bool,
+    pub group: Option<GroupInfo<'a>>,
+    pub rule: Option<RuleInfo<'a>>,
+    /// True for `/robots.txt` itself.
+    pub robots_txt_itself: bool,
+}
+
+impl fmt::Display for GroupInfo<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "group {}", self.name)?;
+        if self.selected == Selected::VirtualAgents {
+            write!(f, " [virtual agent]")?;
+        }
+        let plural = if self.lines.len() > 1 { "s" } else { "" };
+        write!(f, " (line{plural} ")?;
+        for (i, line) in self.lines.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{line}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl fmt::Display for RuleInfo<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rule {}: {} (line {})",
+            self.kind.as_str(),
+            self.pattern,
+            self.line
+        )
+    }
+}
+
+impl fmt::Display for Explanation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.robots_txt_itself {
+            return write!(f, "robots.txt itself is always allowed");
+        }
+        match (self.group, self.rule) {
+            (None, _) => write!(f, "no group applies to this bot"),
+            (Some(g), None) => write!(f, "{g}\tno rule matches"),
+            (Some(g), Some(r)) => write!(f, "{g}\t{r}"),
+        }
+    }
+}
+
+impl RobotsTxt {
+    /// Selects and compiles the groups that apply to `bot`.
+    pub fn policy(&self, bot: &BotProfile) -> Policy {
+        let own = (!bot.token.is_empty())
+            .then(|| self.agent_rules(&bot.token, |kind| kind == AgentKind::User))
+            .flatten();
+        if let Some(own) = own {
+            return Policy::new(Selected::OwnToken, vec![own]);
+        }
+        let virtuals: Vec<(AgentRules, Option<f64>)> = bot
+            .virtual_agents
+            .iter()
+            .filter_map(|v| self.agent_rules(v, |_| true))
+            .collect();
+        if !virtuals.is_empty() {
+            return Policy::new(Selected::VirtualAgents, virtuals);
+        }
+        match self.agent_rules("*", |_| true) {
+            Some(star) => Policy::new(Selected::Star, vec![star]),
+            None => Policy::allow_all(),
+        }
+    }
+
+    /// The merged groups that name `name` in a namespace `kind_ok` accepts, if any,
+    /// with their largest crawl-delay.
+    fn agent_rules(
+        &self,
+        name: &str,
+        kind_ok: impl Fn(AgentKind) -> bool,
+    ) -> Option<(AgentRules, Option<f64>)> {
+        let mut lines = Vec::new();
+        let mut groups = Vec::new();
+        let mut delay: Option<f64> = None;
+        for group in &self.groups {
+            let mut named = false;
+            for agent in &self.agents[group.agents.start as usize..group.agents.end as usize] {
+                if kind_ok(agent.kind) && self.str(agent.name) == name {
+                    lines.push(agent.line);
+                    named = true;
+                }
+            }
+            if named {
+                groups.push(group);
+                if let Some(d) = group.crawl_delay {
+                    delay = Some(delay.map_or(d, |x: f64| x.max(d)));
+                }
+            }
+        }
+        if groups.is_empty() {
+            return None;
+        }
+        let rules = groups.iter().flat_map(|g| {
+            self.rules[g.rules.start as usize..g.rules.end as usize]
+                .iter()
+                .map(|r| (r.kind, self.str(r.pattern), r.line))
+        });
+        Some((
+            AgentRules {
+                name: name.to_string(),
+                lines,
+                rules: RuleSet::build(rules),
+            },
+            delay,
+        ))
+    }
+}
+
+impl Policy {
+    fn new(selected: Selected, sets: Vec<(AgentRules, Option<f64>)>) -> Policy {
+        let crawl_delay = sets
+            .iter()
+            .filter_map(|(_, d)| *d)
+            .fold(None, |acc: Option<f64>, d| {
+                Some(acc.map_or(d, |a| a.max(d)))
+            });
+        Policy {
+            selected,
+            sets: sets.into_iter().map(|(s, _)| s).collect(),
+            crawl_delay,
+        }
+    }
+
+    /// The policy when there is no robots.txt (RFC 9309 §2.3.1.3): everything allowed.
+    pub fn allow_all() -> Policy {
+        Policy {
+            selected: Selected::Nothing,
+            sets: Vec::new(),
+            crawl_delay: None,
+        }
+    }
+
+    /// Decides a path with query (`/a/b?c`) or a Gopher selector, as it is sent.
+    ///
+    /// Percent-encoding is normalised here; dot segments are the caller's to remove
+    /// (see [`crate::target`]), because whether they mean anything depends on the
+    /// protocol.
+    #[inline]
+    pub fn decide(&self, target: &str) -> Decision {
+        self.decide_bytes(target.as_bytes())
+    }
+
+    /// [`decide`](Self::decide) for targets that are bytes (Gopher selectors).
+    pub fn decide_bytes(&self, target: &[u8]) -> Decision {
+        if is_normal_target(target) {
+            // Normal targets are ASCII, so this never fails.
+            self.decide_normal(std::str::from_utf8(target).unwrap_or_default())
+        } else {
+            let mut buf = StackBuf::new();
+            normalize(target, Mode::Target, &mut buf);
+            self.decide_normal(buf.as_str())
+        }
+    }
+
+    fn decide_normal(&self, path: &str) -> Decision {
+        // The robots.txt file is always allowed: `/robots.txt`, and the Gopher
+        // selectors a robot fetches it by.
+        if matches!(path, "/robots.txt" | "robots.txt" | "0/robots.txt") {
+            return Decision {
+                allowed: true,
+                reason: Reason::RobotsTxtItself,
+            };
+        }
+        if self.sets.is_empty() {
+            return Decision {
+                allowed: true,
+                reason: Reason::NoGroup,
+            };
+        }
+        let mut first: Option<Decision> = None;
+        for (i, set) in self.sets.iter().enumerate() {
+            let set_index = i as u16;
+            let decision = match set.rules.best(path) {
+                Some(rule) => Decision {
+                    allowed: set.rules.rule(rule).0.kind == RuleKind::Allow,
+                    reason: Reason::Rule {
+                        set: set_index,
+                        rule,
+                    },
+                },
+                None => Decision {
+                    allowed: true,
+                    reason: Reason::NoMatchingRule { set: set_index },
+                },
+            };
+            // Several virtual agents: the most restrictive combination wins
+            // (Gemini companion spec): one disallow decides.
+            if !decision.allowed {
+                return decision;
+            }
+            first.get_or_insert(decision);
+        }
+        first.unwrap_or(Decision {
+            allowed: true,
+            reason: Reason::NoGroup,
+        })
+    }
+
+    /// The group and rule behind `decision`, which this policy made.
+    pub fn explain(&self, decision: &Decision) -> Explanation<'_> {
+        let group = |set: u16| {
+            self.sets.get(set as usize).map(|s| GroupInfo {
+                name: &s.name,
+                selected: self.selected,
+                lines: &s.lines,
+            })
+        };
+        let (group, rule) = match decision.reason {
+            Reason::RobotsTxtItself | Reason::NoGroup => (None, None),
+            Reason::NoMatchingRule { set } => (group(set), None),
+            Reason::Rule { set, rule } => (
+                group(set),
+                self.sets.get(set as usize).map(|s| {
+                    let (r, pattern) = s.rules.rule(rule);
+                    RuleInfo {
+                        kind: r.kind,
+                        pattern,
+                        line: r.line,
+                    }
+                }),
+            ),
+        };
+        Explanation {
+            allowed: decision.allowed,
+            group,
+            rule,
+            robots_txt_itself: decision.reason == Reason::RobotsTxtItself,
+        }
+    }
+
+    /// Which rank of groups applies to the bot.
+    pub fn selected(&self) -> Selected {
+        self.selected
+    }
+
+    /// The crawl-delay of the applying groups in seconds (the largest, when several).
+    pub fn crawl_delay_secs(&self) -> Option<f64> {
+        self.crawl_delay
+    }
+
+    /// [`crawl_delay_secs`](Self::crawl_delay_secs) as a `Duration`; absurdly large
+    /// values saturate.
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        self.crawl_delay
+            .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
+    }
+
+    /// How many rules the applying groups hold.
+    pub fn rule_count(&self) -> usize {
+        self.sets.iter().map(|s| s.rules.len()).sum()
+    }
+}

@@ -1,0 +1,578 @@
+//! Targets in one canonical form, so that a refusal cannot be dodged by spelling.
+//!
+//! design.md, "Canonical targets": the host is lower-cased, loses a trailing dot
+//! and is converted to punycode, the default port is made explicit; a Gemini (or
+//! HTTP) path has its dot segments removed (RFC 3986 §5.2.4) after unreserved
+//! percent-escapes are decoded and the others upper-cased (§6.2.2). A Gopher
+//! selector is sent as the client wrote it, so it is decided in two forms — as
+//! written and cleaned of dot segments and doubled slashes — and refused if
+//! either is disallowed.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::Ipv6Addr;
+
+use thiserror::Error;
+
+use crate::robots::encoding::{hex_val, normalize, Mode};
+use crate::robots::{Decision, Policy};
+
+/// The protocols a target can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    Gemini,
+    Gopher,
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Gemini => "gemini",
+            Scheme::Gopher => "gopher",
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Gemini => 1965,
+            Scheme::Gopher => 70,
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Scheme> {
+        [Scheme::Gemini, Scheme::Gopher, Scheme::Http, Scheme::Https]
+            .into_iter()
+            .find(|s| s.as_str().eq_ignore_ascii_case(name))
+    }
+}
+
+/// What on the host a target asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// Gemini and HTTP: the canonical path with its query (`/a/b?q`), starting with `/`.
+    Path(String),
+    /// Gopher: the item type, the selector bytes as they are sent, and search terms.
+    Gopher {
+        item_type: u8,
+        selector: Vec<u8>,
+        search: Option<Vec<u8>>,
+    },
+}
+
+/// A parsed, canonical target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub scheme: Scheme,
+    /// Lower-case ASCII (punycode), no trailing dot; IPv6 in brackets.
+    pub host: String,
+    /// Always explicit: the scheme's default when the URL named none.
+    pub port: u16,
+    pub resource: Resource,
+    /// The URL carried `user@` (Gemini forbids it: the proxy refuses such requests).
+    pub had_userinfo: bool,
+    /// The URL carried `#fragment` (dropped; Gemini forbids it in requests).
+    pub had_fragment: bool,
+}
+
+/// Why a target could not be parsed. These are the client's mistakes.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum TargetError {
+    #[error("not an absolute URL (expected scheme://host/...)")]
+    NotAbsolute,
+    #[error("unsupported scheme {0:?}")]
+    UnsupportedScheme(String),
+    #[error("CR, LF or NUL inside the URL")]
+    ControlCharacter,
+    #[error("empty host")]
+    EmptyHost,
+    #[error("invalid host {0:?}")]
+    InvalidHost(String),
+    #[error("invalid port {0:?}")]
+    InvalidPort(String),
+}
+
+impl Target {
+    /// Parses an absolute `gemini://`, `gopher://`, `http://` or `https://` URL.
+    pub fn parse(input: &str) -> Result<Target, TargetError> {
+        if input.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            return Err(TargetError::ControlCharacter);
+        }
+        let (scheme_name, rest) = input.split_once("://").ok_or(TargetError::NotAbsolute)?;
+        let scheme = Scheme::from_name(scheme_name)
+            .ok_or_else(|| TargetError::UnsupportedScheme(scheme_name.to_string()))?;
+        let (rest, had_fragment) = match rest.split_once('#') {
+            Some((before, _)) => (before, true),
+            None => (rest, false),
+        };
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, path_and_query) = rest.split_at(authority_end);
+        let (userinfo, host_port) = match authority.rsplit_once('@') {
+            Some((_, hp)) => (true, hp),
+            None => (false, authority),
+        };
+        let (host, port) = split_host_port(host_port)?;
+        let host = canonical_host(host)?;
+        let port = match port {
+            None | Some("") => scheme.default_port(),
+            Some(p) => parse_port(p)?,
+        };
+        let resource = match scheme {
+            Scheme::Gopher => gopher_resource(path_and_query)?,
+            _ => Resource::Path(canonical_path(path_and_query)),
+        };
+        Ok(Target {
+            scheme,
+            host,
+            port,
+            resource,
+            had_userinfo: userinfo,
+            had_fragment,
+        })
+    }
+
+    /// `host:port` with the port always present (the key for robots.txt and politeness).
+    pub fn authority(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The canonical URL: what the proxy forwards upstream (Gemini) and logs.
+    /// The default port is left out, as clients usually write it.
+    pub fn url(&self) -> String {
+        let mut url = format!("{}://{}", self.scheme.as_str(), self.host);
+        if self.port != self.scheme.default_port() {
+            url.push_str(&format!(":{}", self.port));
+        }
+        match &self.resource {
+            Resource::Path(p) => url.push_str(p),
+            Resource::Gopher {
+                item_type,
+                selector,
+                search,
+            } => {
+                url.push('/');
+                url.push(*item_type as char);
+                normalize(selector, Mode::Url, &mut url);
+                if let Some(search) = search {
+                    url.push_str("%09");
+                    normalize(search, Mode::Url, &mut url);
+                }
+            }
+        }
+        url
+    }
+
+    /// The path or selector the rules see, as bytes.
+    pub fn matched_path(&self) -> &[u8] {
+        match &self.resource {
+            Resource::Path(p) => p.as_bytes(),
+            Resource::Gopher { selector, .. } => selector,
+        }
+    }
+
+    /// Decides this target; a target that could reach one resource two ways is
+    /// refused if either way is disallowed.
+    pub fn decide(&self, policy: &Policy) -> Decision {
+        decide_spellings(policy, self.matched_path())
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url())
+    }
+}
+
+/// Decides a path or selector as written and in its cleaned form (dot segments
+/// removed, runs of `/` collapsed); the first refusal wins. Servers commonly map
+/// `//private/x` and `/./private/x` to `/private/x`, so a rule on the latter must
+/// hold for the former.
+pub fn decide_spellings(policy: &Policy, path: &[u8]) -> Decision {
+    let as_written = policy.decide_bytes(path);
+    if !as_written.allowed() {
+        return as_written;
+    }
+    match cleaned(path) {
+        Cow::Borrowed(_) => as_written,
+        Cow::Owned(clean) => {
+            let cleaned = policy.decide_bytes(&clean);
+            if cleaned.allowed() {
+                as_written
+            } else {
+                cleaned
+            }
+        }
+    }
+}
+
+/// `path` with dot segments removed and runs of `/` collapsed; borrowed when
+/// there was nothing to clean.
+pub fn cleaned(path: &[u8]) -> Cow<'_, [u8]> {
+    let has_dot_segment = path
+        .split(|&b| b == b'/')
+        .any(|seg| seg == b"." || seg == b"..");
+    if !has_dot_segment && !path.windows(2).any(|w| w == b"//") {
+        return Cow::Borrowed(path);
+    }
+    let mut out = remove_dot_segments(path);
+    out.dedup_by(|a, b| *a == b'/' && *b == b'/');
+    Cow::Owned(out)
+}
+
+/// RFC 3986 §5.2.4.
+pub fn remove_dot_segments(path: &[u8]) -> Vec<u8> {
+    let mut input: &[u8] = path;
+    let mut out: Vec<u8> = Vec::with_capacity(path.len());
+    let pop = |out: &mut Vec<u8>| {
+        let at = out.iter().rposition(|&b| b == b'/').unwrap_or(0);
+        out.truncate(at);
+    };
+    while !input.is_empty() {
+        if let Some(rest) = input.strip_prefix(b"../") {
+            input = rest;
+        } else if let Some(rest) = input.strip_prefix(b"./") {
+            input = rest;
+        } else if input.starts_with(b"/./") {
+            input = &input[2..];
+        } else if input == b"/." {
+            input = b"/";
+        } else if input.starts_with(b"/../") {
+            input = &input[3..];
+            pop(&mut out);
+        } else if input == b"/.." {
+            input = b"/";
+            pop(&mut out);
+        } else if input == b"." || input == b".." {
+            input = b"";
+        } else {
+            let skip = usize::from(input[0] == b'/');
+            let end = input[skip..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(input.len(), |i| i + skip);
+            out.extend_from_slice(&input[..end]);
+            input = &input[end..];
+        }
+    }
+    out
+}
+
+fn split_host_port(host_port: &str) -> Result<(&str, Option<&str>), TargetError> {
+    if let Some(rest) = host_port.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| TargetError::InvalidHost(host_port.to_string()))?;
+        return match after {
+            "" => Ok((host_port, None)),
+            _ => match after.strip_prefix(':') {
+                Some(port) => Ok((&host_port[..host.len() + 2], Some(port))),
+                None => Err(TargetError::InvalidHost(host_port.to_string())),
+            },
+        };
+    }
+    Ok(match host_port.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (host_port, None),
+    })
+}
+
+fn parse_port(port: &str) -> Result<u16, TargetError> {
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(TargetError::InvalidPort(port.to_string()));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(TargetError::InvalidPort(port.to_string())),
+    }
+}
+
+/// Lower-case, no trailing dot, IDN to punycode (UTS 46), IPv6 in canonical text form.
+pub fn canonical_host(host: &str) -> Result<String, TargetError> {
+    if host.is_empty() {
+        return Err(TargetError::EmptyHost);
+    }
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        let addr: Ipv6Addr = inner
+            .parse()
+            .map_err(|_| TargetError::InvalidHost(host.to_string()))?;
+        return Ok(format!("[{addr}]"));
+    }
+    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    let ascii =
+        idna::domain_to_ascii(trimmed).map_err(|_| TargetError::InvalidHost(host.to_string()))?;
+    let valid = !ascii.is_empty()
+        && ascii.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
+        });
+    if !valid {
+        return Err(TargetError::InvalidHost(host.to_string()));
+    }
+    Ok(ascii)
+}
+
+/// Canonical path and query of a Gemini or HTTP URL: percent-encoding normalised,
+/// dot segments removed from the path (not the query), `/` when empty.
+fn canonical_path(path_and_query: &str) -> String {
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path_and_query, None),
+    };
+    let mut normal = Vec::with_capacity(path.len());
+    normalize(path.as_bytes(), Mode::Url, &mut normal);
+    let mut out = remove_dot_segments(&normal);
+    if out.first() != Some(&b'/') {
+        out.insert(0, b'/');
+    }
+    if let Some(q) = query {
+        out.push(b'?');
+        normalize(q.as_bytes(), Mode::Url, &mut out);
+    }
+    // The normal form is ASCII by construction.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// RFC 4266: `/<type><selector>`, percent-decoded, `%09` (or a literal tab)
+/// separating the search terms. An empty path is the root menu.
+fn gopher_resource(path_and_query: &str) -> Result<Resource, TargetError> {
+    let rest = path_and_query.strip_prefix('/').unwrap_or(path_and_query);
+    let decoded = percent_decode(rest.as_bytes());
+    if decoded.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err(TargetError::ControlCharacter);
+    }
+    let Some((&item_type, rest)) = decoded.split_first() else {
+        return Ok(Resource::Gopher {
+            item_type: b'1',
+            selector: Vec::new(),
+            search: None,
+        });
+    };
+    let (selector, search) = match rest.iter().position(|&b| b == b'\t') {
+        Some(tab) => (rest[..tab].to_vec(), Some(rest[tab + 1..].to_vec())),
+        None => (rest.to_vec(), None),
+    };
+    Ok(Resource::Gopher {
+        item_type,
+        selector,
+        search,
+    })
+}
+
+/// Decodes every valid `%XX`; a stray `%` stays as it is.
+pub fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%' {
+            let hi = input.get(i + 1).and_then(|&b| hex_val(b));
+            let lo = input.get(i + 2).and_then(|&b| hex_val(b));
+            if let (Some(hi), Some(lo)) = (hi, lo) {
+                out.push(hi << 4 | lo);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(input[i]);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        let cases: &[(&str, Result<&str, ()>)] = &[
+            ("Example.ORG.", Ok("example.org")),
+            ("example.org", Ok("example.org")),
+            ("bücher.example", Ok("xn--bcher-kva.example")),
+            ("XN--BCHER-KVA.example", Ok("xn--bcher-kva.example")),
+            ("127.0.0.1", Ok("127.0.0.1")),
+            ("[::1]", Ok("[::1]")),
+            ("[0:0::1]", Ok("[::1]")),
+            ("", Err(())),
+            ("a b", Err(())),
+            ("[nope]", Err(())),
+        ];
+        for (host, want) in cases {
+            assert_eq!(
+                canonical_host(host).map_err(|_| ()).as_deref(),
+                want.as_deref(),
+                "{host:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn gemini_urls() {
+        let cases: &[(&str, &str, &str)] = &[
+            // input, authority, canonical url
+            (
+                "gemini://Example.ORG.:1965/",
+                "example.org:1965",
+                "gemini://example.org/",
+            ),
+            (
+                "gemini://example.org",
+                "example.org:1965",
+                "gemini://example.org/",
+            ),
+            (
+                "gemini://example.org:1966/a",
+                "example.org:1966",
+                "gemini://example.org:1966/a",
+            ),
+            (
+                "GEMINI://example.org/%70rivate",
+                "example.org:1965",
+                "gemini://example.org/private",
+            ),
+            (
+                "gemini://example.org/a/../private",
+                "example.org:1965",
+                "gemini://example.org/private",
+            ),
+            (
+                "gemini://example.org/a/%2E%2E/private",
+                "example.org:1965",
+                "gemini://example.org/private",
+            ),
+            (
+                "gemini://example.org/./x/./y/..",
+                "example.org:1965",
+                "gemini://example.org/x/",
+            ),
+            (
+                "gemini://example.org/q?a=%7e&b=%2f",
+                "example.org:1965",
+                "gemini://example.org/q?a=~&b=%2F",
+            ),
+            (
+                "gemini://example.org/ü",
+                "example.org:1965",
+                "gemini://example.org/%C3%BC",
+            ),
+            (
+                "gemini://example.org/*$",
+                "example.org:1965",
+                "gemini://example.org/*$",
+            ),
+            (
+                "gemini://[::1]:2000/x",
+                "[::1]:2000",
+                "gemini://[::1]:2000/x",
+            ),
+            (
+                "gemini://example.org?q",
+                "example.org:1965",
+                "gemini://example.org/?q",
+            ),
+        ];
+        for (input, authority, url) in cases {
+            let t = Target::parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(t.authority(), *authority, "{input}");
+            assert_eq!(t.url(), *url, "{input}");
+            assert_eq!(
+                Target::parse(&t.url()).as_ref(),
+                Ok(&t),
+                "canonical form is stable"
+            );
+        }
+    }
+
+    #[test]
+    fn flags_and_errors() {
+        let t = Target::parse("gemini://user@example.org/x#frag").unwrap();
+        assert!(t.had_userinfo && t.had_fragment);
+        assert_eq!(t.url(), "gemini://example.org/x");
+        let errors: &[(&str, TargetError)] = &[
+            ("/relative", TargetError::NotAbsolute),
+            (
+                "ftp://example.org/",
+                TargetError::UnsupportedScheme("ftp".into()),
+            ),
+            ("gemini://example.org/\r\nx", TargetError::ControlCharacter),
+            ("gemini:///path", TargetError::EmptyHost),
+            (
+                "gemini://example.org:99999/",
+                TargetError::InvalidPort("99999".into()),
+            ),
+            (
+                "gemini://example.org:x/",
+                TargetError::InvalidPort("x".into()),
+            ),
+            (
+                "gopher://example.org/0a%0D%0Ab",
+                TargetError::ControlCharacter,
+            ),
+        ];
+        for (input, want) in errors {
+            assert_eq!(Target::parse(input).as_ref(), Err(want), "{input}");
+        }
+    }
+
+    #[test]
+    fn gopher_urls() {
+        let t = Target::parse("gopher://Example.org").unwrap();
+        assert_eq!(t.authority(), "example.org:70");
+        assert_eq!(
+            t.resource,
+            Resource::Gopher {
+                item_type: b'1',
+                selector: vec![],
+                search: None
+            }
+        );
+        let t = Target::parse("gopher://example.org:7070/7/search%09caf%C3%A9").unwrap();
+        assert_eq!(
+            t.resource,
+            Resource::Gopher {
+                item_type: b'7',
+                selector: b"/search".to_vec(),
+                search: Some("café".as_bytes().to_vec())
+            }
+        );
+        assert_eq!(t.url(), "gopher://example.org:7070/7/search%09caf%C3%A9");
+        let t = Target::parse("gopher://example.org/0robots.txt").unwrap();
+        assert_eq!(t.matched_path(), b"robots.txt");
+        let t = Target::parse("gopher://example.org/1/a%20b").unwrap();
+        assert_eq!(t.matched_path(), b"/a b");
+    }
+
+    #[test]
+    fn dot_segments() {
+        let cases: &[(&str, &str)] = &[
+            ("/a/b/c/./../../g", "/a/g"),
+            ("mid/content=5/../6", "mid/6"),
+            ("/./private/x", "/private/x"),
+            ("/../private", "/private"),
+            ("/a/..", "/"),
+            ("/a/.", "/a/"),
+            ("..", ""),
+            ("/", "/"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                remove_dot_segments(input.as_bytes()),
+                want.as_bytes(),
+                "{input}"
+            );
+        }
+        assert_eq!(&*cleaned(b"//private//x"), b"/private/x");
+        assert_eq!(&*cleaned(b"/./private/x"), b"/private/x");
+        assert!(matches!(cleaned(b"/plain/x.txt"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode(b"a%20b%zz%4"), b"a b%zz%4");
+        assert_eq!(percent_decode(b"%"), b"%");
+        assert_eq!(percent_decode(b"%C3%BC"), "ü".as_bytes());
+    }
+}
