@@ -1,0 +1,387 @@
+//! `robots-proxy check`, the command-line contract of design.md: output lines,
+//! `--explain`, `--format json`, `--crawl-delay`, `--targets-from`, exit codes.
+//!
+//! Most cases run in-process; a few run the built binary, because the exit code
+//! and the messages on stderr are part of the contract.
+
+use std::io::{Cursor, Write};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use clap::Parser;
+use robots_proxy::check;
+use robots_proxy::cli::{Cli, Command as Sub};
+
+const ROBOTS: &str = "\
+User-agent: examplebot
+Disallow: /private
+Allow: /private/open
+Crawl-delay: 2.5
+
+Virtual-agent: indexer
+Disallow: /noindex
+
+User-agent: *
+Disallow: /
+";
+
+/// A file under the target directory, unique to the test that writes it.
+fn temp_file(name: &str, content: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(format!("cli-{}-{name}", std::process::id()));
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+/// Runs `check` in-process; returns (stdout, exit code) or the error message.
+fn check_in_process(args: &[&str], stdin: &str) -> Result<(String, u8), String> {
+    let cli = Cli::try_parse_from(std::iter::once("robots-proxy").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    let Sub::Check(args) = cli.command;
+    let mut out = Vec::new();
+    let outcome = check::run(&args, &mut Cursor::new(stdin.as_bytes()), &mut out)
+        .map_err(|e| e.to_string())?;
+    Ok((
+        String::from_utf8(out).unwrap(),
+        u8::from(outcome.errors > 0),
+    ))
+}
+
+fn binary(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn one_line_per_target_for_paths_selectors_and_urls() {
+    let robots = temp_file("robots.txt", ROBOTS);
+    let r = robots.to_str().unwrap();
+    let (out, code) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            r,
+            "--agent",
+            "ExampleBot/1.0",
+            "/private/x",
+            "/private/open/y",
+            "gemini://Example.ORG:1965/a/../%70rivate",
+            "gopher://example.org/1/private",
+            "https://example.org/public?x#frag",
+            "private",
+        ],
+        "",
+    )
+    .unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "disallow\t/private/x\n\
+         allow\t/private/open/y\n\
+         disallow\tgemini://Example.ORG:1965/a/../%70rivate\n\
+         disallow\tgopher://example.org/1/private\n\
+         allow\thttps://example.org/public?x#frag\n\
+         allow\tprivate\n"
+    );
+}
+
+#[test]
+fn explain_names_group_and_rule_with_lines() {
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "otherbot",
+            "--virtual-agent",
+            "indexer",
+            "--explain",
+            "/noindex/a",
+            "/b",
+        ],
+        ROBOTS,
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        "disallow\t/noindex/a\tgroup indexer [virtual agent] (line 6)\trule Disallow: /noindex (line 7)\n\
+         allow\t/b\tgroup indexer [virtual agent] (line 6)\tno rule matches\n"
+    );
+}
+
+#[test]
+fn crawl_delay_line() {
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "examplebot",
+            "--crawl-delay",
+        ],
+        ROBOTS,
+    )
+    .unwrap();
+    assert_eq!(out, "crawl-delay\t2.5\n");
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "otherbot",
+            "--crawl-delay",
+            "/x",
+        ],
+        ROBOTS,
+    )
+    .unwrap();
+    assert_eq!(out, "disallow\t/x\ncrawl-delay\tnone\n");
+}
+
+#[test]
+fn json_format() {
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "examplebot",
+            "--format",
+            "json",
+            "--crawl-delay",
+            "/private/z",
+            "gemini://h/ok",
+        ],
+        ROBOTS,
+    )
+    .unwrap();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["target"], "/private/z");
+    assert_eq!(lines[0]["decision"], "disallow");
+    assert_eq!(lines[0]["group"]["name"], "examplebot");
+    assert_eq!(lines[0]["group"]["lines"], serde_json::json!([1]));
+    assert_eq!(
+        lines[0]["rule"],
+        serde_json::json!({"kind": "disallow", "pattern": "/private", "line": 2})
+    );
+    assert_eq!(lines[1]["decision"], "allow");
+    assert_eq!(lines[1]["path"], "/ok");
+    assert_eq!(lines[1]["rule"], serde_json::Value::Null);
+    assert_eq!(lines[2], serde_json::json!({"crawl_delay": 2.5}));
+}
+
+#[test]
+fn targets_from_file_and_stdin() {
+    let robots = temp_file("robots-tf.txt", ROBOTS);
+    let list = temp_file("targets.txt", "/private/a\r\n\n/private/open\n/elsewhere");
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            robots.to_str().unwrap(),
+            "--agent",
+            "examplebot",
+            "--targets-from",
+            list.to_str().unwrap(),
+            "/first",
+        ],
+        "",
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        "allow\t/first\ndisallow\t/private/a\nallow\t/private/open\nallow\t/elsewhere\n"
+    );
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            robots.to_str().unwrap(),
+            "--agent",
+            "examplebot",
+            "--targets-from",
+            "-",
+        ],
+        "/private\n",
+    )
+    .unwrap();
+    assert_eq!(out, "disallow\t/private\n");
+}
+
+#[test]
+fn bad_target_gets_an_error_line_and_exit_1() {
+    let (out, code) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "examplebot",
+            "ftp://h/x",
+            "/ok",
+        ],
+        ROBOTS,
+    )
+    .unwrap();
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "error\tftp://h/x\tunsupported scheme \"ftp\"\nallow\t/ok\n"
+    );
+}
+
+#[test]
+fn usage_errors_name_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "check",
+                "--robots",
+                "/nonexistent/robots.txt",
+                "--agent",
+                "b",
+                "/",
+            ],
+            "--robots /nonexistent/robots.txt",
+        ),
+        (
+            &["check", "--robots", "-", "--agent", "Foo Bar", "/"],
+            "--agent",
+        ),
+        (
+            &[
+                "check",
+                "--robots",
+                "-",
+                "--agent",
+                "b",
+                "--virtual-agent",
+                "two words",
+                "/",
+            ],
+            "--virtual-agent",
+        ),
+        (
+            &[
+                "check",
+                "--robots",
+                "-",
+                "--agent",
+                "b",
+                "--targets-from",
+                "-",
+            ],
+            "standard input",
+        ),
+        (&["check", "--robots", "-", "--agent", "b"], "no targets"),
+        (&["check", "--agent", "b", "/"], "--robots"),
+        (
+            &[
+                "check", "--robots", "-", "--agent", "b", "--format", "xml", "/",
+            ],
+            "--format",
+        ),
+    ];
+    for (args, needle) in cases {
+        let err = check_in_process(args, "").expect_err(needle);
+        assert!(
+            err.contains(needle),
+            "{args:?}: {err:?} should mention {needle:?}"
+        );
+    }
+}
+
+#[test]
+fn binary_exit_codes_and_streams() {
+    let ok = binary(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "examplebot",
+            "/private",
+            "/x",
+        ],
+        ROBOTS,
+    );
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&ok.stdout),
+        "disallow\t/private\nallow\t/x\n"
+    );
+
+    let missing = binary(
+        &[
+            "check",
+            "--robots",
+            "/nonexistent/robots.txt",
+            "--agent",
+            "b",
+            "/",
+        ],
+        "",
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("--robots /nonexistent/robots.txt"),
+        "{stderr}"
+    );
+    assert!(missing.stdout.is_empty());
+
+    let bad_flag = binary(&["check", "--robots", "-", "--agent", "Foo Bar", "/"], "");
+    assert_eq!(bad_flag.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_flag.stderr).contains("--agent"));
+
+    let bad_target = binary(
+        &["check", "--robots", "-", "--agent", "b", "gemini://a b/"],
+        "",
+    );
+    assert_eq!(bad_target.status.code(), Some(1));
+}
+
+#[test]
+fn huge_and_binary_robots_files_are_handled() {
+    // 2 MiB of junk after a real group: only the first 500 KiB is read and parsed.
+    let mut big = String::from("User-agent: *\nDisallow: /private\n");
+    while big.len() < 2 * 1024 * 1024 {
+        big.push_str("\u{0}\u{1}garbage \u{ff} line that means nothing\n");
+    }
+    big.push_str("Disallow: /beyond-the-limit\n");
+    let path = temp_file("big-robots.txt", &big);
+    let (out, _) = check_in_process(
+        &[
+            "check",
+            "--robots",
+            path.to_str().unwrap(),
+            "--agent",
+            "b",
+            "/private",
+            "/beyond-the-limit",
+        ],
+        "",
+    )
+    .unwrap();
+    assert_eq!(out, "disallow\t/private\nallow\t/beyond-the-limit\n");
+}
