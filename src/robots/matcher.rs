@@ -33,6 +33,22 @@ pub(crate) struct CompiledRule {
     start: u32,
     end: u32,
     shape: Shape,
+    /// Bigrams every path this rule matches must hold (see [`signature`]).
+    needs: u128,
+}
+
+/// A 128-bit Bloom filter of the byte pairs in `bytes`. A wildcard rule can only
+/// match a path whose signature holds all the bits of its literal pieces, so one
+/// AND rules out most wildcard rules without searching the path.
+#[inline]
+fn signature(bytes: &[u8]) -> u128 {
+    let mut sig = 0u128;
+    for pair in bytes.windows(2) {
+        let h = (u32::from(pair[0]).wrapping_mul(0x9E37) ^ u32::from(pair[1]).wrapping_mul(0x85EB))
+            >> 5;
+        sig |= 1u128 << (h & 127);
+    }
+    sig
 }
 
 /// All rules that apply to one agent, ready to match.
@@ -57,7 +73,18 @@ impl RuleSet {
         let mut set = RuleSet::default();
         let mut keyed: Vec<(u8, CompiledRule)> = Vec::new();
         let mut any: Vec<CompiledRule> = Vec::new();
-        for (kind, pattern, line) in rules {
+        let mut seen: Vec<(RuleKind, &str)> = Vec::new();
+        for (kind, original, line) in rules {
+            // The same rule twice decides nothing new; the first keeps its line.
+            if seen.contains(&(kind, original)) {
+                continue;
+            }
+            seen.push((kind, original));
+            // A trailing `*` (unanchored) matches nothing more than its absence;
+            // the priority stays the length of the rule as written.
+            let trimmed = original.trim_end_matches('*');
+            let pattern = if trimmed.is_empty() { "*" } else { trimmed };
+            let original_len = original.len() as u32;
             let start = set.arena.len() as u32;
             set.arena.push_str(pattern);
             let end = set.arena.len() as u32;
@@ -84,13 +111,27 @@ impl RuleSet {
             } else {
                 Shape::Prefix
             };
+            let needs = match shape {
+                Shape::Wild {
+                    first_piece,
+                    piece_count,
+                    ..
+                } => set.pieces[first_piece as usize..(first_piece + piece_count) as usize]
+                    .iter()
+                    .fold(0, |acc, &(a, b)| {
+                        acc | signature(&set.arena.as_bytes()[a as usize..b as usize])
+                    }),
+                _ => 0,
+            };
             let rule = CompiledRule {
                 kind,
                 line,
-                priority: (end - start),
+                // RFC 9309 counts the octets of the rule as written, trailing `*` included.
+                priority: original_len,
                 start,
                 end,
                 shape,
+                needs,
             };
             match bytes {
                 [a, b, ..] if *a != b'*' && *b != b'*' && *b != b'$' => keyed.push((*b, rule)),
@@ -129,35 +170,43 @@ impl RuleSet {
     /// The index of the rule that decides `path` (in normal form), if any matches.
     #[inline]
     pub(crate) fn best(&self, path: &str) -> Option<u32> {
-        let from_any = self.first_match(0, self.any, path);
-        let from_bucket = match (&self.buckets, path.as_bytes().get(1)) {
-            (Some(b), Some(&k)) => self.first_match(
-                self.any + b[k as usize] as usize,
-                self.any + b[k as usize + 1] as usize,
-                path,
-            ),
+        let mut best = match (&self.buckets, path.as_bytes().get(1)) {
+            (Some(b), Some(&k)) => (self.any + b[k as usize] as usize
+                ..self.any + b[k as usize + 1] as usize)
+                .find(|&i| self.matches(&self.rules[i], path, u128::MAX)),
             _ => None,
         };
-        match (from_any, from_bucket) {
-            (Some(a), Some(b)) => {
-                let (ra, rb) = (&self.rules[a as usize], &self.rules[b as usize]);
-                let a_wins = ra.priority > rb.priority
-                    || (ra.priority == rb.priority && ra.kind == RuleKind::Allow);
-                Some(if a_wins { a } else { b })
+        // The path's signature is computed only if a wildcard rule needs it.
+        let mut sig: Option<u128> = None;
+        for (i, rule) in self.rules[..self.any].iter().enumerate() {
+            if let Some(b) = best {
+                let current = &self.rules[b];
+                // Sorted by priority: nothing further down can outrank `current`.
+                let outranks = rule.priority > current.priority
+                    || (rule.priority == current.priority
+                        && rule.kind == RuleKind::Allow
+                        && current.kind == RuleKind::Disallow);
+                if !outranks {
+                    break;
+                }
             }
-            (a, b) => a.or(b),
+            let path_sig = if rule.needs == 0 {
+                u128::MAX
+            } else {
+                *sig.get_or_insert_with(|| signature(path.as_bytes()))
+            };
+            if self.matches(rule, path, path_sig) {
+                best = Some(i);
+            }
         }
+        best.map(|i| i as u32)
     }
 
     #[inline]
-    fn first_match(&self, from: usize, to: usize, path: &str) -> Option<u32> {
-        (from..to)
-            .find(|&i| self.matches(&self.rules[i], path))
-            .map(|i| i as u32)
-    }
-
-    #[inline]
-    fn matches(&self, rule: &CompiledRule, path: &str) -> bool {
+    fn matches(&self, rule: &CompiledRule, path: &str, path_sig: u128) -> bool {
+        if rule.needs & !path_sig != 0 {
+            return false;
+        }
         let pattern = &self.arena[rule.start as usize..rule.end as usize];
         match rule.shape {
             Shape::Prefix => path.starts_with(pattern),
