@@ -8,6 +8,7 @@
 //! (the first is nearly always `/`); a target only tries its own bucket and the
 //! few rules that start with a wildcard. A decision allocates nothing.
 
+use super::encoding::is_kept;
 use super::parse::RuleKind;
 
 #[derive(Clone, Copy, Debug)]
@@ -34,22 +35,65 @@ pub(crate) struct CompiledRule {
     end: u32,
     shape: Shape,
     /// Bigrams every path this rule matches must hold (see [`signature`]).
-    needs: u128,
+    needs: Sig,
 }
 
-/// A 128-bit Bloom filter of the byte pairs in `bytes`. A wildcard rule can only
+/// A 64-bit Bloom filter of the byte pairs in `bytes`. A wildcard rule can only
 /// match a path whose signature holds all the bits of its literal pieces, so one
 /// AND rules out most wildcard rules without searching the path.
 #[inline]
-fn signature(bytes: &[u8]) -> u128 {
-    let mut sig = 0u128;
+fn signature(bytes: &[u8]) -> Sig {
+    let mut sig = 0;
     for pair in bytes.windows(2) {
-        let h = (u32::from(pair[0]).wrapping_mul(0x9E37) ^ u32::from(pair[1]).wrapping_mul(0x85EB))
-            >> 5;
-        sig |= 1u128 << (h & 127);
+        sig |= pair_bit(pair[0], pair[1]);
     }
     sig
 }
+
+type Sig = u64;
+
+#[inline(always)]
+fn pair_bit(a: u8, b: u8) -> Sig {
+    let h = (u32::from(a).wrapping_mul(0x9E37) ^ u32::from(b).wrapping_mul(0x85EB)) >> 7;
+    1 << (h & 63)
+}
+
+/// The first position of `needle` in `hay`. Paths are short and the signature
+/// has already ruled out most misses, so a plain scan is all this needs.
+#[inline]
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let Some((&first, rest)) = needle.split_first() else {
+        return Some(0);
+    };
+    let last_start = hay.len().checked_sub(needle.len())?;
+    (0..=last_start).find(|&i| hay[i] == first && &hay[i + 1..i + needle.len()] == rest)
+}
+
+/// One pass over a target: `None` when it is not already in normal form
+/// (it must be normalised first), else its signature.
+#[inline]
+pub(crate) fn scan_normal_target(bytes: &[u8]) -> Option<Sig> {
+    let (&first, rest) = match bytes.split_first() {
+        Some(split) => split,
+        None => return Some(0),
+    };
+    if !is_kept(first) {
+        return None;
+    }
+    let mut sig = 0;
+    let mut prev = first;
+    for &b in rest {
+        if !is_kept(b) {
+            return None;
+        }
+        sig |= pair_bit(prev, b);
+        prev = b;
+    }
+    Some(sig)
+}
+
+/// Stands for "compute the signature only if a rule needs it".
+pub(crate) const NO_SIGNATURE: Option<Sig> = None;
 
 /// All rules that apply to one agent, ready to match.
 #[derive(Clone, Debug, Default)]
@@ -169,15 +213,14 @@ impl RuleSet {
 
     /// The index of the rule that decides `path` (in normal form), if any matches.
     #[inline]
-    pub(crate) fn best(&self, path: &str) -> Option<u32> {
-        let mut best = match (&self.buckets, path.as_bytes().get(1)) {
+    pub(crate) fn best(&self, path: &[u8], mut sig: Option<Sig>) -> Option<u32> {
+        let mut best = match (&self.buckets, path.get(1)) {
             (Some(b), Some(&k)) => (self.any + b[k as usize] as usize
                 ..self.any + b[k as usize + 1] as usize)
-                .find(|&i| self.matches(&self.rules[i], path, u128::MAX)),
+                .find(|&i| self.matches(&self.rules[i], path, Sig::MAX)),
             _ => None,
         };
-        // The path's signature is computed only if a wildcard rule needs it.
-        let mut sig: Option<u128> = None;
+        // The path's signature, if not given, is computed only if a wildcard rule needs it.
         for (i, rule) in self.rules[..self.any].iter().enumerate() {
             if let Some(b) = best {
                 let current = &self.rules[b];
@@ -191,9 +234,9 @@ impl RuleSet {
                 }
             }
             let path_sig = if rule.needs == 0 {
-                u128::MAX
+                Sig::MAX
             } else {
-                *sig.get_or_insert_with(|| signature(path.as_bytes()))
+                *sig.get_or_insert_with(|| signature(path))
             };
             if self.matches(rule, path, path_sig) {
                 best = Some(i);
@@ -203,11 +246,11 @@ impl RuleSet {
     }
 
     #[inline]
-    fn matches(&self, rule: &CompiledRule, path: &str, path_sig: u128) -> bool {
+    fn matches(&self, rule: &CompiledRule, path: &[u8], path_sig: Sig) -> bool {
         if rule.needs & !path_sig != 0 {
             return false;
         }
-        let pattern = &self.arena[rule.start as usize..rule.end as usize];
+        let pattern = &self.arena.as_bytes()[rule.start as usize..rule.end as usize];
         match rule.shape {
             Shape::Prefix => path.starts_with(pattern),
             Shape::Exact => path == &pattern[..pattern.len() - 1],
@@ -226,8 +269,8 @@ impl RuleSet {
     /// `p0*p1*…*pn`: p0 is a prefix, the middle pieces are found leftmost in order
     /// (leftmost is always safe: it leaves the most room for what follows), and pn
     /// is found after them, or is a suffix when the pattern is anchored.
-    fn wild_match(&self, pieces: &[(u32, u32)], anchored: bool, path: &str) -> bool {
-        let piece = |p: &(u32, u32)| &self.arena[p.0 as usize..p.1 as usize];
+    fn wild_match(&self, pieces: &[(u32, u32)], anchored: bool, path: &[u8]) -> bool {
+        let piece = |p: &(u32, u32)| &self.arena.as_bytes()[p.0 as usize..p.1 as usize];
         let Some((first, rest)) = pieces.split_first() else {
             return false;
         };
@@ -241,7 +284,7 @@ impl RuleSet {
         let mut pos = first.len();
         for p in middle {
             let p = piece(p);
-            match path[pos..].find(p) {
+            match find(&path[pos..], p) {
                 Some(i) => pos += i + p.len(),
                 None => return false,
             }
@@ -250,7 +293,7 @@ impl RuleSet {
         if anchored {
             path.len() - pos >= last.len() && path.ends_with(last)
         } else {
-            path[pos..].contains(last)
+            find(&path[pos..], last).is_some()
         }
     }
 
@@ -279,7 +322,8 @@ mod tests {
     }
 
     fn verdict(s: &RuleSet, path: &str) -> Option<(RuleKind, u32)> {
-        s.best(path).map(|i| (s.rule(i).0.kind, s.rule(i).0.line))
+        s.best(path.as_bytes(), NO_SIGNATURE)
+            .map(|i| (s.rule(i).0.kind, s.rule(i).0.line))
     }
 
     #[test]
@@ -315,7 +359,11 @@ mod tests {
         ];
         for (pattern, path, want) in cases {
             let s = set(&[(Disallow, pattern)]);
-            assert_eq!(s.best(path).is_some(), *want, "{pattern:?} vs {path:?}");
+            assert_eq!(
+                s.best(path.as_bytes(), NO_SIGNATURE).is_some(),
+                *want,
+                "{pattern:?} vs {path:?}"
+            );
         }
     }
 
@@ -352,7 +400,11 @@ mod tests {
             let reference = rules
                 .iter()
                 .enumerate()
-                .filter(|(_, (k, p))| set(&[(*k, p)]).best(path).is_some())
+                .filter(|(_, (k, p))| {
+                    set(&[(*k, p)])
+                        .best(path.as_bytes(), NO_SIGNATURE)
+                        .is_some()
+                })
                 .max_by_key(|(i, (k, p))| (p.len(), *k == Allow, usize::MAX - i))
                 .map(|(i, (k, _))| (*k, i as u32 + 1));
             let got = verdict(&big, path).map(|(k, l)| (k, l));

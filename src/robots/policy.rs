@@ -9,8 +9,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::encoding::{is_normal_target, normalize, Mode, StackBuf};
-use super::matcher::RuleSet;
+use super::encoding::{normalize, Mode, StackBuf};
+use super::matcher::{scan_normal_target, RuleSet, NO_SIGNATURE};
 use super::parse::{is_token_byte, AgentKind, RobotsTxt, RuleKind};
 
 /// Who a request acts for: the bot's product token and its virtual agents.
@@ -289,20 +289,21 @@ impl Policy {
 
     /// [`decide`](Self::decide) for targets that are bytes (Gopher selectors).
     pub fn decide_bytes(&self, target: &[u8]) -> Decision {
-        if is_normal_target(target) {
-            // Normal targets are ASCII, so this never fails.
-            self.decide_normal(std::str::from_utf8(target).unwrap_or_default())
+        // One pass both checks that the target needs no normalising (the common
+        // case) and takes its signature for the wildcard rules.
+        if let Some(sig) = scan_normal_target(target) {
+            self.decide_normal(target, Some(sig))
         } else {
             let mut buf = StackBuf::new();
             normalize(target, Mode::Target, &mut buf);
-            self.decide_normal(buf.as_str())
+            self.decide_normal(buf.as_bytes(), NO_SIGNATURE)
         }
     }
 
-    fn decide_normal(&self, path: &str) -> Decision {
+    fn decide_normal(&self, path: &[u8], sig: Option<u64>) -> Decision {
         // The robots.txt file is always allowed: `/robots.txt`, and the Gopher
         // selectors a robot fetches it by.
-        if matches!(path, "/robots.txt" | "robots.txt" | "0/robots.txt") {
+        if matches!(path, b"/robots.txt" | b"robots.txt" | b"0/robots.txt") {
             return Decision {
                 allowed: true,
                 reason: Reason::RobotsTxtItself,
@@ -317,7 +318,7 @@ impl Policy {
         let mut first: Option<Decision> = None;
         for (i, set) in self.sets.iter().enumerate() {
             let set_index = i as u16;
-            let decision = match set.rules.best(path) {
+            let decision = match set.rules.best(path, sig) {
                 Some(rule) => Decision {
                     allowed: set.rules.rule(rule).0.kind == RuleKind::Allow,
                     reason: Reason::Rule {
