@@ -72,6 +72,12 @@ pub(crate) enum Mode {
 /// Where normalised bytes go: a `Vec` when building, a stack buffer on the hot path.
 pub(crate) trait Sink {
     fn push(&mut self, b: u8);
+    /// Bytes that stand for themselves, pushed as one run.
+    fn push_run(&mut self, run: &[u8]) {
+        for &b in run {
+            self.push(b);
+        }
+    }
     fn push_escape(&mut self, b: u8) {
         self.push(b'%');
         self.push(HEX[(b >> 4) as usize]);
@@ -82,6 +88,9 @@ pub(crate) trait Sink {
 impl Sink for Vec<u8> {
     fn push(&mut self, b: u8) {
         Vec::push(self, b);
+    }
+    fn push_run(&mut self, run: &[u8]) {
+        self.extend_from_slice(run);
     }
 }
 
@@ -118,8 +127,9 @@ pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) {
     while i < input.len() {
         let b = input[i];
         if KEEP[b as usize] {
-            out.push(b);
-            i += 1;
+            let run = input[i..].iter().take_while(|&&b| KEEP[b as usize]).count();
+            out.push_run(&input[i..i + run]);
+            i += run;
             continue;
         }
         match b {

@@ -95,10 +95,35 @@ pub(crate) fn scan_normal_target(bytes: &[u8]) -> Option<Sig> {
 /// Stands for "compute the signature only if a rule needs it".
 pub(crate) const NO_SIGNATURE: Option<Sig> = None;
 
+/// Drops, in place, a rule equal to an earlier one of the same priority and
+/// kind (the items arrive sorted so that such twins are in one run).
+fn drop_repeats<T>(items: &mut Vec<T>, rule: impl Fn(&T) -> &CompiledRule, arena: &[u8]) {
+    let pattern = |r: &CompiledRule| &arena[r.start as usize..r.end as usize];
+    let mut kept = 0;
+    let mut run_start = 0;
+    for i in 0..items.len() {
+        let r = rule(&items[i]);
+        if kept > 0 {
+            let last = rule(&items[kept - 1]);
+            if (last.priority, last.kind) != (r.priority, r.kind) {
+                run_start = kept;
+            }
+        }
+        if !items[run_start..kept]
+            .iter()
+            .any(|k| pattern(rule(k)) == pattern(r))
+        {
+            items.swap(kept, i);
+            kept += 1;
+        }
+    }
+    items.truncate(kept);
+}
+
 /// All rules that apply to one agent, ready to match.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RuleSet {
-    arena: String,
+    arena: Vec<u8>,
     pieces: Vec<(u32, u32)>,
     /// `rules[..any]`: rules every target must try, by priority.
     /// `rules[any..]`: rules bucketed by the pattern's second byte, by priority
@@ -113,32 +138,36 @@ const BUCKET_THRESHOLD: usize = 8;
 
 impl RuleSet {
     /// Compiles patterns (already in normal form) with their kind and line.
-    pub(crate) fn build<'a>(rules: impl Iterator<Item = (RuleKind, &'a str, u32)>) -> RuleSet {
-        let mut set = RuleSet::default();
-        let mut keyed: Vec<(u8, CompiledRule)> = Vec::new();
-        let mut any: Vec<CompiledRule> = Vec::new();
-        let mut seen: Vec<(RuleKind, &str)> = Vec::new();
+    /// `count` and `bytes` size the buffers: how many rules, how many pattern bytes.
+    pub(crate) fn build<'a>(
+        rules: impl Iterator<Item = (RuleKind, &'a [u8], u32)>,
+        count: usize,
+        bytes: usize,
+    ) -> RuleSet {
+        let mut set = RuleSet {
+            arena: Vec::with_capacity(bytes + 1),
+            pieces: Vec::with_capacity(count),
+            ..RuleSet::default()
+        };
+        let mut keyed: Vec<(u8, CompiledRule)> = Vec::with_capacity(count);
+        let mut any: Vec<CompiledRule> = Vec::with_capacity(count);
         for (kind, original, line) in rules {
-            // The same rule twice decides nothing new; the first keeps its line.
-            if seen.contains(&(kind, original)) {
-                continue;
-            }
-            seen.push((kind, original));
             // A trailing `*` (unanchored) matches nothing more than its absence;
             // the priority stays the length of the rule as written.
-            let trimmed = original.trim_end_matches('*');
-            let pattern = if trimmed.is_empty() { "*" } else { trimmed };
-            let original_len = original.len() as u32;
+            let trimmed = original.strip_suffix(b"*").map_or(original, |t| {
+                let n = t.iter().rev().take_while(|&&b| b == b'*').count();
+                &t[..t.len() - n]
+            });
+            let pattern: &[u8] = if trimmed.is_empty() { b"*" } else { trimmed };
             let start = set.arena.len() as u32;
-            set.arena.push_str(pattern);
+            set.arena.extend_from_slice(pattern);
             let end = set.arena.len() as u32;
-            let bytes = pattern.as_bytes();
-            let shape = if bytes.contains(&b'*') {
-                let anchored = bytes.last() == Some(&b'$');
+            let shape = if pattern.contains(&b'*') {
+                let anchored = pattern.last() == Some(&b'$');
                 let body = if anchored { end - 1 } else { end };
                 let first_piece = set.pieces.len() as u32;
                 let mut piece_start = start;
-                for (i, &b) in bytes[..(body - start) as usize].iter().enumerate() {
+                for (i, &b) in pattern[..(body - start) as usize].iter().enumerate() {
                     if b == b'*' {
                         set.pieces.push((piece_start, start + i as u32));
                         piece_start = start + i as u32 + 1;
@@ -150,7 +179,7 @@ impl RuleSet {
                     piece_count: set.pieces.len() as u32 - first_piece,
                     anchored,
                 }
-            } else if bytes.last() == Some(&b'$') {
+            } else if pattern.last() == Some(&b'$') {
                 Shape::Exact
             } else {
                 Shape::Prefix
@@ -163,7 +192,7 @@ impl RuleSet {
                 } => set.pieces[first_piece as usize..(first_piece + piece_count) as usize]
                     .iter()
                     .fold(0, |acc, &(a, b)| {
-                        acc | signature(&set.arena.as_bytes()[a as usize..b as usize])
+                        acc | signature(&set.arena[a as usize..b as usize])
                     }),
                 _ => 0,
             };
@@ -171,32 +200,40 @@ impl RuleSet {
                 kind,
                 line,
                 // RFC 9309 counts the octets of the rule as written, trailing `*` included.
-                priority: original_len,
+                priority: original.len() as u32,
                 start,
                 end,
                 shape,
                 needs,
             };
-            match bytes {
+            match pattern {
                 [a, b, ..] if *a != b'*' && *b != b'*' && *b != b'$' => keyed.push((*b, rule)),
                 _ => any.push(rule),
             }
         }
 
-        let by_priority = |a: &CompiledRule, b: &CompiledRule| {
-            b.priority
-                .cmp(&a.priority)
-                .then_with(|| (a.kind == RuleKind::Disallow).cmp(&(b.kind == RuleKind::Disallow)))
+        // Priority first (longest, then Allow), then line. A rule written twice
+        // has the same priority and kind, so it lands in the same run as its twin
+        // and only the first line is kept: it decides nothing new.
+        let order = |r: &CompiledRule| {
+            (
+                std::cmp::Reverse(r.priority),
+                r.kind == RuleKind::Disallow,
+                r.line,
+            )
         };
         if any.len() + keyed.len() < BUCKET_THRESHOLD {
-            any.extend(keyed.into_iter().map(|(_, r)| r));
-            any.sort_by(by_priority);
-            set.any = any.len();
-            set.rules = any;
+            any.extend(keyed.drain(..).map(|(_, r)| r));
+        }
+        any.sort_unstable_by_key(order);
+        keyed.sort_unstable_by_key(|(k, r)| (*k, order(r)));
+        drop_repeats(&mut any, |r| r, &set.arena);
+        drop_repeats(&mut keyed, |(_, r)| r, &set.arena);
+        set.any = any.len();
+        set.rules = any;
+        if keyed.is_empty() {
             return set;
         }
-        any.sort_by(by_priority);
-        keyed.sort_by(|(ka, a), (kb, b)| ka.cmp(kb).then_with(|| by_priority(a, b)));
         let mut buckets = Box::new([0u32; 257]);
         for (k, _) in &keyed {
             buckets[*k as usize + 1] += 1;
@@ -204,8 +241,6 @@ impl RuleSet {
         for i in 1..257 {
             buckets[i] += buckets[i - 1];
         }
-        set.any = any.len();
-        set.rules = any;
         set.rules.extend(keyed.into_iter().map(|(_, r)| r));
         set.buckets = Some(buckets);
         set
@@ -250,7 +285,7 @@ impl RuleSet {
         if rule.needs & !path_sig != 0 {
             return false;
         }
-        let pattern = &self.arena.as_bytes()[rule.start as usize..rule.end as usize];
+        let pattern = &self.arena[rule.start as usize..rule.end as usize];
         match rule.shape {
             Shape::Prefix => path.starts_with(pattern),
             Shape::Exact => path == &pattern[..pattern.len() - 1],
@@ -270,7 +305,7 @@ impl RuleSet {
     /// (leftmost is always safe: it leaves the most room for what follows), and pn
     /// is found after them, or is a suffix when the pattern is anchored.
     fn wild_match(&self, pieces: &[(u32, u32)], anchored: bool, path: &[u8]) -> bool {
-        let piece = |p: &(u32, u32)| &self.arena.as_bytes()[p.0 as usize..p.1 as usize];
+        let piece = |p: &(u32, u32)| &self.arena[p.0 as usize..p.1 as usize];
         let Some((first, rest)) = pieces.split_first() else {
             return false;
         };
@@ -299,7 +334,9 @@ impl RuleSet {
 
     pub(crate) fn rule(&self, index: u32) -> (&CompiledRule, &str) {
         let r = &self.rules[index as usize];
-        (r, &self.arena[r.start as usize..r.end as usize])
+        // Patterns are in normal form, which is ASCII.
+        let pattern = std::str::from_utf8(&self.arena[r.start as usize..r.end as usize]);
+        (r, pattern.unwrap_or_default())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -317,7 +354,9 @@ mod tests {
             rules
                 .iter()
                 .enumerate()
-                .map(|(i, (k, p))| (*k, *p, i as u32 + 1)),
+                .map(|(i, (k, p))| (*k, p.as_bytes(), i as u32 + 1)),
+            rules.len(),
+            64,
         )
     }
 
@@ -407,7 +446,7 @@ mod tests {
                 })
                 .max_by_key(|(i, (k, p))| (p.len(), *k == Allow, usize::MAX - i))
                 .map(|(i, (k, _))| (*k, i as u32 + 1));
-            let got = verdict(&big, path).map(|(k, l)| (k, l));
+            let got = verdict(&big, path);
             assert_eq!(
                 got.map(|g| (g.0, rules[g.1 as usize - 1].1.len())),
                 reference.map(|r| (r.0, rules[r.1 as usize - 1].1.len())),

@@ -79,7 +79,7 @@ pub struct RobotsTxt {
     pub(crate) agents: Vec<Agent>,
     pub(crate) rules: Vec<Rule>,
     /// Arena for agent names and patterns: one allocation instead of one per line.
-    strings: String,
+    strings: Vec<u8>,
     bytes_parsed: usize,
     truncated: bool,
 }
@@ -96,30 +96,24 @@ enum Field {
 }
 
 fn field(name: &[u8]) -> Field {
+    let mut lower = [0u8; 16];
+    let Some(lower) = lower.get_mut(..name.len()) else {
+        return Field::Other;
+    };
+    for (l, b) in lower.iter_mut().zip(name) {
+        *l = b.to_ascii_lowercase();
+    }
     // Spellings seen in the wild are accepted as Google's parser does; a typo
     // never allows more, since `Allow` gets no such leniency.
-    const USER_AGENT: &[&[u8]] = &[b"user-agent", b"useragent", b"user agent"];
-    const DISALLOW: &[&[u8]] = &[
-        b"disallow",
-        b"dissallow",
-        b"dissalow",
-        b"disalow",
-        b"diasllow",
-        b"disallaw",
-    ];
-    let is = |names: &[&[u8]]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
-    if is(USER_AGENT) {
-        Field::UserAgent
-    } else if is(DISALLOW) {
-        Field::Disallow
-    } else if name.eq_ignore_ascii_case(b"allow") {
-        Field::Allow
-    } else if name.eq_ignore_ascii_case(b"virtual-agent") {
-        Field::VirtualAgent
-    } else if name.eq_ignore_ascii_case(b"crawl-delay") {
-        Field::CrawlDelay
-    } else {
-        Field::Other
+    match &*lower {
+        b"user-agent" | b"useragent" | b"user agent" => Field::UserAgent,
+        b"disallow" | b"dissallow" | b"dissalow" | b"disalow" | b"diasllow" | b"disallaw" => {
+            Field::Disallow
+        }
+        b"allow" => Field::Allow,
+        b"virtual-agent" => Field::VirtualAgent,
+        b"crawl-delay" => Field::CrawlDelay,
+        _ => Field::Other,
     }
 }
 
@@ -143,7 +137,7 @@ fn split_field(line: &[u8]) -> Option<(&[u8], &[u8])> {
     if line.is_empty() {
         return None;
     }
-    if let Some(colon) = line.iter().position(|&b| b == b':') {
+    if let Some(colon) = memchr::memchr(b':', line) {
         return Some((trim(&line[..colon]), trim(&line[colon + 1..])));
     }
     let ws = line.iter().position(|&b| b == b' ' || b == b'\t')?;
@@ -201,11 +195,7 @@ impl<'a> Iterator for Lines<'a> {
             return None;
         }
         self.number += 1;
-        let end = self
-            .rest
-            .iter()
-            .position(|&b| b == b'\n' || b == b'\r')
-            .unwrap_or(self.rest.len());
+        let end = memchr::memchr2(b'\n', b'\r', self.rest).unwrap_or(self.rest.len());
         let line = &self.rest[..end];
         let mut next = end;
         if next < self.rest.len() {
@@ -244,7 +234,12 @@ impl RobotsTxt {
         let body = skip_bom(body);
 
         let mut robots = RobotsTxt {
-            strings: String::with_capacity(body.len() / 2),
+            strings: Vec::with_capacity(body.len() / 2),
+            // One line in twenty is a generous guess for real files; it saves the
+            // reallocations that otherwise dominate a small parse.
+            groups: Vec::with_capacity(body.len() / 256 + 1),
+            agents: Vec::with_capacity(body.len() / 64 + 1),
+            rules: Vec::with_capacity(body.len() / 20 + 1),
             bytes_parsed,
             truncated,
             ..RobotsTxt::default()
@@ -257,7 +252,7 @@ impl RobotsTxt {
             rest: body,
             number: 0,
         }) {
-            let line = match raw.iter().position(|&b| b == b'#') {
+            let line = match memchr::memchr(b'#', raw) {
                 Some(hash) => &raw[..hash],
                 None => raw,
             };
@@ -332,10 +327,8 @@ impl RobotsTxt {
 
     fn push_lowercase(&mut self, token: &[u8]) -> Span {
         let start = self.strings.len() as u32;
-        for &b in token {
-            // Tokens are ASCII: see `agent_token`.
-            self.strings.push(b.to_ascii_lowercase() as char);
-        }
+        self.strings
+            .extend(token.iter().map(|b| b.to_ascii_lowercase()));
         Span {
             start,
             end: self.strings.len() as u32,
@@ -351,7 +344,8 @@ impl RobotsTxt {
         }
     }
 
-    pub(crate) fn str(&self, span: Span) -> &str {
+    /// An agent name or a pattern: ASCII, see `agent_token` and `encoding`.
+    pub(crate) fn bytes(&self, span: Span) -> &[u8] {
         &self.strings[span.start as usize..span.end as usize]
     }
 
@@ -397,7 +391,13 @@ mod tests {
         let g = &r.groups[g];
         r.agents[g.agents.start as usize..g.agents.end as usize]
             .iter()
-            .map(|a| (a.kind, r.str(a.name).to_string(), a.line))
+            .map(|a| {
+                (
+                    a.kind,
+                    String::from_utf8_lossy(r.bytes(a.name)).into_owned(),
+                    a.line,
+                )
+            })
             .collect()
     }
 
@@ -405,7 +405,13 @@ mod tests {
         let g = &r.groups[g];
         r.rules[g.rules.start as usize..g.rules.end as usize]
             .iter()
-            .map(|x| (x.kind, r.str(x.pattern).to_string(), x.line))
+            .map(|x| {
+                (
+                    x.kind,
+                    String::from_utf8_lossy(r.bytes(x.pattern)).into_owned(),
+                    x.line,
+                )
+            })
             .collect()
     }
 
@@ -543,6 +549,6 @@ mod tests {
             b"\x00\xff\xfe junk\nuser-agent: \x00\n\x89PNG\r\n\x1a\ndisallow: /\xff\n",
         );
         assert!(r.groups.iter().all(|g| g.agents.is_empty()));
-        assert!(r.str(r.rules[0].pattern).is_ascii());
+        assert!(r.bytes(r.rules[0].pattern).is_ascii());
     }
 }

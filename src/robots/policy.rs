@@ -222,7 +222,7 @@ impl RobotsTxt {
         for group in &self.groups {
             let mut named = false;
             for agent in &self.agents[group.agents.start as usize..group.agents.end as usize] {
-                if kind_ok(agent.kind) && self.str(agent.name) == name {
+                if kind_ok(agent.kind) && self.bytes(agent.name) == name.as_bytes() {
                     lines.push(agent.line);
                     named = true;
                 }
@@ -237,16 +237,19 @@ impl RobotsTxt {
         if groups.is_empty() {
             return None;
         }
-        let rules = groups.iter().flat_map(|g| {
-            self.rules[g.rules.start as usize..g.rules.end as usize]
+        let group_rules = || {
+            groups
                 .iter()
-                .map(|r| (r.kind, self.str(r.pattern), r.line))
-        });
+                .flat_map(|g| &self.rules[g.rules.start as usize..g.rules.end as usize])
+        };
+        let count = group_rules().count();
+        let bytes = group_rules().map(|r| self.bytes(r.pattern).len()).sum();
+        let rules = group_rules().map(|r| (r.kind, self.bytes(r.pattern), r.line));
         Some((
             AgentRules {
                 name: name.to_string(),
                 lines,
-                rules: RuleSet::build(rules),
+                rules: RuleSet::build(rules, count, bytes),
             },
             delay,
         ))
