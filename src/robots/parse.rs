@@ -242,7 +242,6 @@ impl RobotsTxt {
             rules: Vec::with_capacity(body.len() / 20 + 1),
             bytes_parsed,
             truncated,
-            ..RobotsTxt::default()
         };
         // Whether the current group has had a rule line: the next agent line then
         // starts a new group instead of joining this one.
