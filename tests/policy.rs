@@ -340,3 +340,142 @@ Crawl-delay: 20
         Some(20.0)
     );
 }
+
+/// The example files operators are pointed to (config/robots/) say what they do.
+#[test]
+fn example_files_in_config_decide_as_documented() {
+    let capsule = include_str!("../config/robots/gemini-capsule.txt");
+    run(&[
+        row(
+            capsule,
+            "examplebot",
+            &["indexer"],
+            "gemini://example.org/log/2026.gmi",
+            true,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["indexer"],
+            "gemini://example.org/log/2026.gmi?q",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["indexer"],
+            "gemini://example.org/cgi-bin/search",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["archiver"],
+            "gemini://example.org/drafts/x.gmi",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["archiver"],
+            "gemini://example.org/cgi-bin/x",
+            true,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["indexer", "archiver"],
+            "gemini://example.org/drafts/x.gmi",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["webproxy"],
+            "gemini://example.org/about.gmi",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &["webproxy"],
+            "gemini://example.org/log/",
+            true,
+        ),
+        row(
+            capsule,
+            "GreedyBot/1.0",
+            &["indexer"],
+            "gemini://example.org/log/",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &[],
+            "gemini://example.org/cgi-bin/x",
+            false,
+        ),
+        row(
+            capsule,
+            "examplebot",
+            &[],
+            "gemini://example.org/log/",
+            true,
+        ),
+    ]);
+    let delay = |virtuals: &[&str]| {
+        RobotsTxt::parse(capsule.as_bytes())
+            .policy(&bot("examplebot", virtuals))
+            .crawl_delay_secs()
+    };
+    assert_eq!(delay(&["indexer"]), Some(2.0));
+    assert_eq!(delay(&["archiver"]), None);
+    assert_eq!(delay(&[]), Some(10.0));
+
+    let hole = include_str!("../config/robots/gopherhole.txt");
+    run(&[
+        row(
+            hole,
+            "examplebot",
+            &[],
+            "gopher://example.org/1/phlog",
+            true,
+        ),
+        row(
+            hole,
+            "examplebot",
+            &[],
+            "gopher://example.org/1/phlog/drafts/x",
+            false,
+        ),
+        row(
+            hole,
+            "examplebot",
+            &[],
+            "gopher://example.org/7/search",
+            false,
+        ),
+        row(
+            hole,
+            "examplebot",
+            &[],
+            "gopher://example.org/1/bin/cgi-thing",
+            false,
+        ),
+        row(
+            hole,
+            "examplebot",
+            &[],
+            "gopher://example.org/0about.txt",
+            true,
+        ),
+        row(
+            hole,
+            "examplebot",
+            &[],
+            "gopher://example.org/0robots.txt",
+            true,
+        ),
+    ]);
+}
