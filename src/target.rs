@@ -302,10 +302,14 @@ pub fn canonical_host(host: &str) -> Result<String, TargetError> {
             .map_err(|_| TargetError::InvalidHost(host.to_string()))?;
         return Ok(format!("[{addr}]"));
     }
-    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    // UTS 46 maps other full stops (`。`) to `.`, so labels are checked after it.
     let ascii =
-        idna::domain_to_ascii(trimmed).map_err(|_| TargetError::InvalidHost(host.to_string()))?;
+        idna::domain_to_ascii(host).map_err(|_| TargetError::InvalidHost(host.to_string()))?;
+    // One trailing dot is the root label; an empty label anywhere else
+    // (`a..b`, `.a`, `a..`) names no host.
+    let ascii = ascii.strip_suffix('.').map(str::to_string).unwrap_or(ascii);
     let valid = !ascii.is_empty()
+        && !ascii.split('.').any(str::is_empty)
         && ascii.bytes().all(|b| {
             b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
         });
@@ -399,6 +403,12 @@ mod tests {
             ("", Err(())),
             ("a b", Err(())),
             ("[nope]", Err(())),
+            ("a..", Err(())),
+            ("a..b", Err(())),
+            (".a", Err(())),
+            (".", Err(())),
+            ("a\u{3002}\u{3002}b", Err(())),
+            ("Example\u{3002}org\u{3002}", Ok("example.org")),
         ];
         for (host, want) in cases {
             assert_eq!(
