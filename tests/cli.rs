@@ -47,6 +47,16 @@ fn check_in_process(args: &[&str], stdin: &str) -> Result<(String, u8), String> 
     ))
 }
 
+/// `check --robots - --agent AGENT REST…` with `robots` on standard input.
+fn check_stdin(robots: &str, agent: &str, rest: &[&str]) -> (String, u8) {
+    let args: Vec<&str> = ["check", "--robots", "-", "--agent", agent]
+        .iter()
+        .copied()
+        .chain(rest.iter().copied())
+        .collect();
+    check_in_process(&args, robots).unwrap()
+}
+
 fn binary(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
         .args(args)
@@ -99,22 +109,17 @@ fn one_line_per_target_for_paths_selectors_and_urls() {
 
 #[test]
 fn explain_names_group_and_rule_with_lines() {
-    let (out, _) = check_in_process(
+    let (out, _) = check_stdin(
+        ROBOTS,
+        "otherbot",
         &[
-            "check",
-            "--robots",
-            "-",
-            "--agent",
-            "otherbot",
             "--virtual-agent",
             "indexer",
             "--explain",
             "/noindex/a",
             "/b",
         ],
-        ROBOTS,
-    )
-    .unwrap();
+    );
     assert_eq!(
         out,
         "disallow\t/noindex/a\tgroup indexer [virtual agent] (line 6)\trule Disallow: /noindex (line 7)\n\
@@ -124,53 +129,25 @@ fn explain_names_group_and_rule_with_lines() {
 
 #[test]
 fn crawl_delay_line() {
-    let (out, _) = check_in_process(
-        &[
-            "check",
-            "--robots",
-            "-",
-            "--agent",
-            "examplebot",
-            "--crawl-delay",
-        ],
-        ROBOTS,
-    )
-    .unwrap();
+    let (out, _) = check_stdin(ROBOTS, "examplebot", &["--crawl-delay"]);
     assert_eq!(out, "crawl-delay\t2.5\n");
-    let (out, _) = check_in_process(
-        &[
-            "check",
-            "--robots",
-            "-",
-            "--agent",
-            "otherbot",
-            "--crawl-delay",
-            "/x",
-        ],
-        ROBOTS,
-    )
-    .unwrap();
+    let (out, _) = check_stdin(ROBOTS, "otherbot", &["--crawl-delay", "/x"]);
     assert_eq!(out, "disallow\t/x\ncrawl-delay\tnone\n");
 }
 
 #[test]
 fn json_format() {
-    let (out, _) = check_in_process(
+    let (out, _) = check_stdin(
+        ROBOTS,
+        "examplebot",
         &[
-            "check",
-            "--robots",
-            "-",
-            "--agent",
-            "examplebot",
             "--format",
             "json",
             "--crawl-delay",
             "/private/z",
             "gemini://h/ok",
         ],
-        ROBOTS,
-    )
-    .unwrap();
+    );
     let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -230,19 +207,7 @@ fn targets_from_file_and_stdin() {
 
 #[test]
 fn bad_target_gets_an_error_line_and_exit_1() {
-    let (out, code) = check_in_process(
-        &[
-            "check",
-            "--robots",
-            "-",
-            "--agent",
-            "examplebot",
-            "ftp://h/x",
-            "/ok",
-        ],
-        ROBOTS,
-    )
-    .unwrap();
+    let (out, code) = check_stdin(ROBOTS, "examplebot", &["ftp://h/x", "/ok"]);
     assert_eq!(code, 1);
     assert_eq!(
         out,
