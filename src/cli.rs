@@ -1,5 +1,7 @@
 //! The command line as the user typed it. design.md, "Command line", is the contract.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::robots::valid_product_token;
@@ -20,12 +22,47 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the proxy: Gemini on 127.0.0.1:1965 unless told otherwise.
+    ///
+    /// A crawler opens TLS to the proxy and sends an absolute URL for another host
+    /// (`gemini://capsule.example/page.gmi`); it gets the capsule's answer, or `53`
+    /// when robots.txt disallows the page for this bot. With no config file the proxy
+    /// runs on embedded defaults; flags override the file.
+    Run(RunArgs),
     /// Decide offline whether a bot may fetch targets under a robots.txt.
     ///
     /// Prints `allow<TAB>TARGET` or `disallow<TAB>TARGET` per target. Exit 0 when
     /// every target was decided, 1 when a target could not be parsed (it gets an
     /// `error<TAB>TARGET<TAB>reason` line), 2 on bad flags or unreadable files.
     Check(CheckArgs),
+}
+
+#[derive(Debug, Default, Args)]
+pub struct RunArgs {
+    /// TOML config file (commented example: config/robots-proxy.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Address of the Gemini listener (TLS), e.g. 127.0.0.1:1965.
+    #[arg(long, value_name = "ADDR")]
+    pub gemini_listen: Option<String>,
+
+    /// The bot's product token, as robots.txt files name it (`examplebot`).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+
+    /// A virtual agent the bot acts as (archiver, indexer, researcher, webproxy, or any word).
+    /// Repeatable; replaces the config file's list.
+    #[arg(long = "virtual-agent", value_name = "NAME")]
+    pub virtual_agents: Vec<String>,
+
+    /// Allow upstreams in private, loopback and link-local ranges (refused by default).
+    #[arg(long)]
+    pub allow_private_upstreams: bool,
+
+    /// Where the proxy keeps its generated certificate.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

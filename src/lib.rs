@@ -5,9 +5,21 @@
 //! - [`robots`]: the policy engine (parse, match, group selection). Pure.
 //! - [`target`]: targets in canonical form (URLs, hosts, paths, Gopher selectors). Pure.
 //! - [`check`]: the `robots-proxy check` command over the two above.
-//! - [`cli`]: the command line as the user typed it (clap).
+//! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
+//! - [`server`]: listeners, connection cap, shutdown; [`proxy`]: one request, parse → relay.
+//! - [`protocol`]: wire formats; [`upstream`]: connecting out (address rules, TLS, TOFU);
+//!   [`tls`]: certificates and verifiers.
+//! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 
+pub mod cache;
 pub mod check;
 pub mod cli;
+pub mod config;
+pub mod fetch;
+pub mod protocol;
+pub mod proxy;
 pub mod robots;
+pub mod server;
 pub mod target;
+pub mod tls;
+pub mod upstream;

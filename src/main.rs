@@ -3,7 +3,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use robots_proxy::check;
-use robots_proxy::cli::{Cli, Command};
+use robots_proxy::cli::{Cli, Command, RunArgs};
+use robots_proxy::config::RawConfig;
+use robots_proxy::server::Proxy;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -19,5 +21,82 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Run(args) => run(args),
+    }
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let raw = match &args.config {
+        Some(path) => RawConfig::load(path),
+        None => Ok(RawConfig::default()),
+    };
+    let config = match raw.and_then(|raw| raw.resolve(&args)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("robots-proxy run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("robots-proxy run: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let proxy = match Proxy::start(config).await {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("robots-proxy run: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        tracing::info!(
+            gemini = %proxy.gemini_addr,
+            certificate = %proxy.cert_path.display(),
+            sha256 = %proxy.cert_fingerprint,
+            "robots-proxy listening"
+        );
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections, letting requests in flight finish");
+        proxy.shutdown();
+        if !proxy.drained().await {
+            tracing::warn!("requests still in flight at the end of the grace period were cut off");
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+/// SIGINT or SIGTERM.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -37,7 +37,9 @@ fn temp_file(name: &str, content: &str) -> PathBuf {
 fn check_in_process(args: &[&str], stdin: &str) -> Result<(String, u8), String> {
     let cli = Cli::try_parse_from(std::iter::once("robots-proxy").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
-    let Sub::Check(args) = cli.command;
+    let Sub::Check(args) = cli.command else {
+        return Err("not a check command".to_string());
+    };
     let mut out = Vec::new();
     let outcome = check::run(&args, &mut Cursor::new(stdin.as_bytes()), &mut out)
         .map_err(|e| e.to_string())?;

@@ -1,0 +1,309 @@
+//! The robots.txt cache: one entry per `(scheme, host, port)`, fresh for the TTL,
+//! bounded by a byte budget (moka's weigher), at most one fetch per host in flight
+//! (requests that arrive meanwhile wait for it), and stale-if-error: a host that
+//! becomes unreachable keeps being judged by its last good robots.txt, up to
+//! `max_stale`; with no good copy its requests are refused (or allowed, by
+//! `on_unreachable`) until `unreachable_retry` has passed.
+//!
+//! Freshness is measured with `tokio::time`, so tests can move the clock.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use crate::config::{OnUnreachable, RobotsConfig};
+use crate::fetch::{FetchOutcome, HostKey, RobotsFetcher};
+use crate::robots::{BotProfile, Policy, RobotsTxt};
+
+/// What a host's robots.txt says right now.
+#[derive(Debug)]
+pub enum Rules {
+    /// A robots.txt, compiled for the bot. `stale` says why a newer one could not
+    /// be fetched, when this is a last good copy.
+    Found {
+        policy: Policy,
+        stale: Option<String>,
+    },
+    /// No robots.txt: everything allowed.
+    Missing(String),
+    /// robots.txt could not be fetched and there is no good copy.
+    Unreachable { why: String, retry_at: Instant },
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    pub rules: Rules,
+    /// Until when this entry answers without a new fetch.
+    fresh_until: Instant,
+    /// The last robots.txt that was fetched, and when: kept for stale-if-error.
+    good: Option<(Arc<RobotsTxt>, Instant)>,
+}
+
+impl Entry {
+    fn weight(&self, key: &HostKey) -> u32 {
+        let robots = self.good.as_ref().map_or(0, |(r, _)| r.heap_size());
+        // The compiled policy is about the size of the rules it came from.
+        let total = 256 + key.host.len() + 2 * robots;
+        u32::try_from(total).unwrap_or(u32::MAX)
+    }
+}
+
+/// How an entry came to be, for metrics and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Hit,
+    Miss,
+}
+
+pub struct RobotsCache {
+    entries: moka::future::Cache<HostKey, Arc<Entry>>,
+    inflight: Mutex<HashMap<HostKey, Arc<OnceCell<Arc<Entry>>>>>,
+    fetcher: Arc<dyn RobotsFetcher>,
+    config: RobotsConfig,
+    bot: BotProfile,
+    fetches: AtomicU64,
+}
+
+impl RobotsCache {
+    pub fn new(
+        fetcher: Arc<dyn RobotsFetcher>,
+        config: RobotsConfig,
+        bot: BotProfile,
+    ) -> RobotsCache {
+        let entries = moka::future::Cache::builder()
+            .max_capacity(config.cache_bytes)
+            .weigher(|k: &HostKey, e: &Arc<Entry>| e.weight(k))
+            // Kept past freshness so that a stale copy can stand in for an unreachable host.
+            .time_to_live(config.ttl.saturating_add(config.max_stale))
+            .build();
+        RobotsCache {
+            entries,
+            inflight: Mutex::new(HashMap::new()),
+            fetcher,
+            config,
+            bot,
+            fetches: AtomicU64::new(0),
+        }
+    }
+
+    /// How many fetches were started (each may follow redirects).
+    pub fn fetch_count(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// The host's current rules, fetching them if the cached ones are not fresh.
+    pub async fn rules(&self, key: &HostKey) -> (Arc<Entry>, Lookup) {
+        let previous = self.entries.get(key).await;
+        if let Some(entry) = &previous {
+            if Instant::now() < entry.fresh_until {
+                return (entry.clone(), Lookup::Hit);
+            }
+        }
+        let cell = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            inflight.entry(key.clone()).or_default().clone()
+        };
+        // One caller runs the fetch; the others wait on the same cell. If the one
+        // fetching goes away (its client hung up), a waiter takes over.
+        let entry = cell
+            .get_or_init(|| async {
+                self.fetches.fetch_add(1, Ordering::Relaxed);
+                let outcome = self.fetcher.fetch(key).await;
+                let entry = Arc::new(self.entry_from(outcome, previous.as_deref()));
+                self.entries.insert(key.clone(), entry.clone()).await;
+                entry
+            })
+            .await
+            .clone();
+        let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        if inflight.get(key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            inflight.remove(key);
+        }
+        (entry, Lookup::Miss)
+    }
+
+    fn entry_from(&self, outcome: FetchOutcome, previous: Option<&Entry>) -> Entry {
+        let now = Instant::now();
+        let fresh_until = now + self.config.ttl;
+        match outcome {
+            FetchOutcome::Found(body) => {
+                let robots = Arc::new(RobotsTxt::parse(&body));
+                Entry {
+                    rules: Rules::Found {
+                        policy: robots.policy(&self.bot),
+                        stale: None,
+                    },
+                    fresh_until,
+                    good: Some((robots, now)),
+                }
+            }
+            FetchOutcome::Missing(why) => Entry {
+                rules: Rules::Missing(why),
+                fresh_until,
+                good: None,
+            },
+            FetchOutcome::Unreachable { why, retry_after } => {
+                let retry = retry_after
+                    .unwrap_or(self.config.unreachable_retry)
+                    .min(self.config.ttl)
+                    .max(Duration::from_secs(1));
+                let retry_at = now + retry;
+                let good = previous.and_then(|p| p.good.clone()).filter(|(_, at)| {
+                    now.duration_since(*at) <= self.config.ttl + self.config.max_stale
+                });
+                match good {
+                    Some((robots, at)) => Entry {
+                        rules: Rules::Found {
+                            policy: robots.policy(&self.bot),
+                            stale: Some(why),
+                        },
+                        fresh_until: retry_at,
+                        good: Some((robots, at)),
+                    },
+                    None => Entry {
+                        rules: Rules::Unreachable { why, retry_at },
+                        fresh_until: retry_at,
+                        good: None,
+                    },
+                }
+            }
+        }
+    }
+
+    pub fn on_unreachable(&self) -> OnUnreachable {
+        self.config.on_unreachable
+    }
+
+    /// Entries and their weight, for metrics.
+    pub async fn usage(&self) -> (u64, u64) {
+        self.entries.run_pending_tasks().await;
+        (self.entries.entry_count(), self.entries.weighted_size())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch::FetchFuture;
+    use crate::target::Scheme;
+
+    /// Answers from a script, one outcome per fetch, counting fetches and
+    /// holding each for a while so that concurrent requests overlap.
+    struct Scripted {
+        outcomes: Mutex<Vec<FetchOutcome>>,
+    }
+
+    impl RobotsFetcher for Scripted {
+        fn fetch<'a>(&'a self, _key: &'a HostKey) -> FetchFuture<'a> {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.outcomes.lock().unwrap().remove(0)
+            })
+        }
+    }
+
+    fn config() -> RobotsConfig {
+        RobotsConfig {
+            ttl: Duration::from_secs(3600),
+            cache_bytes: 1 << 20,
+            max_stale: Duration::from_secs(86400),
+            unreachable_retry: Duration::from_secs(60),
+            on_unreachable: OnUnreachable::Disallow,
+            fetch_timeout: Duration::from_secs(5),
+            name_bot_in_request: false,
+        }
+    }
+
+    fn key() -> HostKey {
+        HostKey {
+            scheme: Scheme::Gemini,
+            host: "example.org".into(),
+            port: 1965,
+        }
+    }
+
+    fn cache(outcomes: Vec<FetchOutcome>) -> RobotsCache {
+        RobotsCache::new(
+            Arc::new(Scripted {
+                outcomes: Mutex::new(outcomes),
+            }),
+            config(),
+            BotProfile::new("bot"),
+        )
+    }
+
+    fn allows(entry: &Entry, path: &str) -> Option<bool> {
+        match &entry.rules {
+            Rules::Found { policy, .. } => Some(policy.decide(path).allowed()),
+            Rules::Missing(_) => Some(true),
+            Rules::Unreachable { .. } => None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_misses_share_one_fetch() {
+        let cache = Arc::new(cache(vec![FetchOutcome::Found(
+            b"User-agent: *\nDisallow: /p\n".to_vec(),
+        )]));
+        let lookups = (0..50).map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.rules(&key()).await })
+        });
+        for lookup in lookups {
+            let (entry, _) = lookup.await.unwrap();
+            assert_eq!(allows(&entry, "/p"), Some(false));
+        }
+        assert_eq!(cache.fetch_count(), 1);
+        let (_, how) = cache.rules(&key()).await;
+        assert_eq!(how, Lookup::Hit);
+        assert_eq!(cache.fetch_count(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stale_copy_stands_in_when_the_host_becomes_unreachable() {
+        let cache = cache(vec![
+            FetchOutcome::Found(b"User-agent: *\nDisallow: /p\n".to_vec()),
+            FetchOutcome::Unreachable {
+                why: "down".into(),
+                retry_after: None,
+            },
+            FetchOutcome::Found(b"User-agent: *\nDisallow: /q\n".to_vec()),
+        ]);
+        let (e, _) = cache.rules(&key()).await;
+        assert_eq!(allows(&e, "/p"), Some(false));
+        tokio::time::advance(Duration::from_secs(3601)).await;
+        let (e, how) = cache.rules(&key()).await;
+        assert_eq!(how, Lookup::Miss);
+        assert!(matches!(&e.rules, Rules::Found { stale: Some(why), .. } if why == "down"));
+        assert_eq!(allows(&e, "/p"), Some(false));
+        // The next try is after the retry period, not the full TTL.
+        tokio::time::advance(Duration::from_secs(61)).await;
+        let (e, _) = cache.rules(&key()).await;
+        assert_eq!(allows(&e, "/p"), Some(true));
+        assert_eq!(allows(&e, "/q"), Some(false));
+        assert_eq!(cache.fetch_count(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unreachable_without_a_copy_is_retried_after_the_retry_period() {
+        let cache = cache(vec![
+            FetchOutcome::Unreachable {
+                why: "44".into(),
+                retry_after: Some(Duration::from_secs(5)),
+            },
+            FetchOutcome::Missing("51".into()),
+        ]);
+        let (e, _) = cache.rules(&key()).await;
+        assert!(matches!(e.rules, Rules::Unreachable { .. }));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(cache.rules(&key()).await.1, Lookup::Hit);
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let (e, how) = cache.rules(&key()).await;
+        assert_eq!(how, Lookup::Miss);
+        assert_eq!(allows(&e, "/anything"), Some(true));
+    }
+}

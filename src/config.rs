@@ -1,0 +1,409 @@
+//! Configuration: the TOML file as written ([`RawConfig`], unknown keys are
+//! errors) → flags applied → a validated [`Config`]. Every key has a default,
+//! documented in `config/robots-proxy.toml`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::cli::RunArgs;
+use crate::robots::{valid_product_token, BotProfile};
+
+/// A configuration problem, naming the key or flag. Exit status 2.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+    #[error("{key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub state_dir: Option<String>,
+    #[serde(default)]
+    pub listen: RawListen,
+    #[serde(default)]
+    pub bot: RawBot,
+    #[serde(default)]
+    pub robots: RawRobots,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub tls: RawTls,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListen {
+    pub gemini: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBot {
+    pub agent: Option<String>,
+    pub virtual_agents: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRobots {
+    pub ttl: Option<String>,
+    pub cache_bytes: Option<u64>,
+    pub max_stale: Option<String>,
+    pub unreachable_retry: Option<String>,
+    pub on_unreachable: Option<String>,
+    pub fetch_timeout: Option<String>,
+    pub name_bot_in_request: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_connections: Option<usize>,
+    pub request_timeout: Option<String>,
+    pub connect_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub shutdown_grace: Option<String>,
+    pub allow_private_upstreams: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub hostnames: Option<Vec<String>>,
+}
+
+/// What to do when a host's robots.txt cannot be fetched and no good copy is cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnUnreachable {
+    /// RFC 9309 §2.3.1.4: unreachable means complete disallow (the default).
+    Disallow,
+    /// What many Gemini crawlers do: carry on as if there were no robots.txt.
+    Allow,
+}
+
+/// The validated configuration the proxy runs with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub gemini_listen: SocketAddr,
+    pub bot: BotProfile,
+    pub robots: RobotsConfig,
+    pub limits: Limits,
+    pub tls: TlsConfig,
+}
+
+#[derive(Clone, Debug)]
+pub struct RobotsConfig {
+    pub ttl: Duration,
+    pub cache_bytes: u64,
+    pub max_stale: Duration,
+    pub unreachable_retry: Duration,
+    pub on_unreachable: OnUnreachable,
+    pub fetch_timeout: Duration,
+    pub name_bot_in_request: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub shutdown_grace: Duration,
+    pub allow_private_upstreams: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    /// PEM files of the listener's certificate chain and key; generated when unset.
+    pub cert_and_key: Option<(PathBuf, PathBuf)>,
+    /// Names in a generated certificate.
+    pub hostnames: Vec<String>,
+}
+
+/// Parses `500ms`, `10s`, `1.5s`, `5m`, `24h`, `7d`, `0s`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        "d" => value * 86400.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(seconds).ok()
+}
+
+fn duration(
+    key: &'static str,
+    value: Option<&str>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(text) => parse_duration(text).ok_or_else(|| {
+            invalid(
+                key,
+                format!("invalid duration {text:?} (write e.g. 500ms, 10s, 5m, 24h, 7d)"),
+            )
+        }),
+    }
+}
+
+fn address(key: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|_| {
+        invalid(
+            key,
+            format!("invalid address {value:?} (write e.g. 127.0.0.1:1965 or [::1]:1965)"),
+        )
+    })
+}
+
+/// Where state lives when neither the config nor `--state-dir` says.
+fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("robots-proxy");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/state/robots-proxy"),
+        None => PathBuf::from("robots-proxy-state"),
+    }
+}
+
+impl RawConfig {
+    /// Reads and parses a config file; unknown keys are errors.
+    pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        RawConfig::parse(&text).map_err(|message| ConfigError::Syntax {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<RawConfig, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+    }
+
+    /// Applies the flags of `run` over the file and validates the result.
+    pub fn resolve(self, flags: &RunArgs) -> Result<Config, ConfigError> {
+        let gemini_listen = match (&flags.gemini_listen, &self.listen.gemini) {
+            (Some(flag), _) => address("--gemini-listen", flag)?,
+            (None, Some(key)) => address("listen.gemini", key)?,
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], 1965)),
+        };
+
+        let agent = flags.agent.clone().or(self.bot.agent).unwrap_or_default();
+        if !agent.is_empty() && !valid_product_token(&agent) {
+            let key = if flags.agent.is_some() {
+                "--agent"
+            } else {
+                "bot.agent"
+            };
+            return Err(invalid(
+                key,
+                format!("{agent:?} is not a product token (letters, digits, '_' and '-', optionally /VERSION)"),
+            ));
+        }
+        let virtual_agents = if flags.virtual_agents.is_empty() {
+            self.bot.virtual_agents.unwrap_or_default()
+        } else {
+            flags.virtual_agents.clone()
+        };
+        for v in &virtual_agents {
+            if v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(invalid(
+                    "bot.virtual_agents",
+                    format!("{v:?} is not one word"),
+                ));
+            }
+        }
+        let bot = virtual_agents
+            .iter()
+            .fold(BotProfile::new(&agent), |b, v| b.with_virtual_agent(v));
+
+        let r = &self.robots;
+        let on_unreachable = match r.on_unreachable.as_deref() {
+            None | Some("disallow") => OnUnreachable::Disallow,
+            Some("allow") => OnUnreachable::Allow,
+            Some(other) => {
+                return Err(invalid(
+                    "robots.on_unreachable",
+                    format!("{other:?}: use \"disallow\" or \"allow\""),
+                ))
+            }
+        };
+        let cache_bytes = r.cache_bytes.unwrap_or(64 * 1024 * 1024);
+        if cache_bytes < 1024 * 1024 {
+            return Err(invalid("robots.cache_bytes", "at least 1048576 (1 MiB)"));
+        }
+        let robots = RobotsConfig {
+            ttl: duration(
+                "robots.ttl",
+                r.ttl.as_deref(),
+                Duration::from_secs(24 * 3600),
+            )?,
+            cache_bytes,
+            max_stale: duration(
+                "robots.max_stale",
+                r.max_stale.as_deref(),
+                Duration::from_secs(7 * 86400),
+            )?,
+            unreachable_retry: duration(
+                "robots.unreachable_retry",
+                r.unreachable_retry.as_deref(),
+                Duration::from_secs(60),
+            )?,
+            on_unreachable,
+            fetch_timeout: duration(
+                "robots.fetch_timeout",
+                r.fetch_timeout.as_deref(),
+                Duration::from_secs(15),
+            )?,
+            name_bot_in_request: r.name_bot_in_request.unwrap_or(false),
+        };
+        if robots.ttl.is_zero() {
+            return Err(invalid("robots.ttl", "must be more than 0s"));
+        }
+        if robots.fetch_timeout.is_zero() {
+            return Err(invalid("robots.fetch_timeout", "must be more than 0s"));
+        }
+
+        let l = &self.limits;
+        let limits = Limits {
+            max_connections: l.max_connections.unwrap_or(1024),
+            request_timeout: duration(
+                "limits.request_timeout",
+                l.request_timeout.as_deref(),
+                Duration::from_secs(10),
+            )?,
+            connect_timeout: duration(
+                "limits.connect_timeout",
+                l.connect_timeout.as_deref(),
+                Duration::from_secs(10),
+            )?,
+            idle_timeout: duration(
+                "limits.idle_timeout",
+                l.idle_timeout.as_deref(),
+                Duration::from_secs(60),
+            )?,
+            shutdown_grace: duration(
+                "limits.shutdown_grace",
+                l.shutdown_grace.as_deref(),
+                Duration::from_secs(10),
+            )?,
+            allow_private_upstreams: flags.allow_private_upstreams
+                || l.allow_private_upstreams.unwrap_or(false),
+        };
+        if limits.max_connections == 0 {
+            return Err(invalid("limits.max_connections", "must be at least 1"));
+        }
+        for (key, d) in [
+            ("limits.request_timeout", limits.request_timeout),
+            ("limits.connect_timeout", limits.connect_timeout),
+            ("limits.idle_timeout", limits.idle_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(invalid(key, "must be more than 0s"));
+            }
+        }
+
+        let tls = TlsConfig {
+            cert_and_key: match (self.tls.cert, self.tls.key) {
+                (Some(c), Some(k)) => Some((PathBuf::from(c), PathBuf::from(k))),
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(invalid(
+                        "tls.key",
+                        "tls.cert is set, so tls.key must be too",
+                    ))
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        "tls.cert",
+                        "tls.key is set, so tls.cert must be too",
+                    ))
+                }
+            },
+            hostnames: self
+                .tls
+                .hostnames
+                .unwrap_or_else(|| vec!["localhost".to_string()]),
+        };
+        if tls.hostnames.is_empty() {
+            return Err(invalid("tls.hostnames", "name at least one host"));
+        }
+
+        let state_dir = flags
+            .state_dir
+            .clone()
+            .or(self.state_dir.map(PathBuf::from))
+            .unwrap_or_else(default_state_dir);
+
+        Ok(Config {
+            state_dir,
+            gemini_listen,
+            bot,
+            robots,
+            limits,
+            tls,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases: &[(&str, Option<Duration>)] = &[
+            ("0s", Some(Duration::ZERO)),
+            ("500ms", Some(Duration::from_millis(500))),
+            ("10s", Some(Duration::from_secs(10))),
+            ("1.5s", Some(Duration::from_millis(1500))),
+            ("5m", Some(Duration::from_secs(300))),
+            ("24h", Some(Duration::from_secs(86400))),
+            ("7d", Some(Duration::from_secs(604800))),
+            ("10", None),
+            ("s", None),
+            ("10x", None),
+            ("-1s", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_duration(text), *want, "{text:?}");
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! robots.txt over Gemini: `gemini://host:port/robots.txt`.
+//!
+//! | answer | outcome |
+//! | --- | --- |
+//! | `20 text/*` | the body is parsed |
+//! | `20` anything else | no robots.txt |
+//! | `3x` | followed, at most 5 hops; a loop or a 6th hop: no robots.txt (RFC 9309 §2.3.1.2) |
+//! | `1x`, `5x`, `6x` | no robots.txt |
+//! | `4x` | unreachable; a `44 N` says when to try again |
+//! | connect, TLS or header errors, timeout | unreachable |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+
+use super::{FetchFuture, FetchOutcome, HostKey, RobotsFetcher};
+use crate::protocol::gemini::{parse_header, read_line, MAX_HEADER};
+use crate::robots::PARSE_LIMIT;
+use crate::target::{Resource, Scheme, Target};
+use crate::upstream::Upstream;
+
+/// RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
+pub const MAX_REDIRECTS: usize = 5;
+
+pub struct GeminiRobots {
+    upstream: Arc<Upstream>,
+    /// The whole fetch, redirects included, must end within this.
+    timeout: Duration,
+    /// `Some(token)`: ask for `robots.txt?token`, so operators see who asked.
+    name_bot: Option<String>,
+}
+
+impl GeminiRobots {
+    pub fn new(
+        upstream: Arc<Upstream>,
+        timeout: Duration,
+        name_bot: Option<String>,
+    ) -> GeminiRobots {
+        GeminiRobots {
+            upstream,
+            timeout,
+            name_bot,
+        }
+    }
+
+    async fn fetch_url(&self, key: &HostKey) -> FetchOutcome {
+        let query = self
+            .name_bot
+            .as_ref()
+            .map(|t| format!("?{t}"))
+            .unwrap_or_default();
+        let mut url = format!("gemini://{}:{}/robots.txt{query}", key.host, key.port);
+        let mut seen: Vec<String> = Vec::new();
+        for _hop in 0..=MAX_REDIRECTS {
+            let target = match Target::parse(&url) {
+                Ok(t) if t.scheme == Scheme::Gemini => t,
+                Ok(t) => {
+                    return FetchOutcome::Missing(format!("robots.txt redirects to {}", t.url()))
+                }
+                Err(e) => {
+                    return FetchOutcome::Missing(format!("robots.txt redirects to a bad URL: {e}"))
+                }
+            };
+            let canonical = target.url();
+            if seen.contains(&canonical) {
+                return FetchOutcome::Missing(format!("robots.txt redirect loop at {canonical}"));
+            }
+            seen.push(canonical.clone());
+
+            let stream = match self
+                .upstream
+                .connect_gemini(&target.host, target.port)
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => return unreachable(e.to_string()),
+            };
+            let mut stream = BufReader::new(stream);
+            if let Err(e) = stream
+                .get_mut()
+                .write_all(format!("{canonical}\r\n").as_bytes())
+                .await
+            {
+                return unreachable(format!("sending the request: {e}"));
+            }
+            let line = match read_line(&mut stream, MAX_HEADER, self.timeout).await {
+                Ok(l) => l,
+                Err(e) => return unreachable(format!("reading the header: {e}")),
+            };
+            let header = match parse_header(&line) {
+                Ok(h) => h,
+                Err(e) => return unreachable(e.to_string()),
+            };
+            match header.class() {
+                2 if header
+                    .meta
+                    .trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/") =>
+                {
+                    let mut body = Vec::new();
+                    // Reading past the parse limit would only cost memory.
+                    return match (&mut stream)
+                        .take(PARSE_LIMIT as u64 + 1)
+                        .read_to_end(&mut body)
+                        .await
+                    {
+                        Ok(_) => FetchOutcome::Found(body),
+                        // Servers that close without TLS close_notify still sent the body.
+                        Err(e)
+                            if !body.is_empty()
+                                && e.kind() == std::io::ErrorKind::UnexpectedEof =>
+                        {
+                            FetchOutcome::Found(body)
+                        }
+                        Err(e) => unreachable(format!("reading the body: {e}")),
+                    };
+                }
+                2 => {
+                    return FetchOutcome::Missing(format!(
+                        "robots.txt is {:?}, not text",
+                        header.meta
+                    ))
+                }
+                3 => url = resolve_redirect(&target, header.meta.trim()),
+                4 => {
+                    let retry_after = (header.status == 44)
+                        .then(|| header.meta.trim().parse::<u64>().ok())
+                        .flatten()
+                        .map(Duration::from_secs);
+                    return FetchOutcome::Unreachable {
+                        why: format!("robots.txt answered {} {}", header.status, header.meta),
+                        retry_after,
+                    };
+                }
+                _ => {
+                    return FetchOutcome::Missing(format!(
+                        "robots.txt answered {} {}",
+                        header.status, header.meta
+                    ))
+                }
+            }
+        }
+        FetchOutcome::Missing(format!(
+            "robots.txt redirects more than {MAX_REDIRECTS} times"
+        ))
+    }
+}
+
+fn unreachable(why: String) -> FetchOutcome {
+    FetchOutcome::Unreachable {
+        why,
+        retry_after: None,
+    }
+}
+
+/// A redirect's URL against the URL that answered it (absolute, `//host/…`,
+/// `/path` or relative).
+fn resolve_redirect(base: &Target, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    if let Some(rest) = location.strip_prefix("//") {
+        return format!("gemini://{rest}");
+    }
+    let origin = format!("gemini://{}:{}", base.host, base.port);
+    if location.starts_with('/') {
+        return format!("{origin}{location}");
+    }
+    let base_path = match &base.resource {
+        Resource::Path(p) => p.split('?').next().unwrap_or("/"),
+        Resource::Gopher { .. } => "/",
+    };
+    let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
+    format!("{origin}{dir}{location}")
+}
+
+impl RobotsFetcher for GeminiRobots {
+    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
+        Box::pin(async move {
+            tokio::time::timeout(self.timeout, self.fetch_url(key))
+                .await
+                .unwrap_or_else(|_| {
+                    unreachable(format!("robots.txt not fetched within {:?}", self.timeout))
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_resolve_against_the_answering_url() {
+        let base = Target::parse("gemini://example.org/dir/robots.txt").unwrap();
+        let cases = [
+            (
+                "gemini://other.example/r.txt",
+                "gemini://other.example/r.txt",
+            ),
+            ("//other.example/r.txt", "gemini://other.example/r.txt"),
+            ("/r.txt", "gemini://example.org:1965/r.txt"),
+            ("r.txt", "gemini://example.org:1965/dir/r.txt"),
+            ("../r.txt", "gemini://example.org:1965/dir/../r.txt"),
+        ];
+        for (location, want) in cases {
+            assert_eq!(resolve_redirect(&base, location), want, "{location}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Fetching robots.txt: what a fetch can end in, whatever the protocol, and the
+//! fetchers that know where each protocol keeps the file.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::target::Scheme;
+
+pub mod gemini;
+
+/// The host a robots.txt belongs to: `(scheme, host, port)`, host canonical.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostKey {
+    pub scheme: Scheme,
+    pub host: String,
+    pub port: u16,
+}
+
+impl std::fmt::Display for HostKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
+    }
+}
+
+/// How a fetch ended (design.md, "Fetching robots.txt").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FetchOutcome {
+    /// A robots.txt body (at most the parse limit plus one byte).
+    Found(Vec<u8>),
+    /// There is no robots.txt: everything is allowed (RFC 9309 §2.3.1.3).
+    Missing(String),
+    /// The host could not be asked: connect, TLS, timeout, a temporary failure.
+    Unreachable {
+        why: String,
+        /// When the host said to try again (a Gemini `44 N`).
+        retry_after: Option<Duration>,
+    },
+}
+
+/// A boxed future, so fetchers can be chosen at run time and faked in tests.
+pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
+
+/// Something that fetches robots.txt for a host.
+pub trait RobotsFetcher: Send + Sync {
+    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a>;
+}

@@ -1,0 +1,237 @@
+//! Gemini on the wire: the request line, the response header, and the headers the
+//! proxy writes itself. Reading never waits forever and never buffers more than
+//! one header: the buffer is the length limit (agate does the same).
+
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// A request is an absolute URL of at most 1024 bytes, then CRLF.
+pub const MAX_URL: usize = 1024;
+
+/// A response header is `NN META` with META of at most 1024 bytes, then CRLF.
+pub const MAX_HEADER: usize = 2 + 1 + 1024;
+
+/// Why a header line could not be read.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LineError {
+    #[error("line longer than {0} bytes")]
+    TooLong(usize),
+    #[error("connection closed before the end of the line")]
+    Closed,
+    #[error("no complete line within {0:?}")]
+    Timeout(Duration),
+    #[error("read error: {0}")]
+    Io(String),
+}
+
+/// Reads one line ending in CRLF (a bare LF is accepted too) of at most `max`
+/// bytes before the line end, within `deadline`, and returns it without its end.
+/// What follows the line stays in `reader`'s buffer (a response body, say).
+pub async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, LineError> {
+    let read = async {
+        let mut line = Vec::with_capacity(128);
+        loop {
+            let available = reader
+                .fill_buf()
+                .await
+                .map_err(|e| LineError::Io(e.to_string()))?;
+            if available.is_empty() {
+                return Err(LineError::Closed);
+            }
+            if let Some(lf) = memchr::memchr(b'\n', available) {
+                line.extend_from_slice(&available[..lf]);
+                reader.consume(lf + 1);
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                return if line.len() > max {
+                    Err(LineError::TooLong(max))
+                } else {
+                    Ok(line)
+                };
+            }
+            let n = available.len();
+            line.extend_from_slice(available);
+            reader.consume(n);
+            // One byte of slack for the CR of a CRLF split across reads.
+            if line.len() > max + 1 {
+                return Err(LineError::TooLong(max));
+            }
+        }
+    };
+    tokio::time::timeout(deadline, read)
+        .await
+        .unwrap_or(Err(LineError::Timeout(deadline)))
+}
+
+/// A Gemini response header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The two-digit status, 10 to 69.
+    pub status: u8,
+    pub meta: String,
+}
+
+impl Header {
+    /// The status class: 1 input, 2 success, 3 redirect, 4 temporary failure,
+    /// 5 permanent failure, 6 client certificate.
+    pub fn class(&self) -> u8 {
+        self.status / 10
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("malformed response header: {0}")]
+pub struct HeaderError(pub &'static str);
+
+/// Parses `NN META` (the space and META may be missing).
+pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
+    let (digits, rest) = match line {
+        [a, b, rest @ ..] if a.is_ascii_digit() && b.is_ascii_digit() => {
+            ((a - b'0') * 10 + (b - b'0'), rest)
+        }
+        _ => return Err(HeaderError("no two-digit status")),
+    };
+    if !(10..=69).contains(&digits) {
+        return Err(HeaderError("status outside 10-69"));
+    }
+    let meta = match rest {
+        [] => "",
+        [b' ', meta @ ..] => {
+            std::str::from_utf8(meta).map_err(|_| HeaderError("meta is not UTF-8"))?
+        }
+        _ => return Err(HeaderError("no space after the status")),
+    };
+    Ok(Header {
+        status: digits,
+        meta: meta.to_string(),
+    })
+}
+
+/// A header the proxy writes: `NN META\r\n`, META cut to 1024 bytes on a character
+/// boundary and stripped of control characters, so nothing upstream can inject a line.
+pub fn header(status: u8, meta: &str) -> Vec<u8> {
+    let mut clean: String = meta
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if clean.len() > 1024 {
+        let mut cut = 1024;
+        while !clean.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        clean.truncate(cut);
+    }
+    format!("{status:02} {clean}\r\n").into_bytes()
+}
+
+/// Statuses the proxy answers with itself.
+pub mod status {
+    /// Temporary failure; design.md uses it for "upstream unreachable" and
+    /// "robots.txt unreachable".
+    pub const PROXY_ERROR: u8 = 43;
+    /// Slow down, with a number of seconds.
+    pub const SLOW_DOWN: u8 = 44;
+    /// Refused: robots.txt disallows it, or the proxy's own rules do.
+    pub const PROXY_REQUEST_REFUSED: u8 = 53;
+    /// The request was malformed.
+    pub const BAD_REQUEST: u8 = 59;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn line(input: &[u8], max: usize) -> Result<Vec<u8>, LineError> {
+        // A tiny buffer, so lines arrive in pieces as they do from a socket.
+        let mut reader = tokio::io::BufReader::with_capacity(7, input);
+        read_line(&mut reader, max, Duration::from_secs(1)).await
+    }
+
+    #[tokio::test]
+    async fn what_follows_the_line_stays_readable() {
+        use tokio::io::AsyncReadExt;
+        let mut reader = tokio::io::BufReader::new(&b"20 text/plain\r\nbody bytes"[..]);
+        assert_eq!(
+            read_line(&mut reader, MAX_HEADER, Duration::from_secs(1)).await,
+            Ok(b"20 text/plain".to_vec())
+        );
+        let mut rest = Vec::new();
+        reader.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, b"body bytes");
+    }
+
+    #[tokio::test]
+    async fn request_lines() {
+        assert_eq!(
+            line(b"gemini://a/\r\n", MAX_URL).await,
+            Ok(b"gemini://a/".to_vec())
+        );
+        assert_eq!(
+            line(b"gemini://a/\n", MAX_URL).await,
+            Ok(b"gemini://a/".to_vec())
+        );
+        assert_eq!(
+            line(b"gemini://a/\r\nextra", MAX_URL).await,
+            Ok(b"gemini://a/".to_vec())
+        );
+        assert_eq!(line(b"gemini://a/", MAX_URL).await, Err(LineError::Closed));
+        let exact = [b"gemini://x/".as_slice(), &[b'a'; MAX_URL - 11], b"\r\n"].concat();
+        assert_eq!(line(&exact, MAX_URL).await.map(|l| l.len()), Ok(MAX_URL));
+        let over = [b"gemini://x/".as_slice(), &[b'a'; MAX_URL - 10], b"\r\n"].concat();
+        assert_eq!(line(&over, MAX_URL).await, Err(LineError::TooLong(MAX_URL)));
+        let endless = vec![b'a'; 10_000];
+        assert_eq!(
+            line(&endless, MAX_URL).await,
+            Err(LineError::TooLong(MAX_URL))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_client_times_out() {
+        let (_client, server) = tokio::io::duplex(64);
+        let mut server = tokio::io::BufReader::new(server);
+        let got = read_line(&mut server, MAX_URL, Duration::from_secs(10)).await;
+        assert_eq!(got, Err(LineError::Timeout(Duration::from_secs(10))));
+    }
+
+    #[test]
+    fn headers() {
+        assert_eq!(
+            parse_header(b"20 text/gemini"),
+            Ok(Header {
+                status: 20,
+                meta: "text/gemini".into()
+            })
+        );
+        assert_eq!(
+            parse_header(b"51"),
+            Ok(Header {
+                status: 51,
+                meta: String::new()
+            })
+        );
+        assert_eq!(parse_header(b"44 30").map(|h| h.class()), Ok(4));
+        for bad in [&b"2 x"[..], b"99 x", b"20x", b"", b"ab cd", b"20 \xff"] {
+            assert!(parse_header(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn written_headers_cannot_inject_lines() {
+        assert_eq!(
+            header(53, "no\r\n20 text/gemini"),
+            b"53 no  20 text/gemini\r\n"
+        );
+        let long = "é".repeat(600);
+        let h = header(43, &long);
+        assert!(h.len() <= 3 + 1024 + 2);
+        assert!(std::str::from_utf8(&h).is_ok());
+    }
+}

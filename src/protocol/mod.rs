@@ -1,0 +1,3 @@
+//! Wire formats of the protocols the proxy speaks.
+
+pub mod gemini;

@@ -1,0 +1,186 @@
+//! In-process fixtures: the proxy, fake Gemini origins and a Gemini client, all
+//! on 127.0.0.1 port 0.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use robots_proxy::cli::RunArgs;
+use robots_proxy::config::{Config, RawConfig};
+use robots_proxy::server::Proxy;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// A fresh state directory for one proxy.
+pub fn state_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "state-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// The configuration tests start from: loopback upstreams allowed, short deadlines.
+pub fn test_config() -> Config {
+    let args = RunArgs {
+        gemini_listen: Some("127.0.0.1:0".into()),
+        agent: Some("examplebot".into()),
+        allow_private_upstreams: true,
+        state_dir: Some(state_dir()),
+        ..RunArgs::default()
+    };
+    let mut config = RawConfig::default().resolve(&args).unwrap();
+    config.robots.fetch_timeout = Duration::from_millis(1500);
+    config.limits.request_timeout = Duration::from_millis(1500);
+    config.limits.connect_timeout = Duration::from_millis(1500);
+    config.limits.idle_timeout = Duration::from_millis(1500);
+    config.limits.shutdown_grace = Duration::from_secs(5);
+    config
+}
+
+pub async fn start_proxy(config: Config) -> Proxy {
+    Proxy::start(config).await.unwrap()
+}
+
+/// What a fake origin does with one request.
+pub enum Reply {
+    /// Send these bytes, then close.
+    Bytes(Vec<u8>),
+    /// Send these bytes after a pause, then close.
+    Delayed(Duration, Vec<u8>),
+    /// Say nothing and keep the connection open.
+    Silent,
+}
+
+pub fn text(status_and_meta: &str, body: &str) -> Reply {
+    Reply::Bytes(format!("{status_and_meta}\r\n{body}").into_bytes())
+}
+
+type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
+
+/// A Gemini server on 127.0.0.1:0 that records every request line.
+pub struct Origin {
+    pub addr: SocketAddr,
+    pub requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Origin {
+    pub async fn start(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Origin {
+        let handler: Handler = Arc::new(handler);
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let chain = vec![CertificateDer::from(cert.cert.der().to_vec())];
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der()));
+        let config = rustls::ServerConfig::builder_with_provider(robots_proxy::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (acceptor, handler, recorded) =
+                    (acceptor.clone(), handler.clone(), recorded.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let mut tls = BufReader::new(tls);
+                    let Ok(line) = robots_proxy::protocol::gemini::read_line(
+                        &mut tls,
+                        1024,
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    else {
+                        return;
+                    };
+                    let url = String::from_utf8_lossy(&line).into_owned();
+                    recorded.lock().unwrap().push(url.clone());
+                    match handler(&url) {
+                        Reply::Bytes(b) => {
+                            let _ = tls.get_mut().write_all(&b).await;
+                        }
+                        Reply::Delayed(d, b) => {
+                            tokio::time::sleep(d).await;
+                            let _ = tls.get_mut().write_all(&b).await;
+                        }
+                        Reply::Silent => {
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                        }
+                    }
+                    let _ = tls.get_mut().shutdown().await;
+                });
+            }
+        });
+        Origin { addr, requests }
+    }
+
+    /// `gemini://127.0.0.1:PORT` + path.
+    pub fn url(&self, path: &str) -> String {
+        format!("gemini://127.0.0.1:{}{path}", self.addr.port())
+    }
+
+    /// Requests for this path (robots.txt included).
+    pub fn count(&self, path: &str) -> usize {
+        let suffix = format!(":{}{path}", self.addr.port());
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.ends_with(&suffix))
+            .count()
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Sends `request` (bytes, CRLF included by the caller) over TLS and reads the
+/// whole answer.
+pub async fn gemini_raw(proxy: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let tcp = TcpStream::connect(proxy).await.unwrap();
+    let connector = TlsConnector::from(robots_proxy::tls::client_config().unwrap());
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    match tls.read_to_end(&mut answer).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => panic!("reading the answer: {e}"),
+    }
+    answer
+}
+
+/// A proxy request for `url`; the answer's header line and body.
+pub async fn gemini(proxy: SocketAddr, url: &str) -> (String, Vec<u8>) {
+    let answer = gemini_raw(proxy, format!("{url}\r\n").as_bytes()).await;
+    split(&answer)
+}
+
+pub fn split(answer: &[u8]) -> (String, Vec<u8>) {
+    let end = answer
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(answer.len());
+    let header = String::from_utf8_lossy(&answer[..end]).into_owned();
+    let body = answer.get(end + 2..).unwrap_or_default().to_vec();
+    (header, body)
+}
