@@ -1,4 +1,4 @@
-use std::io;
+use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -43,6 +43,7 @@ fn run(args: RunArgs) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

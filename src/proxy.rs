@@ -151,7 +151,7 @@ fn log(peer: SocketAddr, target: Option<&Target>, started: Instant, outcome: &Ou
         client = %peer,
         host = %host,
         path = %path,
-        decision = outcome.decision,
+        decision = %outcome.decision,
         status = outcome.status,
         detail = %outcome.detail,
         bytes = outcome.bytes,

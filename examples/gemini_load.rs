@@ -1,0 +1,195 @@
+//! A small Gemini load driver: requests per second and latency of one URL,
+//! sent straight to its server and through robots-proxy, side by side.
+//!
+//! ```sh
+//! cargo run --release --example gemini_load -- \
+//!     --direct 127.0.0.1:PORT --proxy 127.0.0.1:1965 --url gemini://localhost:PORT/ \
+//!     [--clients 16] [--seconds 5] [--rounds 3]
+//! ```
+//!
+//! Each round runs the direct and the proxied load one after the other for the same
+//! time; the rounds alternate which goes first, so drift in the machine's speed
+//! falls on both. Every request is a new TLS connection, as in Gemini.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+struct Args {
+    direct: SocketAddr,
+    proxy: SocketAddr,
+    url: String,
+    clients: usize,
+    seconds: u64,
+    rounds: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        direct: "127.0.0.1:1966".parse().unwrap(),
+        proxy: "127.0.0.1:1965".parse().unwrap(),
+        url: String::new(),
+        clients: 16,
+        seconds: 5,
+        rounds: 3,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--direct" => a.direct = value.parse().expect("--direct ADDR"),
+            "--proxy" => a.proxy = value.parse().expect("--proxy ADDR"),
+            "--url" => a.url = value,
+            "--clients" => a.clients = value.parse().expect("--clients N"),
+            "--seconds" => a.seconds = value.parse().expect("--seconds N"),
+            "--rounds" => a.rounds = value.parse().expect("--rounds N"),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    assert!(
+        a.url.starts_with("gemini://"),
+        "--url gemini://HOST:PORT/PATH"
+    );
+    a
+}
+
+/// One request on a new connection; the answer's length.
+async fn request(connector: &TlsConnector, addr: SocketAddr, url: &str) -> std::io::Result<usize> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let name = ServerName::try_from("localhost").expect("static name");
+    let mut tls = connector.connect(name, tcp).await?;
+    tls.write_all(format!("{url}\r\n").as_bytes()).await?;
+    let mut answer = Vec::new();
+    match tls.read_to_end(&mut answer).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !answer.is_empty() => {}
+        Err(e) => return Err(e),
+    }
+    if !answer.starts_with(b"2") {
+        return Err(std::io::Error::other(format!(
+            "answer: {}",
+            String::from_utf8_lossy(&answer[..answer.len().min(80)])
+        )));
+    }
+    Ok(answer.len())
+}
+
+struct Run {
+    done: usize,
+    errors: usize,
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+}
+
+async fn load(
+    connector: Arc<TlsConnector>,
+    addr: SocketAddr,
+    url: Arc<String>,
+    clients: usize,
+    for_: Duration,
+) -> Run {
+    let start = Instant::now();
+    let end = start + for_;
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (connector, url) = (connector.clone(), url.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut errors = 0;
+                while Instant::now() < end {
+                    let t = Instant::now();
+                    match request(&connector, addr, &url).await {
+                        Ok(_) => latencies.push(t.elapsed()),
+                        Err(_) => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let mut run = Run {
+        done: 0,
+        errors: 0,
+        latencies: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    for t in tasks {
+        let (latencies, errors) = t.await.expect("client task");
+        run.done += latencies.len();
+        run.errors += errors;
+        run.latencies.extend(latencies);
+    }
+    run.elapsed = start.elapsed();
+    run.latencies.sort();
+    run
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn report(name: &str, r: &Run) -> f64 {
+    let rps = r.done as f64 / r.elapsed.as_secs_f64();
+    println!(
+        "{name:8} {rps:9.0} req/s  p50 {:7.2} ms  p99 {:7.2} ms  ({} requests, {} errors)",
+        percentile(&r.latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&r.latencies, 0.99).as_secs_f64() * 1e3,
+        r.done,
+        r.errors
+    );
+    rps
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    let connector = Arc::new(TlsConnector::from(
+        robots_proxy::tls::client_config().expect("TLS client config"),
+    ));
+    let url = Arc::new(a.url.clone());
+    let for_ = Duration::from_secs(a.seconds);
+    // Warm the proxy's robots.txt cache and both servers' session state.
+    for addr in [a.direct, a.proxy] {
+        request(&connector, addr, &url)
+            .await
+            .expect("a first request succeeds");
+    }
+    println!(
+        "{} clients, {} s per run, new TLS connection per request: {}",
+        a.clients, a.seconds, a.url
+    );
+    let (mut direct_total, mut proxied_total) = (0.0, 0.0);
+    for round in 0..a.rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for proxied in order {
+            let addr = if proxied { a.proxy } else { a.direct };
+            let r = load(connector.clone(), addr, url.clone(), a.clients, for_).await;
+            let rps = report(if proxied { "proxied" } else { "direct" }, &r);
+            if proxied {
+                proxied_total += rps;
+            } else {
+                direct_total += rps;
+            }
+        }
+    }
+    println!(
+        "proxied / direct: {:.2} (mean of {} rounds: {:.0} vs {:.0} req/s)",
+        proxied_total / direct_total,
+        a.rounds,
+        proxied_total / a.rounds as f64,
+        direct_total / a.rounds as f64
+    );
+}
