@@ -132,9 +132,16 @@ pub fn server_config(identity: Identity) -> Result<Arc<ServerConfig>, TlsError> 
 
 /// TLS 1.2 and 1.3 towards upstreams, with [`GeminiVerifier`].
 pub fn client_config() -> Result<Arc<ClientConfig>, TlsError> {
+    client_config_for(&[&rustls::version::TLS13, &rustls::version::TLS12])
+}
+
+/// [`client_config`] limited to some protocol versions.
+pub fn client_config_for(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = provider();
     let config = ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_protocol_versions(versions)?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(GeminiVerifier { provider }))
         .with_no_client_auth();

@@ -437,3 +437,110 @@ async fn certificate_survives_a_restart() {
     let second = start_proxy(config).await;
     assert_eq!(second.cert_fingerprint, fingerprint);
 }
+
+/// TLS 1.2 clients are served as well as TLS 1.3 ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls12_clients_are_served() {
+    use rustls::pki_types::ServerName;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start(capsule).await;
+    let proxy = start_proxy(test_config()).await;
+    let config = robots_proxy::tls::client_config_for(&[&rustls::version::TLS12]).unwrap();
+    let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
+        .await
+        .unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    tls.write_all(format!("{}\r\n", origin.url("/")).as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    assert!(
+        answer.starts_with(b"20 text/gemini\r\n"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
+/// A client that connects and says nothing is dropped at the request deadline,
+/// and does not delay anyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_clients_are_dropped_and_do_not_block_others() {
+    use tokio::io::AsyncReadExt;
+    let origin = Origin::start(capsule).await;
+    let mut config = test_config();
+    config.limits.request_timeout = std::time::Duration::from_millis(300);
+    let proxy = start_proxy(config).await;
+    let mut silent = tokio::net::TcpStream::connect(proxy.gemini_addr)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (header, _) = gemini(proxy.gemini_addr, &origin.url("/")).await;
+    assert_eq!(header, "20 text/gemini");
+    let mut buf = [0u8; 16];
+    // The proxy closes the silent connection (EOF or reset) once the deadline passes.
+    let closed = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut buf)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "{closed:?}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+}
+
+/// At `max_connections`, further clients wait until a slot frees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cap_holds_further_clients() {
+    let origin = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("51 none", "")
+        } else {
+            Reply::Delayed(Duration::from_millis(300), b"20 text/gemini\r\nok".to_vec())
+        }
+    })
+    .await;
+    let mut config = test_config();
+    config.limits.max_connections = 1;
+    let proxy = start_proxy(config).await;
+    let addr = proxy.gemini_addr;
+    let started = std::time::Instant::now();
+    let (a, b) = (origin.url("/a"), origin.url("/b"));
+    let first = tokio::spawn(async move { gemini(addr, &a).await.0 });
+    let second = tokio::spawn(async move { gemini(addr, &b).await.0 });
+    assert_eq!(first.await.unwrap(), "20 text/gemini");
+    assert_eq!(second.await.unwrap(), "20 text/gemini");
+    // One at a time: the two 300 ms answers could not overlap.
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Trust on first use: a capsule that shows another certificate on the same host
+/// and port than it first did is refused with `43`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_upstream_certificate_is_refused() {
+    let first = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("51 none", "")
+        } else {
+            text("20 text/gemini", "first")
+        }
+    })
+    .await;
+    let addr = first.addr;
+    let proxy = start_proxy(test_config()).await;
+    let url = first.url("/");
+    assert_eq!(gemini(proxy.gemini_addr, &url).await.0, "20 text/gemini");
+    first.stop().await;
+    // Same address, new key and certificate.
+    let _second = Origin::start_on(addr, |_| text("20 text/gemini", "second")).await;
+    let (header, body) = gemini(proxy.gemini_addr, &url).await;
+    assert!(header.starts_with("43 upstream: 127.0.0.1:"), "{header}");
+    assert!(header.contains("trust on first use"), "{header}");
+    assert!(body.is_empty());
+}

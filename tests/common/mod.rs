@@ -68,10 +68,19 @@ type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
 pub struct Origin {
     pub addr: SocketAddr,
     pub requests: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Origin {
     pub async fn start(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Origin {
+        Origin::start_on("127.0.0.1:0".parse().unwrap(), handler).await
+    }
+
+    /// [`start`](Self::start) on a given address, with a certificate of its own.
+    pub async fn start_on(
+        addr: SocketAddr,
+        handler: impl Fn(&str) -> Reply + Send + Sync + 'static,
+    ) -> Origin {
         let handler: Handler = Arc::new(handler);
         let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
         let chain = vec![CertificateDer::from(cert.cert.der().to_vec())];
@@ -83,11 +92,11 @@ impl Origin {
             .with_single_cert(chain, key)
             .unwrap();
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = requests.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
@@ -126,7 +135,17 @@ impl Origin {
                 });
             }
         });
-        Origin { addr, requests }
+        Origin {
+            addr,
+            requests,
+            task,
+        }
+    }
+
+    /// Stops accepting and frees the port.
+    pub async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
     }
 
     /// `gemini://127.0.0.1:PORT` + path.
