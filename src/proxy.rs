@@ -179,8 +179,8 @@ where
     S: tokio::io::AsyncRead + AsyncWrite + Unpin,
 {
     let (target, outcome) = match decide(line, ctx).await {
-        Ok(target) => {
-            let outcome = relay(client, &target, ctx).await;
+        Ok(Allowed { target, addrs }) => {
+            let outcome = relay(client, &target, &addrs, ctx).await;
             (Some(target), outcome)
         }
         Err((target, outcome)) => (target, outcome),
@@ -195,8 +195,14 @@ where
 
 type Refusal = (Option<Target>, Outcome);
 
+/// A target the proxy may fetch, and the addresses it resolved to.
+struct Allowed {
+    target: Target,
+    addrs: Vec<SocketAddr>,
+}
+
 /// Everything before the upstream is contacted: a target to fetch, or a refusal.
-async fn decide(line: &[u8], ctx: &Context) -> Result<Target, Refusal> {
+async fn decide(line: &[u8], ctx: &Context) -> Result<Allowed, Refusal> {
     let bad = |detail: &str| {
         (
             None,
@@ -207,14 +213,9 @@ async fn decide(line: &[u8], ctx: &Context) -> Result<Target, Refusal> {
     let target = match Target::parse(url) {
         Ok(t) => t,
         Err(TargetError::UnsupportedScheme(s)) => {
-            return Err((
-                None,
-                Outcome::refused(
-                    "refused",
-                    status::PROXY_REQUEST_REFUSED,
-                    format!("this proxy fetches gemini:// URLs, not {s}://"),
-                ),
-            ))
+            return Err(bad(&format!(
+                "this proxy fetches gemini:// URLs, not {s}://"
+            )))
         }
         Err(TargetError::NotAbsolute) => {
             return Err(bad(
@@ -224,14 +225,10 @@ async fn decide(line: &[u8], ctx: &Context) -> Result<Target, Refusal> {
         Err(e) => return Err(bad(&e.to_string())),
     };
     if target.scheme != Scheme::Gemini {
-        let detail = format!(
+        return Err(bad(&format!(
             "this listener fetches gemini:// URLs, not {}://",
             target.scheme.as_str()
-        );
-        return Err((
-            None,
-            Outcome::refused("refused", status::PROXY_REQUEST_REFUSED, detail),
-        ));
+        )));
     }
     if target.had_userinfo {
         return Err(bad("Gemini URLs carry no userinfo"));
@@ -239,6 +236,20 @@ async fn decide(line: &[u8], ctx: &Context) -> Result<Target, Refusal> {
     if target.had_fragment {
         return Err(bad("Gemini requests carry no fragment"));
     }
+
+    // The proxy's own access rules come before robots.txt: a host it must not
+    // connect to is not even asked for its robots.txt.
+    let addrs = match ctx.upstream.resolve(&target.host, target.port).await {
+        Ok(addrs) => addrs,
+        Err(e @ UpstreamError::Refused { .. }) => {
+            let outcome = Outcome::refused("refused", status::PROXY_REQUEST_REFUSED, e.to_string());
+            return Err((Some(target), outcome));
+        }
+        Err(e) => {
+            let outcome = Outcome::refused("error", status::PROXY_ERROR, format!("upstream: {e}"));
+            return Err((Some(target), outcome));
+        }
+    };
 
     let key = HostKey {
         scheme: Scheme::Gemini,
@@ -276,12 +287,17 @@ async fn decide(line: &[u8], ctx: &Context) -> Result<Target, Refusal> {
             }
         }
     }
-    Ok(target)
+    Ok(Allowed { target, addrs })
 }
 
 /// Connects upstream, sends the canonical URL, and streams the answer back as it
 /// arrives: the header after checking it, then the body, byte for byte.
-async fn relay<S>(client: &mut BufReader<S>, target: &Target, ctx: &Context) -> Outcome
+async fn relay<S>(
+    client: &mut BufReader<S>,
+    target: &Target,
+    addrs: &[SocketAddr],
+    ctx: &Context,
+) -> Outcome
 where
     S: tokio::io::AsyncRead + AsyncWrite + Unpin,
 {
@@ -298,7 +314,11 @@ where
             bytes: 0,
         }
     };
-    let upstream = match ctx.upstream.connect_gemini(&target.host, target.port).await {
+    let upstream = match ctx
+        .upstream
+        .connect_gemini_to(&target.host, target.port, addrs)
+        .await
+    {
         Ok(s) => s,
         Err(e @ UpstreamError::Refused { .. }) => return fail(Cause::Proxy, e.to_string()),
         Err(e) => return fail(Cause::Upstream, format!("upstream: {e}")),

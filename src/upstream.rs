@@ -152,10 +152,14 @@ impl Upstream {
         })
     }
 
-    /// TCP to the first address that answers, within the connect deadline each.
-    pub async fn connect_tcp(&self, host: &str, port: u16) -> Result<TcpStream, UpstreamError> {
+    /// TCP to the first of `addrs` that answers, within the connect deadline each.
+    pub async fn connect_tcp(
+        &self,
+        host: &str,
+        addrs: &[SocketAddr],
+    ) -> Result<TcpStream, UpstreamError> {
         let mut last = None;
-        for addr in self.resolve(host, port).await? {
+        for &addr in addrs {
             match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
@@ -188,7 +192,19 @@ impl Upstream {
         host: &str,
         port: u16,
     ) -> Result<TlsStream<TcpStream>, UpstreamError> {
-        let tcp = self.connect_tcp(host, port).await?;
+        let addrs = self.resolve(host, port).await?;
+        self.connect_gemini_to(host, port, &addrs).await
+    }
+
+    /// [`connect_gemini`](Self::connect_gemini) to addresses already resolved
+    /// (and checked) by [`resolve`](Self::resolve).
+    pub async fn connect_gemini_to(
+        &self,
+        host: &str,
+        port: u16,
+        addrs: &[SocketAddr],
+    ) -> Result<TlsStream<TcpStream>, UpstreamError> {
+        let tcp = self.connect_tcp(host, addrs).await?;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(bare.to_string()).map_err(|e| UpstreamError::Tls {
             host: host.to_string(),
