@@ -22,12 +22,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the proxy: Gemini on 127.0.0.1:1965 unless told otherwise.
+    /// Run the proxy: Gemini on 127.0.0.1:1965, Gopher on 127.0.0.1:7070.
     ///
-    /// A crawler opens TLS to the proxy and sends an absolute URL for another host
-    /// (`gemini://capsule.example/page.gmi`); it gets the capsule's answer, or `53`
-    /// when robots.txt disallows the page for this bot. With no config file the proxy
-    /// runs on embedded defaults; flags override the file.
+    /// A Gemini crawler opens TLS to the proxy and sends an absolute URL for another
+    /// host (`gemini://capsule.example/page.gmi`); a Gopher crawler sends a Gopher URL
+    /// as its selector (`gopher://hole.example/1/`). Each gets the server's answer, or
+    /// a refusal (`53`, or a type-3 menu) when robots.txt disallows it for this bot.
+    /// With no config file the proxy runs on embedded defaults; flags override the file.
     Run(RunArgs),
     /// Decide offline whether a bot may fetch targets under a robots.txt.
     ///
@@ -46,6 +47,10 @@ pub struct RunArgs {
     /// Address of the Gemini listener (TLS), e.g. 127.0.0.1:1965.
     #[arg(long, value_name = "ADDR")]
     pub gemini_listen: Option<String>,
+
+    /// Address of the Gopher listener (plain TCP), e.g. 127.0.0.1:7070.
+    #[arg(long, value_name = "ADDR")]
+    pub gopher_listen: Option<String>,
 
     /// The bot's product token, as robots.txt files name it (`examplebot`).
     #[arg(long, value_name = "NAME")]

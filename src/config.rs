@@ -47,12 +47,22 @@ pub struct RawConfig {
     pub limits: RawLimits,
     #[serde(default)]
     pub tls: RawTls,
+    #[serde(default)]
+    pub gopher: RawGopher,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListen {
     pub gemini: Option<String>,
+    pub gopher: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGopher {
+    pub public_host: Option<String>,
+    pub public_port: Option<u16>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +117,10 @@ pub enum OnUnreachable {
 pub struct Config {
     pub state_dir: PathBuf,
     pub gemini_listen: SocketAddr,
+    pub gopher_listen: SocketAddr,
+    /// Host and port rewritten Gopher menus point at; `None`: the listener's own.
+    pub gopher_public_host: Option<String>,
+    pub gopher_public_port: Option<u16>,
     pub bot: BotProfile,
     pub robots: RobotsConfig,
     pub limits: Limits,
@@ -219,6 +233,32 @@ impl RawConfig {
             (None, Some(key)) => address("listen.gemini", key)?,
             (None, None) => SocketAddr::from(([127, 0, 0, 1], 1965)),
         };
+
+        let gopher_listen = match (&flags.gopher_listen, &self.listen.gopher) {
+            (Some(flag), _) => address("--gopher-listen", flag)?,
+            (None, Some(key)) => address("listen.gopher", key)?,
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], 7070)),
+        };
+        let gopher_public_host = self.gopher.public_host.filter(|h| !h.is_empty());
+        if let Some(h) = &gopher_public_host {
+            if h.bytes()
+                .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+            {
+                return Err(invalid(
+                    "gopher.public_host",
+                    format!("{h:?} is not a host name"),
+                ));
+            }
+        }
+        if gopher_public_host.is_none() && gopher_listen.ip().is_unspecified() {
+            return Err(invalid(
+                "gopher.public_host",
+                "set it when the Gopher listener is on all addresses: rewritten menus must name a host clients reach",
+            ));
+        }
+        if self.gopher.public_port == Some(0) {
+            return Err(invalid("gopher.public_port", "must be 1 to 65535"));
+        }
 
         let agent = flags.agent.clone().or(self.bot.agent).unwrap_or_default();
         if !agent.is_empty() && !valid_product_token(&agent) {
@@ -374,6 +414,9 @@ impl RawConfig {
         Ok(Config {
             state_dir,
             gemini_listen,
+            gopher_listen,
+            gopher_public_host,
+            gopher_public_port: self.gopher.public_port,
             bot,
             robots,
             limits,

@@ -1,7 +1,7 @@
-//! Starting and stopping the proxy: bind, accept with a cap on connections (each
-//! connection, TLS handshake included, runs in its own task: a slow client never
-//! blocks the accept loop), and on shutdown stop accepting and let requests in
-//! flight finish within a deadline.
+//! Starting and stopping the proxy: bind the listeners, accept with a cap on
+//! connections (each connection, TLS handshake included, runs in its own task:
+//! a slow client never blocks an accept loop), and on shutdown stop accepting and
+//! let requests in flight finish within a deadline.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,7 +17,9 @@ use tokio_util::task::TaskTracker;
 use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::fetch::gemini::GeminiRobots;
-use crate::proxy::{serve_gemini, Context};
+use crate::fetch::gopher::GopherRobots;
+use crate::fetch::ByScheme;
+use crate::proxy::{self, Context};
 use crate::tls::{self, TlsError};
 use crate::upstream::Upstream;
 
@@ -34,9 +36,10 @@ pub enum StartError {
 
 /// A running proxy.
 pub struct Proxy {
-    /// Where the Gemini listener is bound (useful with port 0).
+    /// Where the listeners are bound (useful with port 0).
     pub gemini_addr: SocketAddr,
-    /// The listener's certificate file and its SHA-256 fingerprint.
+    pub gopher_addr: SocketAddr,
+    /// The Gemini listener's certificate file and its SHA-256 fingerprint.
     pub cert_path: PathBuf,
     pub cert_fingerprint: String,
     pub context: Arc<Context>,
@@ -56,48 +59,58 @@ impl Proxy {
         let cert_fingerprint = tls::fingerprint(&identity.chain[0]);
         let acceptor = TlsAcceptor::from(tls::server_config(identity)?);
 
-        let listener = TcpListener::bind(config.gemini_listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.gemini_listen,
-                source,
-            })?;
-        let gemini_addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.gemini_listen,
-            source,
-        })?;
+        let (gemini_listener, gemini_addr) = bind(config.gemini_listen).await?;
+        let (gopher_listener, gopher_addr) = bind(config.gopher_listen).await?;
 
         let limits = &config.limits;
         let upstream = Arc::new(Upstream::new(
             limits.allow_private_upstreams,
             limits.connect_timeout,
-            vec![gemini_addr],
+            vec![gemini_addr, gopher_addr],
         )?);
         let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
             .then(|| config.bot.token().to_string());
-        let fetcher = GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot);
-        let gemini_robots =
-            RobotsCache::new(Arc::new(fetcher), config.robots.clone(), config.bot.clone());
+        let fetcher = ByScheme {
+            gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot),
+            gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
+        };
+        let robots = RobotsCache::new(Arc::new(fetcher), config.robots.clone(), config.bot.clone());
+        let gopher_public = (
+            config
+                .gopher_public_host
+                .clone()
+                .unwrap_or_else(|| gopher_addr.ip().to_string()),
+            config.gopher_public_port.unwrap_or(gopher_addr.port()),
+        );
         let grace = limits.shutdown_grace;
         let max_connections = limits.max_connections;
         let context = Arc::new(Context {
             config,
             upstream,
-            gemini_robots,
+            robots,
+            gopher_public,
         });
 
         let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(accept_loop(
-            listener,
-            acceptor,
-            context.clone(),
-            Arc::new(Semaphore::new(max_connections)),
-            shutdown.clone(),
-            tracker.clone(),
-        ));
+        // One cap for both listeners: it bounds the proxy's sockets.
+        let slots = Arc::new(Semaphore::new(max_connections));
+        for (listener, kind) in [
+            (gemini_listener, Kind::Gemini(acceptor)),
+            (gopher_listener, Kind::Gopher),
+        ] {
+            tracker.spawn(accept_loop(
+                listener,
+                kind,
+                context.clone(),
+                slots.clone(),
+                shutdown.clone(),
+                tracker.clone(),
+            ));
+        }
         Ok(Proxy {
             gemini_addr,
+            gopher_addr,
             cert_path,
             cert_fingerprint,
             context,
@@ -122,23 +135,29 @@ impl Proxy {
     }
 }
 
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let bind_err = |source| StartError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
+    let local = listener.local_addr().map_err(bind_err)?;
+    Ok((listener, local))
+}
+
+/// What a listener speaks.
+#[derive(Clone)]
+enum Kind {
+    Gemini(TlsAcceptor),
+    Gopher,
+}
+
 async fn accept_loop(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    kind: Kind,
     ctx: Arc<Context>,
     slots: Arc<Semaphore>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
     loop {
-        // At the cap, stop accepting: new clients wait in the kernel's backlog.
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -151,10 +170,24 @@ async fn accept_loop(
                 }
             },
         };
+        // At the cap, this connection waits for a slot and the listener accepts no
+        // more meanwhile: further clients wait in the kernel's backlog. (A slot is
+        // taken after accepting, not before: with one cap shared by two listeners,
+        // an idle listener must not sit on a slot.)
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
         let _ = stream.set_nodelay(true);
-        let (acceptor, ctx) = (acceptor.clone(), ctx.clone());
+        let (kind, ctx) = (kind.clone(), ctx.clone());
         tracker.spawn(async move {
-            serve_gemini(stream, peer, acceptor, ctx).await;
+            match kind {
+                Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,
+                Kind::Gopher => proxy::gopher::serve(stream, peer, ctx).await,
+            }
             drop(permit);
         });
     }

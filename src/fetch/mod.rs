@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::target::Scheme;
 
 pub mod gemini;
+pub mod gopher;
 
 /// The host a robots.txt belongs to: `(scheme, host, port)`, host canonical.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -44,4 +45,27 @@ pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a
 /// Something that fetches robots.txt for a host.
 pub trait RobotsFetcher: Send + Sync {
     fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a>;
+}
+
+/// One fetcher per protocol, chosen by the key's scheme: one cache serves both.
+pub struct ByScheme {
+    pub gemini: gemini::GeminiRobots,
+    pub gopher: gopher::GopherRobots,
+}
+
+impl RobotsFetcher for ByScheme {
+    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
+        match key.scheme {
+            Scheme::Gopher => self.gopher.fetch(key),
+            Scheme::Gemini => self.gemini.fetch(key),
+            // The proxy fetches only what its listeners serve.
+            // Fail closed should a key of another scheme ever get here.
+            Scheme::Http | Scheme::Https => Box::pin(async {
+                FetchOutcome::Unreachable {
+                    why: "robots.txt is not fetched over HTTP".to_string(),
+                    retry_after: None,
+                }
+            }),
+        }
+    }
 }

@@ -82,6 +82,8 @@ pub struct RobotsTxt {
     strings: Vec<u8>,
     bytes_parsed: usize,
     truncated: bool,
+    /// Lines that are robots.txt fields (agent lines, rules, crawl-delay, sitemap).
+    field_lines: usize,
 }
 
 /// The fields this parser understands.
@@ -92,6 +94,7 @@ enum Field {
     Allow,
     Disallow,
     CrawlDelay,
+    Sitemap,
     Other,
 }
 
@@ -113,6 +116,7 @@ fn field(name: &[u8]) -> Field {
         b"allow" => Field::Allow,
         b"virtual-agent" => Field::VirtualAgent,
         b"crawl-delay" => Field::CrawlDelay,
+        b"sitemap" => Field::Sitemap,
         _ => Field::Other,
     }
 }
@@ -242,6 +246,7 @@ impl RobotsTxt {
             rules: Vec::with_capacity(body.len() / 20 + 1),
             bytes_parsed,
             truncated,
+            field_lines: 0,
         };
         // Whether the current group has had a rule line: the next agent line then
         // starts a new group instead of joining this one.
@@ -258,7 +263,9 @@ impl RobotsTxt {
             let Some((name, value)) = split_field(line) else {
                 continue;
             };
-            match field(name) {
+            let f = field(name);
+            robots.field_lines += usize::from(f != Field::Other);
+            match f {
                 f @ (Field::UserAgent | Field::VirtualAgent) => {
                     if robots.groups.is_empty() || group_has_rules {
                         let at_agent = robots.agents.len() as u32;
@@ -318,7 +325,7 @@ impl RobotsTxt {
                         g.crawl_delay = Some(g.crawl_delay.map_or(secs, |d| d.max(secs)));
                     }
                 }
-                Field::Other => {}
+                Field::Sitemap | Field::Other => {}
             }
         }
         robots
@@ -356,6 +363,12 @@ impl RobotsTxt {
     /// True when the input was longer than [`PARSE_LIMIT`] and its tail was ignored.
     pub fn truncated(&self) -> bool {
         self.truncated
+    }
+
+    /// How many lines are robots.txt fields. Zero means the bytes are not a
+    /// robots.txt at all: Gopher servers answer a missing file with an error page.
+    pub fn field_lines(&self) -> usize {
+        self.field_lines
     }
 
     /// How many groups the file has (merged or not).
@@ -540,6 +553,24 @@ mod tests {
             rules(&r, 0).is_empty(),
             "the cut allow line must not become `allow: /pr`"
         );
+    }
+
+    #[test]
+    fn field_lines_tell_a_robots_txt_from_an_error_page() {
+        let cases: &[(&str, usize)] = &[
+            ("User-agent: *\nDisallow: /x\n", 2),
+            ("Sitemap: gopher://h/0/map\n", 1),
+            ("Error: File or directory not found! (null)\r\n____\r\n", 0),
+            ("3'/robots.txt' does not exist\terror.host\t1\r\n.\r\n", 0),
+            ("", 0),
+        ];
+        for (body, want) in cases {
+            assert_eq!(
+                RobotsTxt::parse(body.as_bytes()).field_lines(),
+                *want,
+                "{body:?}"
+            );
+        }
     }
 
     #[test]

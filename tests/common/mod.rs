@@ -30,6 +30,7 @@ pub fn state_dir() -> PathBuf {
 pub fn test_config() -> Config {
     let args = RunArgs {
         gemini_listen: Some("127.0.0.1:0".into()),
+        gopher_listen: Some("127.0.0.1:0".into()),
         agent: Some("examplebot".into()),
         allow_private_upstreams: true,
         state_dir: Some(state_dir()),

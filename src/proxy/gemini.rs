@@ -1,0 +1,186 @@
+//! One Gemini request: TLS, the request line, the shared checks, then the
+//! upstream's answer streamed back (its header checked, then byte for byte).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+
+use super::{admit, log, stream, Context, Ended, Outcome, Refusal};
+use crate::protocol::gemini::{
+    header, parse_header, read_line, status, LineError, MAX_HEADER, MAX_URL,
+};
+use crate::target::{Scheme, Target, TargetError};
+
+/// The Gemini answer to a refusal (design.md's table).
+fn status_for(refusal: &Refusal) -> u8 {
+    match refusal {
+        Refusal::Malformed(_) => status::BAD_REQUEST,
+        Refusal::ProxyRule(_) | Refusal::Disallowed(_) => status::PROXY_REQUEST_REFUSED,
+        Refusal::RobotsUnreachable(_) | Refusal::Upstream(_) => status::PROXY_ERROR,
+    }
+}
+
+/// Serves one client connection: TLS, one request, one answer.
+pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: Arc<Context>) {
+    let started = Instant::now();
+    // The handshake and the request line share one deadline: a client that
+    // trickles bytes cannot hold a connection longer than that.
+    let deadline = started + ctx.config.limits.request_timeout;
+    let tls = match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let mut client = BufReader::new(tls);
+    let left = deadline.saturating_duration_since(Instant::now());
+    let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
+        Ok(line) => handle(&mut client, &line, &ctx).await,
+        Err(LineError::TooLong(_)) => {
+            let refusal = Refusal::Malformed("request longer than 1024 bytes".into());
+            (None, answer(client.get_mut(), &refusal).await)
+        }
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "no request");
+            return;
+        }
+    };
+    log("gemini", peer, target.as_ref(), started, &outcome);
+    let _ = tokio::time::timeout(Duration::from_secs(1), client.get_mut().shutdown()).await;
+}
+
+/// Writes the answer to a refusal.
+async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+    let code = status_for(refusal);
+    let _ = client.write_all(&header(code, refusal.detail())).await;
+    let _ = client.flush().await;
+    Outcome {
+        decision: refusal.decision(),
+        status: Some(code),
+        detail: refusal.detail().to_string(),
+        bytes: 0,
+    }
+}
+
+/// The request line → a Gemini target, or a `59`.
+fn parse(line: &[u8]) -> Result<Target, Refusal> {
+    let bad = |d: String| Refusal::Malformed(d);
+    let url = std::str::from_utf8(line).map_err(|_| bad("the request is not UTF-8".into()))?;
+    let target = match Target::parse(url) {
+        Ok(t) => t,
+        Err(TargetError::UnsupportedScheme(s)) => {
+            return Err(bad(format!(
+                "this proxy fetches gemini:// URLs, not {s}://"
+            )))
+        }
+        Err(TargetError::NotAbsolute) => {
+            return Err(bad(
+                "send an absolute gemini:// URL of the capsule to fetch".into(),
+            ))
+        }
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    if target.scheme != Scheme::Gemini {
+        return Err(bad(format!(
+            "this listener fetches gemini:// URLs, not {}://",
+            target.scheme.as_str()
+        )));
+    }
+    if target.had_userinfo {
+        return Err(bad("Gemini URLs carry no userinfo".into()));
+    }
+    if target.had_fragment {
+        return Err(bad("Gemini requests carry no fragment".into()));
+    }
+    Ok(target)
+}
+
+async fn handle<S>(
+    client: &mut BufReader<S>,
+    line: &[u8],
+    ctx: &Context,
+) -> (Option<Target>, Outcome)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let target = match parse(line) {
+        Ok(t) => t,
+        Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
+    };
+    let outcome = match admit(ctx, &target).await {
+        Ok(addrs) => match relay(client, &target, &addrs, ctx).await {
+            Ok(outcome) => outcome,
+            Err(refusal) => answer(client.get_mut(), &refusal).await,
+        },
+        Err(refusal) => answer(client.get_mut(), &refusal).await,
+    };
+    (Some(target), outcome)
+}
+
+/// Connects upstream, sends the canonical URL, and streams the answer back as it
+/// arrives: the header after checking it, then the body, byte for byte. A
+/// refusal is returned only while nothing has been sent to the client yet.
+async fn relay<S>(
+    client: &mut BufReader<S>,
+    target: &Target,
+    addrs: &[SocketAddr],
+    ctx: &Context,
+) -> Result<Outcome, Refusal>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let idle = ctx.config.limits.idle_timeout;
+    let authority = target.authority();
+    let upstream = ctx
+        .upstream
+        .connect_gemini_to(&target.host, target.port, addrs)
+        .await
+        .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
+    let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
+    let request = format!("{}\r\n", target.url());
+    let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(request.as_bytes())).await;
+    if !matches!(sent, Ok(Ok(()))) {
+        return Err(Refusal::Upstream(format!(
+            "upstream {authority}: could not send the request"
+        )));
+    }
+    let line = read_line(&mut upstream, MAX_HEADER, idle)
+        .await
+        .map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
+    let upstream_header =
+        parse_header(&line).map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
+
+    let client_io = client.get_mut();
+    let head = [line.as_slice(), b"\r\n"].concat();
+    let mut outcome = Outcome {
+        decision: "allowed",
+        status: Some(upstream_header.status),
+        detail: String::new(),
+        bytes: 0,
+    };
+    if !matches!(
+        tokio::time::timeout(idle, client_io.write_all(&head)).await,
+        Ok(Ok(()))
+    ) {
+        outcome.detail = "client stopped reading".into();
+        return Ok(outcome);
+    }
+    let (body, ended) = stream(&mut upstream, client_io, idle, None).await;
+    outcome.bytes = head.len() as u64 + body;
+    outcome.detail = match ended {
+        Ended::Complete => String::new(),
+        Ended::UpstreamFailed => "upstream stalled or failed mid-answer".into(),
+        Ended::ClientGone => "client stopped reading".into(),
+    };
+    Ok(outcome)
+}

@@ -1,0 +1,133 @@
+//! One Gopher request: the selector line (a Gopher URL), the shared checks, then
+//! the upstream's answer streamed back: text and binary byte for byte, menus
+//! (type 1, and the results of type 7) rewritten to point back through the proxy.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::{admit, log, stream, Context, Ended, Outcome, Refusal};
+use crate::protocol::gopher::{error_menu, parse_request, MenuRewriter, Request, MAX_REQUEST};
+use crate::protocol::{read_line, LineError};
+
+/// The first line of the type-3 menu for a refusal (design.md's table).
+fn text_for(refusal: &Refusal) -> String {
+    let kind = match refusal {
+        Refusal::Malformed(_) => "400 Bad Request",
+        Refusal::ProxyRule(_) | Refusal::Disallowed(_) => "403 Forbidden",
+        Refusal::RobotsUnreachable(_) => "503 Service Unavailable",
+        Refusal::Upstream(_) => "502 Bad Gateway",
+    };
+    format!("{kind}: {}", refusal.detail())
+}
+
+async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+    let _ = client.write_all(&error_menu(&text_for(refusal))).await;
+    let _ = client.flush().await;
+    Outcome {
+        decision: refusal.decision(),
+        status: None,
+        detail: refusal.detail().to_string(),
+        bytes: 0,
+    }
+}
+
+/// Serves one client connection: one selector line, one answer.
+pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
+    let started = Instant::now();
+    let mut client = BufReader::new(stream);
+    let (request, outcome) =
+        match read_line(&mut client, MAX_REQUEST, ctx.config.limits.request_timeout).await {
+            Ok(line) => handle(&mut client, &line, &ctx).await,
+            Err(LineError::TooLong(max)) => {
+                let refusal = Refusal::Malformed(format!("selector line longer than {max} bytes"));
+                (None, answer(client.get_mut(), &refusal).await)
+            }
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "no request");
+                return;
+            }
+        };
+    log(
+        "gopher",
+        peer,
+        request.as_ref().map(|r| &r.target),
+        started,
+        &outcome,
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), client.get_mut().shutdown()).await;
+}
+
+async fn handle(
+    client: &mut BufReader<TcpStream>,
+    line: &[u8],
+    ctx: &Context,
+) -> (Option<Request>, Outcome) {
+    let request = match parse_request(line) {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                None,
+                answer(client.get_mut(), &Refusal::Malformed(e.to_string())).await,
+            )
+        }
+    };
+    let outcome = match admit(ctx, &request.target).await {
+        Ok(addrs) => match relay(client, &request, &addrs, ctx).await {
+            Ok(outcome) => outcome,
+            Err(refusal) => answer(client.get_mut(), &refusal).await,
+        },
+        Err(refusal) => answer(client.get_mut(), &refusal).await,
+    };
+    (Some(request), outcome)
+}
+
+/// Sends the selector upstream and streams the answer back. A refusal is
+/// returned only while nothing has been sent to the client yet.
+async fn relay(
+    client: &mut BufReader<TcpStream>,
+    request: &Request,
+    addrs: &[SocketAddr],
+    ctx: &Context,
+) -> Result<Outcome, Refusal> {
+    let idle = ctx.config.limits.idle_timeout;
+    let target = &request.target;
+    let upstream = ctx
+        .upstream
+        .connect_tcp(&target.host, addrs)
+        .await
+        .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
+    let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
+    let sent =
+        tokio::time::timeout(idle, upstream.get_mut().write_all(&request.upstream_line())).await;
+    if !matches!(sent, Ok(Ok(()))) {
+        return Err(Refusal::Upstream(format!(
+            "upstream {}: could not send the selector",
+            target.authority()
+        )));
+    }
+    let mut rewriter = request
+        .answer_is_menu()
+        .then(|| MenuRewriter::new(&ctx.gopher_public.0, ctx.gopher_public.1));
+    let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, rewriter.as_mut()).await;
+    if bytes == 0 && ended == Ended::UpstreamFailed {
+        return Err(Refusal::Upstream(format!(
+            "upstream {} sent nothing within {idle:?}",
+            target.authority()
+        )));
+    }
+    Ok(Outcome {
+        decision: "allowed",
+        status: None,
+        detail: match ended {
+            Ended::Complete => String::new(),
+            Ended::UpstreamFailed => "upstream stalled or failed mid-answer".into(),
+            Ended::ClientGone => "client stopped reading".into(),
+        },
+        bytes,
+    })
+}

@@ -1,0 +1,247 @@
+//! One request through the proxy, whatever the protocol: parse (per protocol) →
+//! canonical target → the proxy's own address rules → robots.txt (cached) →
+//! decision → connect upstream → stream the answer back. Every wait has a
+//! deadline; every read a byte cap. Each protocol turns a [`Refusal`] into its
+//! own answer (Gemini status, Gopher type-3 menu).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
+
+use crate::cache::{RobotsCache, Rules};
+use crate::config::{Config, OnUnreachable};
+use crate::fetch::HostKey;
+use crate::protocol::gopher::MenuRewriter;
+use crate::robots::{BotProfile, Decision, Policy};
+use crate::target::Target;
+use crate::upstream::{Upstream, UpstreamError};
+
+pub mod gemini;
+pub mod gopher;
+
+/// What the proxy needs to serve a request; shared by all connections.
+pub struct Context {
+    pub config: Config,
+    pub upstream: std::sync::Arc<Upstream>,
+    /// robots.txt of every host, both protocols (the key holds the scheme).
+    pub robots: RobotsCache,
+    /// Host and port that rewritten Gopher menus point at.
+    pub gopher_public: (String, u16),
+}
+
+/// Why a request is not relayed, and who caused it (design.md's answer table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The client's request is malformed.
+    Malformed(String),
+    /// The proxy's own access rules (private upstreams, the proxy itself).
+    ProxyRule(String),
+    /// robots.txt disallows it.
+    Disallowed(String),
+    /// robots.txt could not be fetched and there is no good copy.
+    RobotsUnreachable(String),
+    /// The upstream could not be reached, or answered badly.
+    Upstream(String),
+}
+
+impl Refusal {
+    pub fn detail(&self) -> &str {
+        match self {
+            Refusal::Malformed(d)
+            | Refusal::ProxyRule(d)
+            | Refusal::Disallowed(d)
+            | Refusal::RobotsUnreachable(d)
+            | Refusal::Upstream(d) => d,
+        }
+    }
+
+    /// The decision as logged.
+    pub fn decision(&self) -> &'static str {
+        match self {
+            Refusal::Disallowed(_) => "disallowed",
+            Refusal::ProxyRule(_) => "refused",
+            _ => "error",
+        }
+    }
+}
+
+/// What happened to one request, for the log line.
+#[derive(Debug)]
+pub struct Outcome {
+    pub decision: &'static str,
+    /// Gemini: the status; Gopher: none.
+    pub status: Option<u8>,
+    pub detail: String,
+    pub bytes: u64,
+}
+
+/// The reason a refusal gives: the host, the bot, the rule and its line.
+pub fn refusal_reason(
+    key: &HostKey,
+    bot: &BotProfile,
+    policy: &Policy,
+    decision: &Decision,
+) -> String {
+    let who = if bot.token().is_empty() {
+        "this bot".to_string()
+    } else {
+        bot.token().to_string()
+    };
+    let why = policy.explain(decision);
+    match why.rule {
+        Some(rule) => format!(
+            "robots.txt of {}:{} disallows this for {who}: {}: {} (line {})",
+            key.host,
+            key.port,
+            rule.kind.as_str(),
+            rule.pattern,
+            rule.line
+        ),
+        None => format!(
+            "robots.txt of {}:{} disallows this for {who}",
+            key.host, key.port
+        ),
+    }
+}
+
+/// The checks every protocol makes before contacting the upstream: the proxy's
+/// address rules (a host it must not connect to is not even asked for its
+/// robots.txt), then the host's robots.txt. Returns the addresses to connect to.
+pub async fn admit(ctx: &Context, target: &Target) -> Result<Vec<SocketAddr>, Refusal> {
+    let addrs = match ctx.upstream.resolve(&target.host, target.port).await {
+        Ok(addrs) => addrs,
+        Err(e @ UpstreamError::Refused { .. }) => return Err(Refusal::ProxyRule(e.to_string())),
+        Err(e) => return Err(Refusal::Upstream(format!("upstream: {e}"))),
+    };
+    let key = HostKey {
+        scheme: target.scheme,
+        host: target.host.clone(),
+        port: target.port,
+    };
+    let (entry, _) = ctx.robots.rules(&key).await;
+    match &entry.rules {
+        Rules::Found { policy, stale } => {
+            let decision = target.decide(policy);
+            if !decision.allowed() {
+                let mut reason = refusal_reason(&key, &ctx.config.bot, policy, &decision);
+                if stale.is_some() {
+                    reason.push_str(" (cached copy; the host is unreachable now)");
+                }
+                return Err(Refusal::Disallowed(reason));
+            }
+        }
+        Rules::Missing(_) => {}
+        Rules::Unreachable { why, retry_at } => {
+            if ctx.robots.on_unreachable() == OnUnreachable::Disallow {
+                let left = retry_at.saturating_duration_since(Instant::now());
+                let secs = left.as_millis().div_ceil(1000).max(1);
+                return Err(Refusal::RobotsUnreachable(format!(
+                    "robots.txt of {}:{} could not be fetched ({why}); trying again in {secs} s",
+                    key.host, key.port
+                )));
+            }
+        }
+    }
+    Ok(addrs)
+}
+
+/// How a relay ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The upstream finished its answer.
+    Complete,
+    /// The upstream stopped sending (idle deadline) or failed mid-answer.
+    UpstreamFailed,
+    /// The client stopped reading (idle deadline) or went away.
+    ClientGone,
+}
+
+/// Streams what `upstream` sends to `client` as it arrives, never holding more
+/// than a buffer, each read and write within `idle`. With a `rewriter`, the
+/// bytes are a Gopher menu rewritten on the way. Returns the bytes written.
+pub async fn stream<R, W>(
+    upstream: &mut R,
+    client: &mut W,
+    idle: Duration,
+    mut rewriter: Option<&mut MenuRewriter>,
+) -> (u64, Ended)
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut bytes = 0u64;
+    let mut rewritten = Vec::new();
+    let ended = loop {
+        let chunk = match tokio::time::timeout(idle, upstream.fill_buf()).await {
+            Ok(Ok([])) => break Ended::Complete,
+            Ok(Ok(chunk)) => chunk,
+            // A server that closes without TLS close_notify has still sent its answer.
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break Ended::Complete,
+            Ok(Err(_)) | Err(_) => break Ended::UpstreamFailed,
+        };
+        let n = chunk.len();
+        let out: &[u8] = match rewriter.as_deref_mut() {
+            Some(rw) => {
+                rewritten.clear();
+                rw.feed(chunk, &mut rewritten);
+                &rewritten
+            }
+            None => chunk,
+        };
+        if !matches!(
+            tokio::time::timeout(idle, client.write_all(out)).await,
+            Ok(Ok(()))
+        ) {
+            return (bytes, Ended::ClientGone);
+        }
+        bytes += out.len() as u64;
+        upstream.consume(n);
+    };
+    if let Some(rw) = rewriter {
+        rewritten.clear();
+        rw.finish(&mut rewritten);
+        if !rewritten.is_empty() {
+            if !matches!(
+                tokio::time::timeout(idle, client.write_all(&rewritten)).await,
+                Ok(Ok(()))
+            ) {
+                return (bytes, Ended::ClientGone);
+            }
+            bytes += rewritten.len() as u64;
+        }
+    }
+    let _ = tokio::time::timeout(idle, client.flush()).await;
+    (bytes, ended)
+}
+
+/// One log line per finished request.
+pub fn log(
+    protocol: &'static str,
+    peer: SocketAddr,
+    target: Option<&Target>,
+    started: Instant,
+    outcome: &Outcome,
+) {
+    let (host, path) = match target {
+        Some(t) => {
+            let path = String::from_utf8_lossy(t.matched_path());
+            let path: String = path.chars().take(200).collect();
+            (t.authority(), path)
+        }
+        None => (String::new(), String::new()),
+    };
+    tracing::info!(
+        protocol,
+        client = %peer,
+        host = %host,
+        path = %path,
+        decision = %outcome.decision,
+        status = outcome.status,
+        detail = %outcome.detail,
+        bytes = outcome.bytes,
+        duration_ms = started.elapsed().as_millis() as u64,
+        "request"
+    );
+}
