@@ -204,3 +204,88 @@ pub fn split(answer: &[u8]) -> (String, Vec<u8>) {
     let body = answer.get(end + 2..).unwrap_or_default().to_vec();
     (header, body)
 }
+
+/// A Gopher server on 127.0.0.1:0 that records every selector line.
+pub struct GopherOrigin {
+    pub addr: SocketAddr,
+    pub selectors: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl GopherOrigin {
+    pub async fn start(handler: impl Fn(&[u8]) -> Reply + Send + Sync + 'static) -> GopherOrigin {
+        let handler = Arc::new(handler);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let selectors = Arc::new(Mutex::new(Vec::new()));
+        let recorded = selectors.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (handler, recorded) = (handler.clone(), recorded.clone());
+                tokio::spawn(async move {
+                    let mut stream = BufReader::new(stream);
+                    let Ok(line) = robots_proxy::protocol::read_line(
+                        &mut stream,
+                        4096,
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    else {
+                        return;
+                    };
+                    recorded.lock().unwrap().push(line.clone());
+                    match handler(&line) {
+                        Reply::Bytes(b) => {
+                            let _ = stream.get_mut().write_all(&b).await;
+                        }
+                        Reply::Delayed(d, b) => {
+                            tokio::time::sleep(d).await;
+                            let _ = stream.get_mut().write_all(&b).await;
+                        }
+                        Reply::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
+                    }
+                    let _ = stream.get_mut().shutdown().await;
+                });
+            }
+        });
+        GopherOrigin { addr, selectors }
+    }
+
+    /// `gopher://127.0.0.1:PORT/` + type and selector.
+    pub fn url(&self, type_and_selector: &str) -> String {
+        format!(
+            "gopher://127.0.0.1:{}/{type_and_selector}",
+            self.addr.port()
+        )
+    }
+
+    pub fn count(&self, selector: &[u8]) -> usize {
+        self.selectors
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.as_slice() == selector)
+            .count()
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        self.selectors
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect()
+    }
+}
+
+/// Sends one selector line to the proxy's Gopher listener; the whole answer.
+pub async fn gopher(proxy: SocketAddr, line: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(line).await.unwrap();
+    stream.write_all(b"\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    answer
+}
