@@ -88,7 +88,9 @@ async fn fetch(a: &Args, way: Way, selector: &str) -> std::io::Result<usize> {
     let mut answer = Vec::new();
     s.read_to_end(&mut answer).await?;
     if answer.starts_with(b"3") {
-        return Err(std::io::Error::other(String::from_utf8_lossy(&answer[..answer.len().min(100)]).into_owned()));
+        return Err(std::io::Error::other(
+            String::from_utf8_lossy(&answer[..answer.len().min(100)]).into_owned(),
+        ));
     }
     Ok(answer.len())
 }
@@ -101,7 +103,9 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 async fn main() {
     let a = args();
     for way in [Way::Direct, Way::Relay, Way::Proxy] {
-        fetch(&a, way, &a.small).await.unwrap_or_else(|e| panic!("{}: {e}", way.name()));
+        fetch(&a, way, &a.small)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", way.name()));
     }
     println!(
         "latency: {} sequential requests of {}; throughput: {} fetches of {}",
@@ -126,7 +130,10 @@ async fn main() {
             }
             let mbps = bytes as f64 / t.elapsed().as_secs_f64() / 1e6;
             let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
-            println!("{:8} p50 {p50:6.2} ms  p99 {p99:6.2} ms  {mbps:8.1} MB/s", way.name());
+            println!(
+                "{:8} p50 {p50:6.2} ms  p99 {p99:6.2} ms  {mbps:8.1} MB/s",
+                way.name()
+            );
             let i = ways.iter().position(|w| *w == way).unwrap();
             totals[i].0 += p50;
             totals[i].1 += p99;

@@ -1,0 +1,502 @@
+//! The politeness gate: per host, request starts at least `delay` apart and at
+//! most `per_host_concurrency` requests in flight, waiting requests served first
+//! come first served, and a request that would wait longer than `max_wait`
+//! answered at once ("slow down") instead of held.
+//!
+//! A waiting request costs a queue entry and its connection, no thread: waiters
+//! sleep on their own `Notify`, and only the head of a host's queue is woken
+//! when its turn may have come. A waiter that goes away (its client hung up)
+//! leaves the queue at once. Hosts with nothing queued, nothing in flight and
+//! their spacing past are forgotten by [`Politeness::sweep`], so a crawl over a
+//! million hosts stays bounded.
+//!
+//! Only `tokio::time` is used, so tests can pause and advance the clock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::fetch::HostKey;
+
+#[derive(Clone, Debug)]
+pub struct PolitenessConfig {
+    /// Spacing when robots.txt gives no Crawl-delay for the bot.
+    pub default_delay: Duration,
+    pub min_delay: Duration,
+    /// `None`: a host's Crawl-delay stands, however long.
+    pub max_delay: Option<Duration>,
+    pub per_host_concurrency: usize,
+    /// A request that would wait longer is answered "slow down" at once.
+    pub max_wait: Duration,
+}
+
+impl PolitenessConfig {
+    /// `clamp(crawl-delay, else default_delay, min_delay, max_delay)`.
+    pub fn delay_for(&self, crawl_delay: Option<Duration>) -> Duration {
+        let d = crawl_delay.unwrap_or(self.default_delay).max(self.min_delay);
+        match self.max_delay {
+            Some(max) => d.min(max),
+            None => d,
+        }
+    }
+}
+
+/// A request may not wait that long: answer "slow down, retry in N s".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowDown {
+    pub retry_after: Duration,
+}
+
+struct Waiter {
+    ticket: u64,
+    wake: Arc<Notify>,
+}
+
+struct Host {
+    /// When the last request to this host started.
+    last_start: Option<Instant>,
+    /// The spacing currently asked for (the latest Crawl-delay-derived value).
+    delay: Duration,
+    /// 1, 2, 4, …: an upstream `44` without a number doubles the spacing.
+    backoff: u32,
+    /// An upstream `44 N`: nothing starts before this.
+    not_before: Option<Instant>,
+    in_flight: usize,
+    queue: VecDeque<Waiter>,
+}
+
+impl Host {
+    fn new(delay: Duration) -> Host {
+        Host {
+            last_start: None,
+            delay,
+            backoff: 1,
+            not_before: None,
+            in_flight: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    fn spacing(&self, max_delay: Option<Duration>) -> Duration {
+        let d = self.delay.saturating_mul(self.backoff);
+        match max_delay {
+            Some(max) if self.backoff > 1 => d.min(max.max(self.delay)),
+            _ => d,
+        }
+    }
+
+    /// When the next request may start, as far as spacing goes.
+    fn next_start(&self, max_delay: Option<Duration>) -> Option<Instant> {
+        let spaced = self.last_start.map(|t| t + self.spacing(max_delay));
+        match (spaced, self.not_before) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn wake_head(&self) {
+        if let Some(head) = self.queue.front() {
+            head.wake.notify_one();
+        }
+    }
+}
+
+pub struct Politeness {
+    config: PolitenessConfig,
+    hosts: Mutex<HashMap<HostKey, Host>>,
+    tickets: std::sync::atomic::AtomicU64,
+}
+
+/// Holding one: a request to this host is in flight. Dropping it frees the slot.
+pub struct Permit {
+    gate: Arc<Politeness>,
+    key: HostKey,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut hosts = self.gate.lock();
+        if let Some(host) = hosts.get_mut(&self.key) {
+            host.in_flight = host.in_flight.saturating_sub(1);
+            host.wake_head();
+        }
+    }
+}
+
+/// Removes a waiter that gives up (or whose client went away) from its queue.
+struct InQueue<'a> {
+    gate: &'a Politeness,
+    key: &'a HostKey,
+    ticket: u64,
+    admitted: bool,
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        if self.admitted {
+            return;
+        }
+        let mut hosts = self.gate.lock();
+        if let Some(host) = hosts.get_mut(self.key) {
+            let was_head = host.queue.front().is_some_and(|w| w.ticket == self.ticket);
+            host.queue.retain(|w| w.ticket != self.ticket);
+            if was_head {
+                host.wake_head();
+            }
+        }
+    }
+}
+
+impl Politeness {
+    pub fn new(config: PolitenessConfig) -> Arc<Politeness> {
+        Arc::new(Politeness {
+            config,
+            hosts: Mutex::new(HashMap::new()),
+            tickets: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    pub fn config(&self) -> &PolitenessConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<HostKey, Host>> {
+        self.hosts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for this request's turn at `key`, spaced by `delay`; or says at once
+    /// that it would wait longer than `max_wait`.
+    pub async fn admit(self: &Arc<Self>, key: &HostKey, delay: Duration) -> Result<Permit, SlowDown> {
+        let ticket = self.tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let wake = Arc::new(Notify::new());
+        {
+            let mut hosts = self.lock();
+            let host = hosts.entry(key.clone()).or_insert_with(|| Host::new(delay));
+            host.delay = delay;
+            // Estimated wait: until this host's next start, then one spacing for
+            // each request ahead, shared among the concurrent slots.
+            let now = Instant::now();
+            let spacing = host.spacing(self.config.max_delay);
+            let until_next = host
+                .next_start(self.config.max_delay)
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+            let ahead = (host.queue.len() + host.in_flight.saturating_sub(self.config.per_host_concurrency - 1)) as u32;
+            let estimate = if host.queue.is_empty() && host.in_flight < self.config.per_host_concurrency {
+                until_next
+            } else {
+                until_next + spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32)
+            };
+            if estimate > self.config.max_wait {
+                return Err(SlowDown { retry_after: estimate });
+            }
+            host.queue.push_back(Waiter {
+                ticket,
+                wake: wake.clone(),
+            });
+        }
+        let mut place = InQueue {
+            gate: self,
+            key,
+            ticket,
+            admitted: false,
+        };
+        let deadline = Instant::now() + self.config.max_wait;
+        loop {
+            let sleep_until = {
+                let mut hosts = self.lock();
+                let Some(host) = hosts.get_mut(key) else {
+                    // Swept while we waited cannot happen (the queue was not empty);
+                    // start over defensively.
+                    return Err(SlowDown {
+                        retry_after: Duration::from_secs(1),
+                    });
+                };
+                let at_head = host.queue.front().is_some_and(|w| w.ticket == ticket);
+                let now = Instant::now();
+                let next = host.next_start(self.config.max_delay);
+                if at_head && host.in_flight < self.config.per_host_concurrency && next.is_none_or(|t| t <= now) {
+                    host.queue.pop_front();
+                    host.in_flight += 1;
+                    host.last_start = Some(now);
+                    // The next in line may be able to go too (concurrency > 1, no delay).
+                    host.wake_head();
+                    place.admitted = true;
+                    return Ok(Permit {
+                        gate: self.clone(),
+                        key: key.clone(),
+                    });
+                }
+                // At the head, waiting only for time: sleep until then. Otherwise
+                // wait to be woken (the head left, or a slot freed).
+                if at_head && host.in_flight < self.config.per_host_concurrency {
+                    next
+                } else {
+                    None
+                }
+            };
+            let woken = async {
+                match sleep_until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => wake.notified().await,
+                }
+            };
+            // The estimate said the turn comes within max_wait; if a slow request
+            // ahead held the slot longer, give up then rather than hold forever.
+            if tokio::time::timeout_at(deadline.max(Instant::now()), woken).await.is_err() {
+                let retry_after = self.config.delay_for(None).max(Duration::from_secs(1));
+                return Err(SlowDown { retry_after });
+            }
+        }
+    }
+
+    /// An upstream answered "slow down" (Gemini `44`): push the host's next start
+    /// out by `seconds` when given, else double its spacing (up to `max_delay`).
+    pub fn slow_down(&self, key: &HostKey, seconds: Option<Duration>) {
+        let mut hosts = self.lock();
+        let host = hosts.entry(key.clone()).or_insert_with(|| Host::new(self.config.default_delay));
+        match seconds {
+            Some(s) => {
+                let until = Instant::now() + s;
+                host.not_before = Some(host.not_before.map_or(until, |t| t.max(until)));
+            }
+            None => {
+                let doubled = host.backoff.saturating_mul(2);
+                let at_cap = self
+                    .config
+                    .max_delay
+                    .is_some_and(|max| host.delay.saturating_mul(host.backoff) >= max);
+                if !at_cap {
+                    host.backoff = doubled;
+                }
+            }
+        }
+    }
+
+    /// An upstream answered normally: exponential back-off ends.
+    pub fn recovered(&self, key: &HostKey) {
+        if let Some(host) = self.lock().get_mut(key) {
+            host.backoff = 1;
+        }
+    }
+
+    /// Forgets hosts with nothing queued, nothing in flight and their spacing past.
+    pub fn sweep(&self) {
+        let now = Instant::now();
+        let max_delay = self.config.max_delay;
+        self.lock().retain(|_, h| {
+            !(h.queue.is_empty() && h.in_flight == 0 && h.next_start(max_delay).is_none_or(|t| t <= now))
+        });
+    }
+
+    /// Hosts remembered and requests waiting, for metrics and tests.
+    pub fn usage(&self) -> (usize, usize) {
+        let hosts = self.lock();
+        (hosts.len(), hosts.values().map(|h| h.queue.len()).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::Scheme;
+
+    fn key(host: &str) -> HostKey {
+        HostKey {
+            scheme: Scheme::Gemini,
+            host: host.into(),
+            port: 1965,
+        }
+    }
+
+    fn config() -> PolitenessConfig {
+        PolitenessConfig {
+            default_delay: Duration::from_secs(1),
+            min_delay: Duration::ZERO,
+            max_delay: None,
+            per_host_concurrency: 1,
+            max_wait: Duration::from_secs(600),
+        }
+    }
+
+    /// Starts `n` requests at once to one host; returns when each was admitted,
+    /// in seconds after the start. Each holds its slot for `hold`.
+    async fn burst(gate: &Arc<Politeness>, host: &str, n: usize, delay: Duration, hold: Duration) -> Vec<f64> {
+        let t0 = Instant::now();
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let (gate, k) = (gate.clone(), key(host));
+                tokio::spawn(async move {
+                    let permit = gate.admit(&k, delay).await.unwrap();
+                    let at = t0.elapsed().as_secs_f64();
+                    tokio::time::sleep(hold).await;
+                    drop(permit);
+                    at
+                })
+            })
+            .collect();
+        let mut at = Vec::new();
+        for t in tasks {
+            at.push(t.await.unwrap());
+        }
+        at.sort_by(f64::total_cmp);
+        at
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn starts_are_spaced_by_the_delay() {
+        let gate = Politeness::new(config());
+        let at = burst(&gate, "a", 5, Duration::from_secs(10), Duration::from_millis(50)).await;
+        assert_eq!(at, [0.0, 10.0, 20.0, 30.0, 40.0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_request_holds_the_single_slot() {
+        let gate = Politeness::new(config());
+        // Delay 1 s, but each request takes 3 s: concurrency 1 spaces them by 3 s.
+        let at = burst(&gate, "a", 3, Duration::from_secs(1), Duration::from_secs(3)).await;
+        assert_eq!(at, [0.0, 3.0, 6.0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrency_two_lets_two_run_at_once() {
+        let gate = Politeness::new(PolitenessConfig {
+            per_host_concurrency: 2,
+            ..config()
+        });
+        let at = burst(&gate, "a", 4, Duration::ZERO, Duration::from_secs(5)).await;
+        assert_eq!(at, [0.0, 0.0, 5.0, 5.0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_host_is_not_slowed() {
+        let gate = Politeness::new(config());
+        let slow = {
+            let gate = gate.clone();
+            tokio::spawn(async move { burst(&gate, "slow", 3, Duration::from_secs(100), Duration::ZERO).await })
+        };
+        tokio::task::yield_now().await;
+        let t0 = Instant::now();
+        let _p = gate.admit(&key("fast"), Duration::from_secs(100)).await.unwrap();
+        assert_eq!(t0.elapsed(), Duration::ZERO);
+        assert_eq!(slow.await.unwrap(), [0.0, 100.0, 200.0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_max_wait_the_answer_is_slow_down_at_once() {
+        let gate = Politeness::new(PolitenessConfig {
+            max_wait: Duration::from_secs(25),
+            ..config()
+        });
+        let k = key("a");
+        let d = Duration::from_secs(10);
+        let first = gate.admit(&k, d).await.unwrap();
+        drop(first);
+        // Queue: waits of 10 and 20 s fit; the next would wait 30 s.
+        let g1 = gate.clone();
+        let k1 = k.clone();
+        let second = tokio::spawn(async move { g1.admit(&k1, d).await.map(|_| ()) });
+        let g2 = gate.clone();
+        let k2 = k.clone();
+        let third = tokio::spawn(async move { g2.admit(&k2, d).await.map(|_| ()) });
+        tokio::task::yield_now().await;
+        let t0 = Instant::now();
+        let refused = gate.admit(&k, d).await.err().expect("slow down");
+        assert_eq!(t0.elapsed(), Duration::ZERO);
+        assert_eq!(refused.retry_after, Duration::from_secs(30));
+        assert!(second.await.unwrap().is_ok());
+        assert!(third.await.unwrap().is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_that_goes_away_gives_its_place_back() {
+        let gate = Politeness::new(config());
+        let k = key("a");
+        let d = Duration::from_secs(10);
+        drop(gate.admit(&k, d).await.unwrap());
+        let g = gate.clone();
+        let kk = k.clone();
+        let quitter = tokio::spawn(async move { g.admit(&kk, d).await.map(|_| ()) });
+        tokio::task::yield_now().await;
+        assert_eq!(gate.usage().1, 1);
+        quitter.abort();
+        let _ = quitter.await;
+        assert_eq!(gate.usage().1, 0, "the queue entry left with the waiter");
+        // The next request takes the first free turn: 10 s after the first start.
+        let t0 = Instant::now();
+        drop(gate.admit(&k, d).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn upstream_44_pushes_the_next_start_out() {
+        let gate = Politeness::new(config());
+        let k = key("a");
+        let d = Duration::from_secs(2);
+        drop(gate.admit(&k, d).await.unwrap());
+        gate.slow_down(&k, Some(Duration::from_secs(30)));
+        let t0 = Instant::now();
+        drop(gate.admit(&k, d).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(30));
+        // Without a number: the spacing doubles (2 → 4 → 8 s), and resets on success.
+        gate.slow_down(&k, None);
+        let t0 = Instant::now();
+        drop(gate.admit(&k, d).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(4));
+        gate.slow_down(&k, None);
+        let t0 = Instant::now();
+        drop(gate.admit(&k, d).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(8));
+        gate.recovered(&k);
+        let t0 = Instant::now();
+        drop(gate.admit(&k, d).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn doubling_stops_at_max_delay() {
+        let gate = Politeness::new(PolitenessConfig {
+            max_delay: Some(Duration::from_secs(5)),
+            ..config()
+        });
+        let k = key("a");
+        let d = Duration::from_secs(2);
+        drop(gate.admit(&k, d).await.unwrap());
+        for _ in 0..5 {
+            gate.slow_down(&k, None);
+        }
+        let t0 = Instant::now();
+        drop(gate.admit(&k, d).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_hosts_are_forgotten_once_their_spacing_has_passed() {
+        let gate = Politeness::new(config());
+        for i in 0..100 {
+            drop(gate.admit(&key(&format!("h{i}")), Duration::from_secs(5)).await.unwrap());
+        }
+        gate.sweep();
+        assert_eq!(gate.usage().0, 100, "spacing not yet past: remembered");
+        tokio::time::advance(Duration::from_secs(6)).await;
+        gate.sweep();
+        assert_eq!(gate.usage().0, 0);
+    }
+
+    #[test]
+    fn delay_is_clamped() {
+        let c = PolitenessConfig {
+            default_delay: Duration::from_secs(1),
+            min_delay: Duration::from_millis(500),
+            max_delay: Some(Duration::from_secs(30)),
+            ..config()
+        };
+        assert_eq!(c.delay_for(None), Duration::from_secs(1));
+        assert_eq!(c.delay_for(Some(Duration::from_millis(100))), Duration::from_millis(500));
+        assert_eq!(c.delay_for(Some(Duration::from_secs(3600))), Duration::from_secs(30));
+        let unbounded = config();
+        assert_eq!(unbounded.delay_for(Some(Duration::from_secs(3600))), Duration::from_secs(3600));
+    }
+}
