@@ -61,6 +61,16 @@ pub struct RunArgs {
     #[arg(long = "virtual-agent", value_name = "NAME")]
     pub virtual_agents: Vec<String>,
 
+    /// Spacing between request starts to one host when its robots.txt gives the bot
+    /// no Crawl-delay, e.g. 1s or 500ms.
+    #[arg(long, value_name = "DURATION")]
+    pub default_delay: Option<String>,
+
+    /// A request that would wait longer than this for its host's turn is answered
+    /// "slow down" at once (Gemini 44, Gopher 3503), e.g. 60s.
+    #[arg(long, value_name = "DURATION")]
+    pub max_wait: Option<String>,
+
     /// Allow upstreams in private, loopback and link-local ranges (refused by default).
     #[arg(long)]
     pub allow_private_upstreams: bool,

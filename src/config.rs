@@ -10,6 +10,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::cli::RunArgs;
+use crate::politeness::PolitenessConfig;
 use crate::robots::{valid_product_token, BotProfile};
 
 /// A configuration problem, naming the key or flag. Exit status 2.
@@ -49,6 +50,18 @@ pub struct RawConfig {
     pub tls: RawTls,
     #[serde(default)]
     pub gopher: RawGopher,
+    #[serde(default)]
+    pub politeness: RawPoliteness,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoliteness {
+    pub default_delay: Option<String>,
+    pub min_delay: Option<String>,
+    pub max_delay: Option<String>,
+    pub per_host_concurrency: Option<usize>,
+    pub max_wait: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -123,6 +136,7 @@ pub struct Config {
     pub gopher_public_port: Option<u16>,
     pub bot: BotProfile,
     pub robots: RobotsConfig,
+    pub politeness: PolitenessConfig,
     pub limits: Limits,
     pub tls: TlsConfig,
 }
@@ -405,6 +419,48 @@ impl RawConfig {
             return Err(invalid("tls.hostnames", "name at least one host"));
         }
 
+        let p = &self.politeness;
+        let (default_key, default_text) = match &flags.default_delay {
+            Some(f) => ("--default-delay", Some(f.as_str())),
+            None => ("politeness.default_delay", p.default_delay.as_deref()),
+        };
+        let (wait_key, wait_text) = match &flags.max_wait {
+            Some(f) => ("--max-wait", Some(f.as_str())),
+            None => ("politeness.max_wait", p.max_wait.as_deref()),
+        };
+        let politeness = PolitenessConfig {
+            default_delay: duration(default_key, default_text, Duration::from_secs(1))?,
+            min_delay: duration(
+                "politeness.min_delay",
+                p.min_delay.as_deref(),
+                Duration::ZERO,
+            )?,
+            max_delay: match p.max_delay.as_deref() {
+                None | Some("") => None,
+                Some(text) => Some(duration(
+                    "politeness.max_delay",
+                    Some(text),
+                    Duration::ZERO,
+                )?),
+            },
+            per_host_concurrency: p.per_host_concurrency.unwrap_or(1),
+            max_wait: duration(wait_key, wait_text, Duration::from_secs(60))?,
+        };
+        if politeness.per_host_concurrency == 0 {
+            return Err(invalid(
+                "politeness.per_host_concurrency",
+                "must be at least 1",
+            ));
+        }
+        if let Some(max) = politeness.max_delay {
+            if max < politeness.min_delay {
+                return Err(invalid(
+                    "politeness.max_delay",
+                    "must not be less than politeness.min_delay",
+                ));
+            }
+        }
+
         let state_dir = flags
             .state_dir
             .clone()
@@ -419,6 +475,7 @@ impl RawConfig {
             gopher_public_port: self.gopher.public_port,
             bot,
             robots,
+            politeness,
             limits,
             tls,
         })

@@ -16,6 +16,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod fetch;
+pub mod politeness;
 pub mod protocol;
 pub mod proxy;
 pub mod robots;

@@ -36,7 +36,9 @@ pub struct PolitenessConfig {
 impl PolitenessConfig {
     /// `clamp(crawl-delay, else default_delay, min_delay, max_delay)`.
     pub fn delay_for(&self, crawl_delay: Option<Duration>) -> Duration {
-        let d = crawl_delay.unwrap_or(self.default_delay).max(self.min_delay);
+        let d = crawl_delay
+            .unwrap_or(self.default_delay)
+            .max(self.min_delay);
         match self.max_delay {
             Some(max) => d.min(max),
             None => d,
@@ -167,15 +169,26 @@ impl Politeness {
         self.hosts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for this request's turn at `key`, spaced by `delay`; or says at once
-    /// that it would wait longer than `max_wait`.
-    pub async fn admit(self: &Arc<Self>, key: &HostKey, delay: Duration) -> Result<Permit, SlowDown> {
-        let ticket = self.tickets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// Waits for this request's turn at `key`, spaced by `delay` (`None`: the
+    /// spacing the host already has, or `default_delay` for a new host); or says at
+    /// once that it would wait longer than `max_wait`.
+    pub async fn admit(
+        self: &Arc<Self>,
+        key: &HostKey,
+        delay: Option<Duration>,
+    ) -> Result<Permit, SlowDown> {
+        let ticket = self
+            .tickets
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
         {
             let mut hosts = self.lock();
-            let host = hosts.entry(key.clone()).or_insert_with(|| Host::new(delay));
-            host.delay = delay;
+            let host = hosts
+                .entry(key.clone())
+                .or_insert_with(|| Host::new(self.config.default_delay));
+            if let Some(delay) = delay {
+                host.delay = delay;
+            }
             // Estimated wait: until this host's next start, then one spacing for
             // each request ahead, shared among the concurrent slots.
             let now = Instant::now();
@@ -183,14 +196,23 @@ impl Politeness {
             let until_next = host
                 .next_start(self.config.max_delay)
                 .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-            let ahead = (host.queue.len() + host.in_flight.saturating_sub(self.config.per_host_concurrency - 1)) as u32;
-            let estimate = if host.queue.is_empty() && host.in_flight < self.config.per_host_concurrency {
+            let ahead = (host.queue.len()
+                + host
+                    .in_flight
+                    .saturating_sub(self.config.per_host_concurrency - 1))
+                as u32;
+            let estimate = if host.queue.is_empty()
+                && host.in_flight < self.config.per_host_concurrency
+            {
                 until_next
             } else {
-                until_next + spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32)
+                until_next
+                    + spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32)
             };
             if estimate > self.config.max_wait {
-                return Err(SlowDown { retry_after: estimate });
+                return Err(SlowDown {
+                    retry_after: estimate,
+                });
             }
             host.queue.push_back(Waiter {
                 ticket,
@@ -217,7 +239,10 @@ impl Politeness {
                 let at_head = host.queue.front().is_some_and(|w| w.ticket == ticket);
                 let now = Instant::now();
                 let next = host.next_start(self.config.max_delay);
-                if at_head && host.in_flight < self.config.per_host_concurrency && next.is_none_or(|t| t <= now) {
+                if at_head
+                    && host.in_flight < self.config.per_host_concurrency
+                    && next.is_none_or(|t| t <= now)
+                {
                     host.queue.pop_front();
                     host.in_flight += 1;
                     host.last_start = Some(now);
@@ -245,7 +270,10 @@ impl Politeness {
             };
             // The estimate said the turn comes within max_wait; if a slow request
             // ahead held the slot longer, give up then rather than hold forever.
-            if tokio::time::timeout_at(deadline.max(Instant::now()), woken).await.is_err() {
+            if tokio::time::timeout_at(deadline.max(Instant::now()), woken)
+                .await
+                .is_err()
+            {
                 let retry_after = self.config.delay_for(None).max(Duration::from_secs(1));
                 return Err(SlowDown { retry_after });
             }
@@ -256,7 +284,9 @@ impl Politeness {
     /// out by `seconds` when given, else double its spacing (up to `max_delay`).
     pub fn slow_down(&self, key: &HostKey, seconds: Option<Duration>) {
         let mut hosts = self.lock();
-        let host = hosts.entry(key.clone()).or_insert_with(|| Host::new(self.config.default_delay));
+        let host = hosts
+            .entry(key.clone())
+            .or_insert_with(|| Host::new(self.config.default_delay));
         match seconds {
             Some(s) => {
                 let until = Instant::now() + s;
@@ -287,7 +317,9 @@ impl Politeness {
         let now = Instant::now();
         let max_delay = self.config.max_delay;
         self.lock().retain(|_, h| {
-            !(h.queue.is_empty() && h.in_flight == 0 && h.next_start(max_delay).is_none_or(|t| t <= now))
+            !(h.queue.is_empty()
+                && h.in_flight == 0
+                && h.next_start(max_delay).is_none_or(|t| t <= now))
         });
     }
 
@@ -323,13 +355,19 @@ mod tests {
 
     /// Starts `n` requests at once to one host; returns when each was admitted,
     /// in seconds after the start. Each holds its slot for `hold`.
-    async fn burst(gate: &Arc<Politeness>, host: &str, n: usize, delay: Duration, hold: Duration) -> Vec<f64> {
+    async fn burst(
+        gate: &Arc<Politeness>,
+        host: &str,
+        n: usize,
+        delay: Duration,
+        hold: Duration,
+    ) -> Vec<f64> {
         let t0 = Instant::now();
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let (gate, k) = (gate.clone(), key(host));
                 tokio::spawn(async move {
-                    let permit = gate.admit(&k, delay).await.unwrap();
+                    let permit = gate.admit(&k, Some(delay)).await.unwrap();
                     let at = t0.elapsed().as_secs_f64();
                     tokio::time::sleep(hold).await;
                     drop(permit);
@@ -348,7 +386,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn starts_are_spaced_by_the_delay() {
         let gate = Politeness::new(config());
-        let at = burst(&gate, "a", 5, Duration::from_secs(10), Duration::from_millis(50)).await;
+        let at = burst(
+            &gate,
+            "a",
+            5,
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+        )
+        .await;
         assert_eq!(at, [0.0, 10.0, 20.0, 30.0, 40.0]);
     }
 
@@ -356,7 +401,14 @@ mod tests {
     async fn a_slow_request_holds_the_single_slot() {
         let gate = Politeness::new(config());
         // Delay 1 s, but each request takes 3 s: concurrency 1 spaces them by 3 s.
-        let at = burst(&gate, "a", 3, Duration::from_secs(1), Duration::from_secs(3)).await;
+        let at = burst(
+            &gate,
+            "a",
+            3,
+            Duration::from_secs(1),
+            Duration::from_secs(3),
+        )
+        .await;
         assert_eq!(at, [0.0, 3.0, 6.0]);
     }
 
@@ -375,11 +427,16 @@ mod tests {
         let gate = Politeness::new(config());
         let slow = {
             let gate = gate.clone();
-            tokio::spawn(async move { burst(&gate, "slow", 3, Duration::from_secs(100), Duration::ZERO).await })
+            tokio::spawn(async move {
+                burst(&gate, "slow", 3, Duration::from_secs(100), Duration::ZERO).await
+            })
         };
         tokio::task::yield_now().await;
         let t0 = Instant::now();
-        let _p = gate.admit(&key("fast"), Duration::from_secs(100)).await.unwrap();
+        let _p = gate
+            .admit(&key("fast"), Some(Duration::from_secs(100)))
+            .await
+            .unwrap();
         assert_eq!(t0.elapsed(), Duration::ZERO);
         assert_eq!(slow.await.unwrap(), [0.0, 100.0, 200.0]);
     }
@@ -392,18 +449,18 @@ mod tests {
         });
         let k = key("a");
         let d = Duration::from_secs(10);
-        let first = gate.admit(&k, d).await.unwrap();
+        let first = gate.admit(&k, Some(d)).await.unwrap();
         drop(first);
         // Queue: waits of 10 and 20 s fit; the next would wait 30 s.
         let g1 = gate.clone();
         let k1 = k.clone();
-        let second = tokio::spawn(async move { g1.admit(&k1, d).await.map(|_| ()) });
+        let second = tokio::spawn(async move { g1.admit(&k1, Some(d)).await.map(|_| ()) });
         let g2 = gate.clone();
         let k2 = k.clone();
-        let third = tokio::spawn(async move { g2.admit(&k2, d).await.map(|_| ()) });
+        let third = tokio::spawn(async move { g2.admit(&k2, Some(d)).await.map(|_| ()) });
         tokio::task::yield_now().await;
         let t0 = Instant::now();
-        let refused = gate.admit(&k, d).await.err().expect("slow down");
+        let refused = gate.admit(&k, Some(d)).await.err().expect("slow down");
         assert_eq!(t0.elapsed(), Duration::ZERO);
         assert_eq!(refused.retry_after, Duration::from_secs(30));
         assert!(second.await.unwrap().is_ok());
@@ -415,10 +472,10 @@ mod tests {
         let gate = Politeness::new(config());
         let k = key("a");
         let d = Duration::from_secs(10);
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         let g = gate.clone();
         let kk = k.clone();
-        let quitter = tokio::spawn(async move { g.admit(&kk, d).await.map(|_| ()) });
+        let quitter = tokio::spawn(async move { g.admit(&kk, Some(d)).await.map(|_| ()) });
         tokio::task::yield_now().await;
         assert_eq!(gate.usage().1, 1);
         quitter.abort();
@@ -426,7 +483,7 @@ mod tests {
         assert_eq!(gate.usage().1, 0, "the queue entry left with the waiter");
         // The next request takes the first free turn: 10 s after the first start.
         let t0 = Instant::now();
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(10));
     }
 
@@ -435,23 +492,23 @@ mod tests {
         let gate = Politeness::new(config());
         let k = key("a");
         let d = Duration::from_secs(2);
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         gate.slow_down(&k, Some(Duration::from_secs(30)));
         let t0 = Instant::now();
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(30));
         // Without a number: the spacing doubles (2 → 4 → 8 s), and resets on success.
         gate.slow_down(&k, None);
         let t0 = Instant::now();
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(4));
         gate.slow_down(&k, None);
         let t0 = Instant::now();
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(8));
         gate.recovered(&k);
         let t0 = Instant::now();
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(2));
     }
 
@@ -463,12 +520,12 @@ mod tests {
         });
         let k = key("a");
         let d = Duration::from_secs(2);
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         for _ in 0..5 {
             gate.slow_down(&k, None);
         }
         let t0 = Instant::now();
-        drop(gate.admit(&k, d).await.unwrap());
+        drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(5));
     }
 
@@ -476,13 +533,35 @@ mod tests {
     async fn idle_hosts_are_forgotten_once_their_spacing_has_passed() {
         let gate = Politeness::new(config());
         for i in 0..100 {
-            drop(gate.admit(&key(&format!("h{i}")), Duration::from_secs(5)).await.unwrap());
+            drop(
+                gate.admit(&key(&format!("h{i}")), Some(Duration::from_secs(5)))
+                    .await
+                    .unwrap(),
+            );
         }
         gate.sweep();
         assert_eq!(gate.usage().0, 100, "spacing not yet past: remembered");
         tokio::time::advance(Duration::from_secs(6)).await;
         gate.sweep();
         assert_eq!(gate.usage().0, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_delay_a_new_host_gets_the_default_and_a_known_one_keeps_its_own() {
+        let gate = Politeness::new(config());
+        let k = key("a");
+        drop(gate.admit(&k, None).await.unwrap());
+        let t0 = Instant::now();
+        drop(gate.admit(&k, None).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(1), "default_delay");
+        drop(gate.admit(&k, Some(Duration::from_secs(7))).await.unwrap());
+        let t0 = Instant::now();
+        drop(gate.admit(&k, None).await.unwrap());
+        assert_eq!(
+            t0.elapsed(),
+            Duration::from_secs(7),
+            "the host's own spacing"
+        );
     }
 
     #[test]
@@ -494,9 +573,18 @@ mod tests {
             ..config()
         };
         assert_eq!(c.delay_for(None), Duration::from_secs(1));
-        assert_eq!(c.delay_for(Some(Duration::from_millis(100))), Duration::from_millis(500));
-        assert_eq!(c.delay_for(Some(Duration::from_secs(3600))), Duration::from_secs(30));
+        assert_eq!(
+            c.delay_for(Some(Duration::from_millis(100))),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            c.delay_for(Some(Duration::from_secs(3600))),
+            Duration::from_secs(30)
+        );
         let unbounded = config();
-        assert_eq!(unbounded.delay_for(Some(Duration::from_secs(3600))), Duration::from_secs(3600));
+        assert_eq!(
+            unbounded.delay_for(Some(Duration::from_secs(3600))),
+            Duration::from_secs(3600)
+        );
     }
 }

@@ -18,7 +18,8 @@ use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
-use crate::fetch::ByScheme;
+use crate::fetch::{ByScheme, Polite};
+use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::tls::{self, TlsError};
 use crate::upstream::Upstream;
@@ -70,9 +71,13 @@ impl Proxy {
         )?);
         let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
             .then(|| config.bot.token().to_string());
-        let fetcher = ByScheme {
-            gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot),
-            gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
+        let politeness = Politeness::new(config.politeness.clone());
+        let fetcher = Polite {
+            inner: ByScheme {
+                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot),
+                gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
+            },
+            gate: politeness.clone(),
         };
         let robots = RobotsCache::new(Arc::new(fetcher), config.robots.clone(), config.bot.clone());
         let gopher_public = (
@@ -89,6 +94,7 @@ impl Proxy {
             upstream,
             robots,
             gopher_public,
+            politeness: politeness.clone(),
         });
 
         let shutdown = CancellationToken::new();
@@ -108,6 +114,16 @@ impl Proxy {
                 tracker.clone(),
             ));
         }
+        // Forget idle hosts now and then: per-host state stays bounded.
+        let sweeper_stop = shutdown.clone();
+        tracker.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = sweeper_stop.cancelled() => break,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => politeness.sweep(),
+                }
+            }
+        });
         Ok(Proxy {
             gemini_addr,
             gopher_addr,

@@ -5,6 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use crate::politeness::Politeness;
 use crate::target::Scheme;
 
 pub mod gemini;
@@ -67,5 +70,30 @@ impl RobotsFetcher for ByScheme {
                 }
             }),
         }
+    }
+}
+
+/// Fetching robots.txt counts as a request to the host (design.md): it waits its
+/// turn at the politeness gate like any other, and so takes a cold host's first slot.
+pub struct Polite<F> {
+    pub inner: F,
+    pub gate: Arc<Politeness>,
+}
+
+impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
+    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
+        Box::pin(async move {
+            match self.gate.admit(key, None).await {
+                Ok(permit) => {
+                    let outcome = self.inner.fetch(key).await;
+                    drop(permit);
+                    outcome
+                }
+                Err(slow) => FetchOutcome::Unreachable {
+                    why: "the host's politeness queue is longer than max_wait".to_string(),
+                    retry_after: Some(slow.retry_after),
+                },
+            }
+        })
     }
 }

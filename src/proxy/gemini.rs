@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use super::{admit, log, stream, Context, Ended, Outcome, Refusal};
+use super::{admit, ceil_secs, log, stream, Admitted, Context, Ended, Outcome, Refusal};
 use crate::protocol::gemini::{
     header, parse_header, read_line, status, LineError, MAX_HEADER, MAX_URL,
 };
@@ -22,6 +22,7 @@ fn status_for(refusal: &Refusal) -> u8 {
         Refusal::Malformed(_) => status::BAD_REQUEST,
         Refusal::ProxyRule(_) | Refusal::Disallowed(_) => status::PROXY_REQUEST_REFUSED,
         Refusal::RobotsUnreachable(_) | Refusal::Upstream(_) => status::PROXY_ERROR,
+        Refusal::SlowDown { .. } => status::SLOW_DOWN,
     }
 }
 
@@ -62,7 +63,12 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
 /// Writes the answer to a refusal.
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
     let code = status_for(refusal);
-    let _ = client.write_all(&header(code, refusal.detail())).await;
+    // Our own `44` always carries a number: the seconds to wait.
+    let meta = match refusal {
+        Refusal::SlowDown { retry_after, .. } => ceil_secs(*retry_after).to_string(),
+        other => other.detail().to_string(),
+    };
+    let _ = client.write_all(&header(code, &meta)).await;
     let _ = client.flush().await;
     Outcome {
         decision: refusal.decision(),
@@ -118,7 +124,7 @@ where
         Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
     };
     let outcome = match admit(ctx, &target).await {
-        Ok(addrs) => match relay(client, &target, &addrs, ctx).await {
+        Ok(admitted) => match relay(client, &target, &admitted, ctx).await {
             Ok(outcome) => outcome,
             Err(refusal) => answer(client.get_mut(), &refusal).await,
         },
@@ -133,7 +139,7 @@ where
 async fn relay<S>(
     client: &mut BufReader<S>,
     target: &Target,
-    addrs: &[SocketAddr],
+    admitted: &Admitted,
     ctx: &Context,
 ) -> Result<Outcome, Refusal>
 where
@@ -143,7 +149,7 @@ where
     let authority = target.authority();
     let upstream = ctx
         .upstream
-        .connect_gemini_to(&target.host, target.port, addrs)
+        .connect_gemini_to(&target.host, target.port, &admitted.addrs)
         .await
         .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
@@ -159,6 +165,21 @@ where
         .map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
     let upstream_header =
         parse_header(&line).map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
+    // An upstream `44` is relayed, and pushes the host's next start out: by its
+    // seconds (the older spec), else by doubling the spacing (the newer one).
+    match upstream_header.class() {
+        4 if upstream_header.status == 44 => {
+            let secs = upstream_header
+                .meta
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(Duration::from_secs);
+            ctx.politeness.slow_down(&admitted.key, secs);
+        }
+        2 => ctx.politeness.recovered(&admitted.key),
+        _ => {}
+    }
 
     let client_io = client.get_mut();
     let head = [line.as_slice(), b"\r\n"].concat();

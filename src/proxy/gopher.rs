@@ -10,7 +10,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::{admit, log, stream, Context, Ended, Outcome, Refusal};
+use super::{admit, log, stream, Admitted, Context, Ended, Outcome, Refusal};
 use crate::protocol::gopher::{error_menu, parse_request, MenuRewriter, Request, MAX_REQUEST};
 use crate::protocol::{read_line, LineError};
 
@@ -19,7 +19,7 @@ fn text_for(refusal: &Refusal) -> String {
     let kind = match refusal {
         Refusal::Malformed(_) => "400 Bad Request",
         Refusal::ProxyRule(_) | Refusal::Disallowed(_) => "403 Forbidden",
-        Refusal::RobotsUnreachable(_) => "503 Service Unavailable",
+        Refusal::RobotsUnreachable(_) | Refusal::SlowDown { .. } => "503 Service Unavailable",
         Refusal::Upstream(_) => "502 Bad Gateway",
     };
     format!("{kind}: {}", refusal.detail())
@@ -77,7 +77,7 @@ async fn handle(
         }
     };
     let outcome = match admit(ctx, &request.target).await {
-        Ok(addrs) => match relay(client, &request, &addrs, ctx).await {
+        Ok(admitted) => match relay(client, &request, &admitted, ctx).await {
             Ok(outcome) => outcome,
             Err(refusal) => answer(client.get_mut(), &refusal).await,
         },
@@ -91,14 +91,14 @@ async fn handle(
 async fn relay(
     client: &mut BufReader<TcpStream>,
     request: &Request,
-    addrs: &[SocketAddr],
+    admitted: &Admitted,
     ctx: &Context,
 ) -> Result<Outcome, Refusal> {
     let idle = ctx.config.limits.idle_timeout;
     let target = &request.target;
     let upstream = ctx
         .upstream
-        .connect_tcp(&target.host, addrs)
+        .connect_tcp(&target.host, &admitted.addrs)
         .await
         .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::cache::{RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
 use crate::fetch::HostKey;
+use crate::politeness::{Permit, Politeness};
 use crate::protocol::gopher::MenuRewriter;
 use crate::robots::{BotProfile, Decision, Policy};
 use crate::target::Target;
@@ -29,6 +30,8 @@ pub struct Context {
     pub robots: RobotsCache,
     /// Host and port that rewritten Gopher menus point at.
     pub gopher_public: (String, u16),
+    /// Per-host spacing and concurrency, both protocols.
+    pub politeness: std::sync::Arc<Politeness>,
 }
 
 /// Why a request is not relayed, and who caused it (design.md's answer table).
@@ -44,6 +47,11 @@ pub enum Refusal {
     RobotsUnreachable(String),
     /// The upstream could not be reached, or answered badly.
     Upstream(String),
+    /// The host's turn would come later than `max_wait`.
+    SlowDown {
+        retry_after: Duration,
+        detail: String,
+    },
 }
 
 impl Refusal {
@@ -53,7 +61,8 @@ impl Refusal {
             | Refusal::ProxyRule(d)
             | Refusal::Disallowed(d)
             | Refusal::RobotsUnreachable(d)
-            | Refusal::Upstream(d) => d,
+            | Refusal::Upstream(d)
+            | Refusal::SlowDown { detail: d, .. } => d,
         }
     }
 
@@ -62,6 +71,7 @@ impl Refusal {
         match self {
             Refusal::Disallowed(_) => "disallowed",
             Refusal::ProxyRule(_) => "refused",
+            Refusal::SlowDown { .. } => "slowed",
             _ => "error",
         }
     }
@@ -106,10 +116,24 @@ pub fn refusal_reason(
     }
 }
 
+/// A request the proxy may send now: where to, and its politeness slot (held
+/// until the answer has been relayed).
+pub struct Admitted {
+    pub addrs: Vec<SocketAddr>,
+    pub key: HostKey,
+    pub permit: Permit,
+}
+
+/// Whole seconds, rounded up: what a "retry in N s" says.
+pub fn ceil_secs(d: Duration) -> u64 {
+    d.as_millis().div_ceil(1000).max(1) as u64
+}
+
 /// The checks every protocol makes before contacting the upstream: the proxy's
 /// address rules (a host it must not connect to is not even asked for its
-/// robots.txt), then the host's robots.txt. Returns the addresses to connect to.
-pub async fn admit(ctx: &Context, target: &Target) -> Result<Vec<SocketAddr>, Refusal> {
+/// robots.txt), then the host's robots.txt, then the host's turn (spaced by the
+/// bot's Crawl-delay).
+pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> {
     let addrs = match ctx.upstream.resolve(&target.host, target.port).await {
         Ok(addrs) => addrs,
         Err(e @ UpstreamError::Refused { .. }) => return Err(Refusal::ProxyRule(e.to_string())),
@@ -121,6 +145,10 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Vec<SocketAddr>, Re
         port: target.port,
     };
     let (entry, _) = ctx.robots.rules(&key).await;
+    let crawl_delay = match &entry.rules {
+        Rules::Found { policy, .. } => policy.crawl_delay(),
+        _ => None,
+    };
     match &entry.rules {
         Rules::Found { policy, stale } => {
             let decision = target.decide(policy);
@@ -135,8 +163,7 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Vec<SocketAddr>, Re
         Rules::Missing(_) => {}
         Rules::Unreachable { why, retry_at } => {
             if ctx.robots.on_unreachable() == OnUnreachable::Disallow {
-                let left = retry_at.saturating_duration_since(Instant::now());
-                let secs = left.as_millis().div_ceil(1000).max(1);
+                let secs = ceil_secs(retry_at.saturating_duration_since(Instant::now()));
                 return Err(Refusal::RobotsUnreachable(format!(
                     "robots.txt of {}:{} could not be fetched ({why}); trying again in {secs} s",
                     key.host, key.port
@@ -144,7 +171,17 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Vec<SocketAddr>, Re
             }
         }
     }
-    Ok(addrs)
+    let delay = ctx.politeness.config().delay_for(crawl_delay);
+    match ctx.politeness.admit(&key, Some(delay)).await {
+        Ok(permit) => Ok(Admitted { addrs, key, permit }),
+        Err(slow) => {
+            let secs = ceil_secs(slow.retry_after);
+            Err(Refusal::SlowDown {
+                retry_after: slow.retry_after,
+                detail: format!("slow down, retry in {secs} s"),
+            })
+        }
+    }
 }
 
 /// How a relay ended.

@@ -42,6 +42,9 @@ pub fn test_config() -> Config {
     config.limits.connect_timeout = Duration::from_millis(1500);
     config.limits.idle_timeout = Duration::from_millis(1500);
     config.limits.shutdown_grace = Duration::from_secs(5);
+    // No spacing unless a test asks for it (tests/politeness.rs does).
+    config.politeness.default_delay = Duration::ZERO;
+    config.politeness.max_wait = Duration::from_secs(10);
     config
 }
 
