@@ -83,7 +83,13 @@ impl Host {
     }
 
     fn spacing(&self, max_delay: Option<Duration>) -> Duration {
-        let d = self.delay.saturating_mul(self.backoff);
+        // Doubling nothing backs off nothing: back-off starts from at least 1 s.
+        let base = if self.backoff > 1 {
+            self.delay.max(Duration::from_secs(1))
+        } else {
+            self.delay
+        };
+        let d = base.saturating_mul(self.backoff);
         match max_delay {
             Some(max) if self.backoff > 1 => d.min(max.max(self.delay)),
             _ => d,
@@ -509,6 +515,17 @@ mod tests {
         gate.recovered(&k);
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(d)).await.unwrap());
+        assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn back_off_from_no_delay_starts_at_one_second() {
+        let gate = Politeness::new(config());
+        let k = key("a");
+        drop(gate.admit(&k, Some(Duration::ZERO)).await.unwrap());
+        gate.slow_down(&k, None);
+        let t0 = Instant::now();
+        drop(gate.admit(&k, Some(Duration::ZERO)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(2));
     }
 

@@ -10,7 +10,10 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use super::{admit, ceil_secs, log, stream, Admitted, Context, Ended, Outcome, Refusal};
+use super::{
+    admit_while_connected, ceil_secs, client_left, log, stream, Admitted, Context, Ended, Hangup,
+    Outcome, Refusal,
+};
 use crate::protocol::gemini::{
     header, parse_header, read_line, status, LineError, MAX_HEADER, MAX_URL,
 };
@@ -123,12 +126,13 @@ where
         Ok(t) => t,
         Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
     };
-    let outcome = match admit(ctx, &target).await {
-        Ok(admitted) => match relay(client, &target, &admitted, ctx).await {
+    let outcome = match admit_while_connected(ctx, &target, client, Hangup::OnEof).await {
+        Some(Ok(admitted)) => match relay(client, &target, &admitted, ctx).await {
             Ok(outcome) => outcome,
             Err(refusal) => answer(client.get_mut(), &refusal).await,
         },
-        Err(refusal) => answer(client.get_mut(), &refusal).await,
+        Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
+        None => client_left(),
     };
     (Some(target), outcome)
 }

@@ -10,7 +10,10 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::{admit, log, stream, Admitted, Context, Ended, Outcome, Refusal};
+use super::{
+    admit_while_connected, client_left, log, stream, Admitted, Context, Ended, Hangup, Outcome,
+    Refusal,
+};
 use crate::protocol::gopher::{error_menu, parse_request, MenuRewriter, Request, MAX_REQUEST};
 use crate::protocol::{read_line, LineError};
 
@@ -76,12 +79,13 @@ async fn handle(
             )
         }
     };
-    let outcome = match admit(ctx, &request.target).await {
-        Ok(admitted) => match relay(client, &request, &admitted, ctx).await {
+    let outcome = match admit_while_connected(ctx, &request.target, client, Hangup::OnError).await {
+        Some(Ok(admitted)) => match relay(client, &request, &admitted, ctx).await {
             Ok(outcome) => outcome,
             Err(refusal) => answer(client.get_mut(), &refusal).await,
         },
-        Err(refusal) => answer(client.get_mut(), &refusal).await,
+        Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
+        None => client_left(),
     };
     (Some(request), outcome)
 }

@@ -7,7 +7,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
+};
 use tokio::time::Instant;
 
 use crate::cache::{RobotsCache, Rules};
@@ -184,6 +186,46 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
     }
 }
 
+/// How a client's connection behaves while its request waits for its turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hangup {
+    /// End of stream means the client left (Gemini: clients do not half-close;
+    /// a TLS close or a TCP close ends the connection).
+    OnEof,
+    /// Only an error means the client left (Gopher: tools such as `nc` and `socat`
+    /// half-close after the selector and still read the answer).
+    OnError,
+}
+
+/// Resolves when the client has gone away, as `hangup` reads it; never, otherwise.
+/// Anything the client sends meanwhile is read and dropped (a request is one line).
+pub async fn client_gone<R: AsyncRead + Unpin>(client: &mut R, hangup: Hangup) {
+    let mut buf = [0u8; 256];
+    loop {
+        match client.read(&mut buf).await {
+            Ok(0) if hangup == Hangup::OnEof => return,
+            Ok(0) => return std::future::pending().await,
+            Ok(_) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// [`admit`], given up as soon as the client goes away, so a client that
+/// disconnects while waiting gives its place in the host's queue back at once.
+/// `None`: the client left.
+pub async fn admit_while_connected<R: AsyncRead + Unpin>(
+    ctx: &Context,
+    target: &Target,
+    client: &mut R,
+    hangup: Hangup,
+) -> Option<Result<Admitted, Refusal>> {
+    tokio::select! {
+        admitted = admit(ctx, target) => Some(admitted),
+        _ = client_gone(client, hangup) => None,
+    }
+}
+
 /// How a relay ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -251,6 +293,16 @@ where
     }
     let _ = tokio::time::timeout(idle, client.flush()).await;
     (bytes, ended)
+}
+
+/// The outcome of a request whose client left while it waited.
+pub fn client_left() -> Outcome {
+    Outcome {
+        decision: "cancelled",
+        status: None,
+        detail: "the client left while waiting for its turn".into(),
+        bytes: 0,
+    }
 }
 
 /// One log line per finished request.

@@ -72,6 +72,8 @@ type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
 pub struct Origin {
     pub addr: SocketAddr,
     pub requests: Arc<Mutex<Vec<String>>>,
+    /// When each request line arrived, with the URL.
+    pub arrivals: Arc<Mutex<Vec<(std::time::Instant, String)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -100,13 +102,19 @@ impl Origin {
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = requests.clone();
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let arrived = arrivals.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (acceptor, handler, recorded) =
-                    (acceptor.clone(), handler.clone(), recorded.clone());
+                let (acceptor, handler, recorded, arrived) = (
+                    acceptor.clone(),
+                    handler.clone(),
+                    recorded.clone(),
+                    arrived.clone(),
+                );
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(stream).await else {
                         return;
@@ -122,6 +130,10 @@ impl Origin {
                         return;
                     };
                     let url = String::from_utf8_lossy(&line).into_owned();
+                    arrived
+                        .lock()
+                        .unwrap()
+                        .push((std::time::Instant::now(), url.clone()));
                     recorded.lock().unwrap().push(url.clone());
                     match handler(&url) {
                         Reply::Bytes(b) => {
@@ -142,6 +154,7 @@ impl Origin {
         Origin {
             addr,
             requests,
+            arrivals,
             task,
         }
     }
@@ -170,6 +183,14 @@ impl Origin {
 
     pub fn all(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
+    }
+
+    /// Gaps between consecutive request arrivals, in seconds.
+    pub fn gaps(&self) -> Vec<f64> {
+        let a = self.arrivals.lock().unwrap();
+        a.windows(2)
+            .map(|w| (w[1].0 - w[0].0).as_secs_f64())
+            .collect()
     }
 }
 

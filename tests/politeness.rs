@@ -1,0 +1,200 @@
+//! Politeness through the whole proxy, over loopback with small real delays (the
+//! gate's own timing is tested with a paused clock in src/politeness.rs): the
+//! spacing the origin sees, whose Crawl-delay applies, "slow down" answers,
+//! upstream `44`, hosts independent, clients that leave while waiting.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// A capsule whose robots.txt is `robots`; every page answers `20`, `/busy`
+/// answers `busy`.
+async fn capsule(robots: &'static str, busy: &'static str) -> Origin {
+    Origin::start(move |url| {
+        if url.ends_with("/robots.txt") {
+            text("20 text/plain", robots)
+        } else if url.ends_with("/busy") {
+            text(busy, "")
+        } else {
+            text("20 text/gemini", "page")
+        }
+    })
+    .await
+}
+
+fn config_with(agent: &str, virtuals: &[&str]) -> robots_proxy::config::Config {
+    let mut config = test_config();
+    config.bot = virtuals
+        .iter()
+        .fold(robots_proxy::robots::BotProfile::new(agent), |b, v| {
+            b.with_virtual_agent(v)
+        });
+    config.politeness.max_wait = Duration::from_secs(5);
+    config
+}
+
+/// Concurrent requests reach the origin spaced by the Crawl-delay, and the
+/// robots.txt fetch takes the first slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_origin_sees_requests_spaced_by_crawl_delay() {
+    let origin = capsule("User-agent: *\nCrawl-delay: 0.2\n", "20 text/gemini").await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    let addr = proxy.gemini_addr;
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let url = origin.url(&format!("/p{i}"));
+            tokio::spawn(async move { gemini(addr, &url).await.0 })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), "20 text/gemini");
+    }
+    let arrivals = origin.arrivals.lock().unwrap().clone();
+    assert!(arrivals[0].1.ends_with("/robots.txt"), "{arrivals:?}");
+    let gaps = origin.gaps();
+    assert_eq!(gaps.len(), 4);
+    for gap in &gaps {
+        assert!(*gap >= 0.195, "gaps {gaps:?}");
+    }
+}
+
+/// The bot's own group decides the delay; then its virtual agents; then `*`.
+/// The robots.txt fetch took the host's first slot, so the first page already
+/// waits one Crawl-delay: past max_wait, the answer is `44` with that delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bots_own_group_sets_the_delay() {
+    const ROBOTS: &str = "User-agent: examplebot\nCrawl-delay: 100\n\n\
+                          User-agent: indexer\nCrawl-delay: 50\n\n\
+                          User-agent: *\nCrawl-delay: 0\n";
+    // (agent, virtual agents, the answer)
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("examplebot", &["indexer"], "44 100"),
+        ("otherbot", &["indexer"], "44 50"),
+        ("otherbot", &[], "20 text/gemini"),
+    ];
+    for (agent, virtuals, want) in cases {
+        let origin = capsule(ROBOTS, "20 text/gemini").await;
+        let proxy = start_proxy(config_with(agent, virtuals)).await;
+        let t0 = std::time::Instant::now();
+        let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/a")).await;
+        assert_eq!(answer.as_str(), *want, "{agent} {virtuals:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "answered at once, not held"
+        );
+    }
+}
+
+/// Past max_wait, Gopher answers `3503 … slow down, retry in N s`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gopher_slow_down_is_a_3503_menu() {
+    let origin = GopherOrigin::start(|sel| match sel {
+        b"robots.txt" => Reply::Bytes(b"User-agent: *\nCrawl-delay: 30\n".to_vec()),
+        _ => Reply::Bytes(b"text\r\n".to_vec()),
+    })
+    .await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    // The robots.txt fetch took the first slot: the page waits 30 s, past max_wait.
+    let answer = gopher(proxy.gopher_addr, origin.url("0/a").as_bytes()).await;
+    let first = String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.starts_with("3503 Service Unavailable: slow down, retry in 3"),
+        "{first}"
+    );
+    assert!(first.ends_with(" s\texample.com\t0"), "{first}");
+}
+
+/// An upstream `44 N` is relayed, and the host's next start moves N s out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_44_with_seconds_is_relayed_and_obeyed() {
+    let origin = capsule("User-agent: *\n", "44 120").await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/busy")).await;
+    assert_eq!(answer, "44 120");
+    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/page")).await;
+    assert!(answer.starts_with("44 1"), "{answer}");
+    let secs: u64 = answer[3..].parse().unwrap();
+    assert!((115..=120).contains(&secs), "{answer}");
+    assert_eq!(origin.count("/page"), 0);
+}
+
+/// An upstream `44` without a number doubles the host's spacing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_44_without_seconds_doubles_the_spacing() {
+    let origin = capsule("User-agent: *\nCrawl-delay: 0.2\n", "44 Slow down").await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/busy")).await;
+    assert_eq!(answer, "44 Slow down");
+    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/page")).await;
+    assert_eq!(answer, "20 text/gemini");
+    let gaps = origin.gaps();
+    // robots.txt → /busy: 0.2 s; /busy → /page: doubled to 0.4 s.
+    assert!(gaps[0] >= 0.195 && gaps[1] >= 0.395, "{gaps:?}");
+}
+
+/// A slow host never slows another host's requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_host_is_not_held_up() {
+    let slow = capsule("User-agent: *\nCrawl-delay: 2\n", "20 text/gemini").await;
+    let fast = capsule("User-agent: *\n", "20 text/gemini").await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    let addr = proxy.gemini_addr;
+    let slow_url = slow.url("/x");
+    let waiting = tokio::spawn(async move { gemini(addr, &slow_url).await.0 });
+    // The slow host's robots.txt took its slot: /x waits 2 s. Meanwhile:
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = std::time::Instant::now();
+    for i in 0..3 {
+        assert_eq!(
+            gemini(addr, &fast.url(&format!("/{i}"))).await.0,
+            "20 text/gemini"
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!(waiting.await.unwrap(), "20 text/gemini");
+}
+
+/// A client that disconnects while waiting gives its place back: the next
+/// request goes at the first free turn, and the origin never sees the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_gives_its_place_back() {
+    use rustls::pki_types::ServerName;
+    use tokio::io::AsyncWriteExt;
+    let origin = capsule("User-agent: *\nCrawl-delay: 1\n", "20 text/gemini").await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    // robots.txt is fetched at t≈0; /first would go at t≈1 s.
+    let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
+        .await
+        .unwrap();
+    let connector = tokio_rustls::TlsConnector::from(robots_proxy::tls::client_config().unwrap());
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.write_all(format!("{}\r\n", origin.url("/first")).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (waiting, _) = proxy.context.politeness.usage();
+    assert!(waiting >= 1);
+    tls.shutdown().await.unwrap();
+    drop(tls);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        proxy.context.politeness.usage().1,
+        0,
+        "the queue entry left with the client"
+    );
+    // The next request takes the free turn (t≈1 s), not the one after it (t≈2 s).
+    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/second")).await;
+    assert_eq!(answer, "20 text/gemini");
+    assert_eq!(origin.count("/first"), 0);
+    let gaps = origin.gaps();
+    assert!(gaps[0] >= 0.95 && gaps[0] < 1.6, "{gaps:?}");
+}
