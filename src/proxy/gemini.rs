@@ -46,7 +46,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
             return;
         }
     };
-    let mut client = BufReader::new(tls);
+    // The buffer is sized to the request it must hold: a waiting request costs
+    // this much, not the 8 KiB default (design.md: ten thousand held connections).
+    let mut client = BufReader::with_capacity(MAX_URL + 2, tls);
     let left = deadline.saturating_duration_since(Instant::now());
     let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
         Ok(line) => handle(&mut client, &line, &ctx).await,

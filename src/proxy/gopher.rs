@@ -42,7 +42,8 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
 /// Serves one client connection: one selector line, one answer.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
     let started = Instant::now();
-    let mut client = BufReader::new(stream);
+    // Sized to the longest request: a waiting request costs this, not 8 KiB.
+    let mut client = BufReader::with_capacity(MAX_REQUEST + 2, stream);
     let (request, outcome) =
         match read_line(&mut client, MAX_REQUEST, ctx.config.limits.request_timeout).await {
             Ok(line) => handle(&mut client, &line, &ctx).await,
