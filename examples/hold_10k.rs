@@ -90,6 +90,7 @@ async fn main() {
         .args(["run", "--config", config.to_str().unwrap()])
         .args(["--gemini-listen", &format!("127.0.0.1:{}", free_port())])
         .args(["--gopher-listen", &format!("127.0.0.1:{gopher_port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
         .args(["--allow-private-upstreams", "--max-wait", &max_wait])
         .args(["--state-dir", dir.to_str().unwrap()])
         .env("RUST_LOG", "warn")

@@ -141,7 +141,7 @@ impl RobotsCache {
                     good: Some((robots, now)),
                 }
             }
-            FetchOutcome::Missing(why) => Entry {
+            FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => Entry {
                 rules: Rules::Missing(why),
                 fresh_until,
                 good: None,

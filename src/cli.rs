@@ -52,6 +52,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub gopher_listen: Option<String>,
 
+    /// Address of the metrics listener: GET /metrics (Prometheus) and /healthz.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+
     /// The bot's product token, as robots.txt files name it (`examplebot`).
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,

@@ -69,6 +69,7 @@ pub struct RawPoliteness {
 pub struct RawListen {
     pub gemini: Option<String>,
     pub gopher: Option<String>,
+    pub metrics: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -131,6 +132,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub gemini_listen: SocketAddr,
     pub gopher_listen: SocketAddr,
+    /// `/metrics` and `/healthz`.
+    pub metrics_listen: SocketAddr,
     /// Host and port rewritten Gopher menus point at; `None`: the listener's own.
     pub gopher_public_host: Option<String>,
     pub gopher_public_port: Option<u16>,
@@ -252,6 +255,11 @@ impl RawConfig {
             (Some(flag), _) => address("--gopher-listen", flag)?,
             (None, Some(key)) => address("listen.gopher", key)?,
             (None, None) => SocketAddr::from(([127, 0, 0, 1], 7070)),
+        };
+        let metrics_listen = match (&flags.metrics_listen, &self.listen.metrics) {
+            (Some(flag), _) => address("--metrics-listen", flag)?,
+            (None, Some(key)) => address("listen.metrics", key)?,
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], 9770)),
         };
         let gopher_public_host = self.gopher.public_host.filter(|h| !h.is_empty());
         if let Some(h) = &gopher_public_host {
@@ -471,6 +479,7 @@ impl RawConfig {
             state_dir,
             gemini_listen,
             gopher_listen,
+            metrics_listen,
             gopher_public_host,
             gopher_public_port: self.gopher.public_port,
             bot,

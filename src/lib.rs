@@ -11,11 +11,13 @@
 //!   [`tls`]: certificates and verifiers.
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 
+pub mod admin;
 pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod config;
 pub mod fetch;
+pub mod metrics;
 pub mod politeness;
 pub mod protocol;
 pub mod proxy;

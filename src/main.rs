@@ -66,6 +66,7 @@ fn run(args: RunArgs) -> ExitCode {
         tracing::info!(
             gemini = %proxy.gemini_addr,
             gopher = %proxy.gopher_addr,
+            metrics = %proxy.metrics_addr,
             certificate = %proxy.cert_path.display(),
             sha256 = %proxy.cert_fingerprint,
             "robots-proxy listening"

@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
 use crate::fetch::{ByScheme, Polite};
+use crate::metrics::Metrics;
 use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::tls::{self, TlsError};
@@ -40,6 +41,7 @@ pub struct Proxy {
     /// Where the listeners are bound (useful with port 0).
     pub gemini_addr: SocketAddr,
     pub gopher_addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
     /// The Gemini listener's certificate file and its SHA-256 fingerprint.
     pub cert_path: PathBuf,
     pub cert_fingerprint: String,
@@ -62,22 +64,25 @@ impl Proxy {
 
         let (gemini_listener, gemini_addr) = bind(config.gemini_listen).await?;
         let (gopher_listener, gopher_addr) = bind(config.gopher_listen).await?;
+        let (metrics_listener, metrics_addr) = bind(config.metrics_listen).await?;
 
         let limits = &config.limits;
         let upstream = Arc::new(Upstream::new(
             limits.allow_private_upstreams,
             limits.connect_timeout,
-            vec![gemini_addr, gopher_addr],
+            vec![gemini_addr, gopher_addr, metrics_addr],
         )?);
         let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
             .then(|| config.bot.token().to_string());
         let politeness = Politeness::new(config.politeness.clone());
+        let metrics = Arc::new(Metrics::new());
         let fetcher = Polite {
             inner: ByScheme {
                 gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot),
                 gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
             },
             gate: politeness.clone(),
+            metrics: metrics.clone(),
         };
         let robots = RobotsCache::new(Arc::new(fetcher), config.robots.clone(), config.bot.clone());
         let gopher_public = (
@@ -95,6 +100,7 @@ impl Proxy {
             robots,
             gopher_public,
             politeness: politeness.clone(),
+            metrics,
         });
 
         let shutdown = CancellationToken::new();
@@ -114,6 +120,12 @@ impl Proxy {
                 tracker.clone(),
             ));
         }
+        tracker.spawn(crate::admin::serve(
+            metrics_listener,
+            context.clone(),
+            shutdown.clone(),
+            tracker.clone(),
+        ));
         // Forget idle hosts now and then: per-host state stays bounded.
         let sweeper_stop = shutdown.clone();
         tracker.spawn(async move {
@@ -127,6 +139,7 @@ impl Proxy {
         Ok(Proxy {
             gemini_addr,
             gopher_addr,
+            metrics_addr,
             cert_path,
             cert_fingerprint,
             context,
@@ -199,12 +212,17 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let (kind, ctx) = (kind.clone(), ctx.clone());
+        let open = ctx.metrics.connection(match kind {
+            Kind::Gemini(_) => 0,
+            Kind::Gopher => 1,
+        });
         tracker.spawn(async move {
             match kind {
                 Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,
                 Kind::Gopher => proxy::gopher::serve(stream, peer, ctx).await,
             }
             drop(permit);
+            drop(open);
         });
     }
 }

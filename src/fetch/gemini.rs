@@ -64,7 +64,9 @@ impl GeminiRobots {
             };
             let canonical = target.url();
             if seen.contains(&canonical) {
-                return FetchOutcome::Missing(format!("robots.txt redirect loop at {canonical}"));
+                return FetchOutcome::TooManyRedirects(format!(
+                    "robots.txt redirect loop at {canonical}"
+                ));
             }
             seen.push(canonical.clone());
 
@@ -142,7 +144,7 @@ impl GeminiRobots {
                 }
             }
         }
-        FetchOutcome::Missing(format!(
+        FetchOutcome::TooManyRedirects(format!(
             "robots.txt redirects more than {MAX_REDIRECTS} times"
         ))
     }

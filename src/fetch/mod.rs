@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::metrics::{protocol_index, Metrics};
 use crate::politeness::Politeness;
 use crate::target::Scheme;
 
@@ -34,6 +35,9 @@ pub enum FetchOutcome {
     Found(Vec<u8>),
     /// There is no robots.txt: everything is allowed (RFC 9309 §2.3.1.3).
     Missing(String),
+    /// A redirect loop or more than five redirects: treated as no robots.txt
+    /// (RFC 9309 §2.3.1.2), counted apart.
+    TooManyRedirects(String),
     /// The host could not be asked: connect, TLS, timeout, a temporary failure.
     Unreachable {
         why: String,
@@ -78,6 +82,7 @@ impl RobotsFetcher for ByScheme {
 pub struct Polite<F> {
     pub inner: F,
     pub gate: Arc<Politeness>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
@@ -87,6 +92,13 @@ impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
                 Ok(permit) => {
                     let outcome = self.inner.fetch(key).await;
                     drop(permit);
+                    let index = match outcome {
+                        FetchOutcome::Found(_) => 0,
+                        FetchOutcome::Missing(_) => 1,
+                        FetchOutcome::Unreachable { .. } => 2,
+                        FetchOutcome::TooManyRedirects(_) => 3,
+                    };
+                    self.metrics.robots_fetch(protocol_index(key.scheme), index);
                     outcome
                 }
                 Err(slow) => FetchOutcome::Unreachable {

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::{
-    admit_while_connected, ceil_secs, client_left, log, stream, Admitted, Context, Ended, Hangup,
-    Outcome, Refusal,
+    admit_while_connected, ceil_secs, client_left, close, log, stream, Admitted, Context, Ended,
+    Hangup, Outcome, Refusal,
 };
 use crate::protocol::gemini::{
     header, parse_header, read_line, status, LineError, MAX_HEADER, MAX_URL,
@@ -61,8 +61,15 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
             return;
         }
     };
-    log("gemini", peer, target.as_ref(), started, &outcome);
-    let _ = tokio::time::timeout(Duration::from_secs(1), client.get_mut().shutdown()).await;
+    log(
+        &ctx.metrics,
+        "gemini",
+        peer,
+        target.as_ref(),
+        started,
+        &outcome,
+    );
+    close(client.get_mut()).await;
 }
 
 /// Writes the answer to a refusal.
@@ -153,6 +160,7 @@ where
 {
     let idle = ctx.config.limits.idle_timeout;
     let authority = target.authority();
+    let connecting = Instant::now();
     let upstream = ctx
         .upstream
         .connect_gemini_to(&target.host, target.port, &admitted.addrs)
@@ -160,6 +168,7 @@ where
         .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
     let request = format!("{}\r\n", target.url());
+    ctx.metrics.bytes_to_upstream.inc_by(request.len() as u64);
     let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(request.as_bytes())).await;
     if !matches!(sent, Ok(Ok(()))) {
         return Err(Refusal::Upstream(format!(
@@ -171,6 +180,10 @@ where
         .map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
     let upstream_header =
         parse_header(&line).map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
+    ctx.metrics
+        .upstream_first_byte
+        .observe(connecting.elapsed().as_secs_f64());
+    ctx.metrics.gemini_status(upstream_header.status);
     // An upstream `44` is relayed, and pushes the host's next start out: by its
     // seconds (the older spec), else by doubling the spacing (the newer one).
     match upstream_header.class() {
@@ -203,6 +216,9 @@ where
         return Ok(outcome);
     }
     let (body, ended) = stream(&mut upstream, client_io, idle, None).await;
+    ctx.metrics
+        .upstream_duration
+        .observe(connecting.elapsed().as_secs_f64());
     outcome.bytes = head.len() as u64 + body;
     outcome.detail = match ended {
         Ended::Complete => String::new(),

@@ -4,15 +4,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{
-    admit_while_connected, client_left, log, stream, Admitted, Context, Ended, Hangup, Outcome,
-    Refusal,
+    admit_while_connected, client_left, close, log, stream, Admitted, Context, Ended, Hangup,
+    Outcome, Refusal,
 };
 use crate::protocol::gopher::{error_menu, parse_request, MenuRewriter, Request, MAX_REQUEST};
 use crate::protocol::{read_line, LineError};
@@ -57,13 +56,14 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
             }
         };
     log(
+        &ctx.metrics,
         "gopher",
         peer,
         request.as_ref().map(|r| &r.target),
         started,
         &outcome,
     );
-    let _ = tokio::time::timeout(Duration::from_secs(1), client.get_mut().shutdown()).await;
+    close(client.get_mut()).await;
 }
 
 async fn handle(
@@ -101,30 +101,49 @@ async fn relay(
 ) -> Result<Outcome, Refusal> {
     let idle = ctx.config.limits.idle_timeout;
     let target = &request.target;
+    let connecting = Instant::now();
     let upstream = ctx
         .upstream
         .connect_tcp(&target.host, &admitted.addrs)
         .await
         .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
-    let sent =
-        tokio::time::timeout(idle, upstream.get_mut().write_all(&request.upstream_line())).await;
+    let line = request.upstream_line();
+    ctx.metrics.bytes_to_upstream.inc_by(line.len() as u64);
+    let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(&line)).await;
     if !matches!(sent, Ok(Ok(()))) {
         return Err(Refusal::Upstream(format!(
             "upstream {}: could not send the selector",
             target.authority()
         )));
     }
+    // Wait for the first byte before answering anything: a server that says
+    // nothing gets a 3502, not an empty answer.
+    match tokio::time::timeout(idle, upstream.fill_buf()).await {
+        Ok(Ok(_)) => ctx
+            .metrics
+            .upstream_first_byte
+            .observe(connecting.elapsed().as_secs_f64()),
+        Ok(Err(e)) => {
+            return Err(Refusal::Upstream(format!(
+                "upstream {}: {e}",
+                target.authority()
+            )))
+        }
+        Err(_) => {
+            return Err(Refusal::Upstream(format!(
+                "upstream {} sent nothing within {idle:?}",
+                target.authority()
+            )))
+        }
+    }
     let mut rewriter = request
         .answer_is_menu()
         .then(|| MenuRewriter::new(&ctx.gopher_public.0, ctx.gopher_public.1));
     let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, rewriter.as_mut()).await;
-    if bytes == 0 && ended == Ended::UpstreamFailed {
-        return Err(Refusal::Upstream(format!(
-            "upstream {} sent nothing within {idle:?}",
-            target.authority()
-        )));
-    }
+    ctx.metrics
+        .upstream_duration
+        .observe(connecting.elapsed().as_secs_f64());
     Ok(Outcome {
         decision: "allowed",
         status: None,

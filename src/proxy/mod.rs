@@ -12,9 +12,11 @@ use tokio::io::{
 };
 use tokio::time::Instant;
 
+use crate::cache::Lookup;
 use crate::cache::{RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
 use crate::fetch::HostKey;
+use crate::metrics::Metrics;
 use crate::politeness::{Permit, Politeness};
 use crate::protocol::gopher::MenuRewriter;
 use crate::robots::{BotProfile, Decision, Policy};
@@ -34,6 +36,7 @@ pub struct Context {
     pub gopher_public: (String, u16),
     /// Per-host spacing and concurrency, both protocols.
     pub politeness: std::sync::Arc<Politeness>,
+    pub metrics: std::sync::Arc<Metrics>,
 }
 
 /// Why a request is not relayed, and who caused it (design.md's answer table).
@@ -146,7 +149,11 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
         host: target.host.clone(),
         port: target.port,
     };
-    let (entry, _) = ctx.robots.rules(&key).await;
+    let (entry, lookup) = ctx.robots.rules(&key).await;
+    match lookup {
+        Lookup::Hit => ctx.metrics.cache_hits.inc(),
+        Lookup::Miss => ctx.metrics.cache_misses.inc(),
+    }
     let crawl_delay = match &entry.rules {
         Rules::Found { policy, .. } => policy.crawl_delay(),
         _ => None,
@@ -174,7 +181,12 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
         }
     }
     let delay = ctx.politeness.config().delay_for(crawl_delay);
-    match ctx.politeness.admit(&key, Some(delay)).await {
+    let waited = Instant::now();
+    let turn = ctx.politeness.admit(&key, Some(delay)).await;
+    ctx.metrics
+        .politeness_wait
+        .observe(waited.elapsed().as_secs_f64());
+    match turn {
         Ok(permit) => Ok(Admitted { addrs, key, permit }),
         Err(slow) => {
             let secs = ceil_secs(slow.retry_after);
@@ -295,6 +307,25 @@ where
     (bytes, ended)
 }
 
+/// Ends a client connection politely: shut down our side, then read and drop
+/// what the client may still send (at most 64 KiB, at most 1 s). Closing a socket
+/// with unread input makes the kernel send a reset, which can destroy an answer
+/// (a `3400` for an over-long line, say) before the client has read it.
+pub async fn close<S: AsyncRead + AsyncWrite + Unpin>(client: &mut S) {
+    let ending = async {
+        let _ = client.shutdown().await;
+        let mut buf = [0u8; 4096];
+        let mut drained = 0;
+        while drained < 64 * 1024 {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), ending).await;
+}
+
 /// The outcome of a request whose client left while it waited.
 pub fn client_left() -> Outcome {
     Outcome {
@@ -305,14 +336,17 @@ pub fn client_left() -> Outcome {
     }
 }
 
-/// One log line per finished request.
+/// One log line per finished request, and its count.
 pub fn log(
+    metrics: &Metrics,
     protocol: &'static str,
     peer: SocketAddr,
     target: Option<&Target>,
     started: Instant,
     outcome: &Outcome,
 ) {
+    metrics.request(usize::from(protocol == "gopher"), outcome.decision);
+    metrics.bytes_to_client.inc_by(outcome.bytes);
     let (host, path) = match target {
         Some(t) => {
             let path = String::from_utf8_lossy(t.matched_path());

@@ -1,0 +1,235 @@
+//! Prometheus metrics, all named `robots_proxy_*`. Every label value comes from a
+//! small fixed set, and every labelled series is resolved once, here, into a
+//! plain handle: counting on the request path is an atomic add, with no label
+//! lookup and no lock.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
+};
+
+use crate::target::Scheme;
+
+/// The protocols label: `gemini`, `gopher`.
+pub const PROTOCOLS: [&str; 2] = ["gemini", "gopher"];
+/// The decisions label (design.md): `allowed`, `disallowed`, `slowed`, `error`.
+pub const DECISIONS: [&str; 4] = ["allowed", "disallowed", "slowed", "error"];
+/// robots.txt fetch outcomes.
+pub const FETCH_OUTCOMES: [&str; 4] = ["found", "missing", "unreachable", "redirect-limit"];
+
+/// Index of a protocol in [`PROTOCOLS`].
+pub fn protocol_index(scheme: Scheme) -> usize {
+    match scheme {
+        Scheme::Gopher => 1,
+        _ => 0,
+    }
+}
+
+/// Index of a logged decision in [`DECISIONS`]: the proxy's own refusals and
+/// clients that left count as errors.
+pub fn decision_index(decision: &str) -> usize {
+    match decision {
+        "allowed" => 0,
+        "disallowed" => 1,
+        "slowed" => 2,
+        _ => 3,
+    }
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    requests: Vec<[IntCounter; 4]>,
+    robots_fetches: Vec<[IntCounter; 4]>,
+    pub cache_hits: IntCounter,
+    pub cache_misses: IntCounter,
+    pub cache_entries: IntGauge,
+    pub cache_bytes: IntGauge,
+    pub politeness_wait: Histogram,
+    pub politeness_hosts: IntGauge,
+    pub politeness_waiting: IntGauge,
+    pub upstream_first_byte: Histogram,
+    pub upstream_duration: Histogram,
+    pub bytes_to_client: IntCounter,
+    pub bytes_to_upstream: IntCounter,
+    connections_open: [IntGauge; 2],
+    gemini_status: [IntCounter; 6],
+}
+
+fn seconds_buckets() -> Vec<f64> {
+    vec![
+        0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+    ]
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            let v = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(v.clone()))
+                .expect("unique metric");
+            v
+        };
+        let counter = |name: &str, help: &str| {
+            let c = IntCounter::new(name, help).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
+            g
+        };
+        let histogram = |name: &str, help: &str| {
+            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(seconds_buckets()))
+                .expect("valid metric");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("unique metric");
+            h
+        };
+
+        let requests_vec = counter_vec(
+            "robots_proxy_requests_total",
+            "Requests by protocol and decision (allowed, disallowed, slowed, error).",
+            &["protocol", "decision"],
+        );
+        let requests = PROTOCOLS
+            .iter()
+            .map(|p| DECISIONS.map(|d| requests_vec.with_label_values(&[p, d])))
+            .collect();
+        let fetch_vec = counter_vec(
+            "robots_proxy_robots_fetches_total",
+            "robots.txt fetches by protocol and outcome (found, missing, unreachable, redirect-limit).",
+            &["protocol", "outcome"],
+        );
+        let robots_fetches = PROTOCOLS
+            .iter()
+            .map(|p| FETCH_OUTCOMES.map(|o| fetch_vec.with_label_values(&[p, o])))
+            .collect();
+        let open_vec = IntGaugeVec::new(
+            Opts::new(
+                "robots_proxy_connections_open",
+                "Client connections open, by listener.",
+            ),
+            &["listener"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(open_vec.clone()))
+            .expect("unique metric");
+        let status_vec = counter_vec(
+            "robots_proxy_upstream_gemini_status_total",
+            "Gemini answers relayed, by status class (1x input … 6x certificate).",
+            &["class"],
+        );
+
+        Metrics {
+            requests,
+            robots_fetches,
+            cache_hits: counter(
+                "robots_proxy_robots_cache_hits_total",
+                "robots.txt cache lookups answered from the cache.",
+            ),
+            cache_misses: counter(
+                "robots_proxy_robots_cache_misses_total",
+                "robots.txt cache lookups that needed a fetch.",
+            ),
+            cache_entries: gauge(
+                "robots_proxy_robots_cache_entries",
+                "Hosts in the robots.txt cache.",
+            ),
+            cache_bytes: gauge(
+                "robots_proxy_robots_cache_bytes",
+                "Weight of the robots.txt cache, in bytes.",
+            ),
+            politeness_wait: histogram(
+                "robots_proxy_politeness_wait_seconds",
+                "Time requests waited for their host's turn.",
+            ),
+            politeness_hosts: gauge(
+                "robots_proxy_politeness_hosts",
+                "Hosts whose spacing the proxy remembers.",
+            ),
+            politeness_waiting: gauge(
+                "robots_proxy_politeness_waiting",
+                "Requests waiting for their host's turn.",
+            ),
+            upstream_first_byte: histogram(
+                "robots_proxy_upstream_first_byte_seconds",
+                "From connecting upstream to its first byte.",
+            ),
+            upstream_duration: histogram(
+                "robots_proxy_upstream_duration_seconds",
+                "From connecting upstream to the end of the relayed answer.",
+            ),
+            bytes_to_client: counter(
+                "robots_proxy_relayed_to_client_bytes_total",
+                "Bytes relayed from upstreams to clients.",
+            ),
+            bytes_to_upstream: counter(
+                "robots_proxy_relayed_to_upstream_bytes_total",
+                "Bytes sent to upstreams.",
+            ),
+            connections_open: PROTOCOLS.map(|p| open_vec.with_label_values(&[p])),
+            gemini_status: ["1x", "2x", "3x", "4x", "5x", "6x"]
+                .map(|c| status_vec.with_label_values(&[c])),
+            registry,
+        }
+    }
+
+    pub fn request(&self, protocol: usize, decision: &str) {
+        self.requests[protocol][decision_index(decision)].inc();
+    }
+
+    pub fn robots_fetch(&self, protocol: usize, outcome: usize) {
+        self.robots_fetches[protocol][outcome].inc();
+    }
+
+    /// One more open connection on `protocol`'s listener, until the guard drops.
+    pub fn connection(self: &std::sync::Arc<Self>, protocol: usize) -> ConnectionGuard {
+        self.connections_open[protocol].inc();
+        ConnectionGuard {
+            metrics: self.clone(),
+            protocol,
+        }
+    }
+
+    pub fn gemini_status(&self, status: u8) {
+        if let Some(c) = self
+            .gemini_status
+            .get(usize::from(status / 10).wrapping_sub(1))
+        {
+            c.inc();
+        }
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+pub struct ConnectionGuard {
+    metrics: std::sync::Arc<Metrics>,
+    protocol: usize,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.metrics.connections_open[self.protocol].dec();
+    }
+}
