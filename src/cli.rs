@@ -79,6 +79,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_private_upstreams: bool,
 
+    /// Log format: `human` (the default) or `json` (one object per line).
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
+    /// Validate the configuration, print it in full (defaults included) as TOML, and exit.
+    #[arg(long)]
+    pub check_config: bool,
+
     /// Where the proxy keeps its generated certificate.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,

@@ -52,6 +52,24 @@ pub struct RawConfig {
     pub gopher: RawGopher,
     #[serde(default)]
     pub politeness: RawPoliteness,
+    #[serde(default)]
+    pub log: RawLog,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub format: Option<String>,
+    pub level: Option<String>,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    Human,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +158,9 @@ pub struct Config {
     pub bot: BotProfile,
     pub robots: RobotsConfig,
     pub politeness: PolitenessConfig,
+    pub log_format: LogFormat,
+    /// A `tracing` filter (`info`, `robots_proxy=debug`); `RUST_LOG` overrides it.
+    pub log_level: String,
     pub limits: Limits,
     pub tls: TlsConfig,
 }
@@ -469,6 +490,28 @@ impl RawConfig {
             }
         }
 
+        let (format_key, format_text) = match &flags.log_format {
+            Some(f) => ("--log-format", Some(f.as_str())),
+            None => ("log.format", self.log.format.as_deref()),
+        };
+        let log_format = match format_text {
+            None | Some("human") => LogFormat::Human,
+            Some("json") => LogFormat::Json,
+            Some(other) => {
+                return Err(invalid(
+                    format_key,
+                    format!("{other:?}: use \"human\" or \"json\""),
+                ))
+            }
+        };
+        let log_level = self.log.level.unwrap_or_else(|| "info".to_string());
+        if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
+            return Err(invalid(
+                "log.level",
+                format!("{log_level:?} is not a level or filter (e.g. info, debug)"),
+            ));
+        }
+
         let state_dir = flags
             .state_dir
             .clone()
@@ -485,15 +528,142 @@ impl RawConfig {
             bot,
             robots,
             politeness,
+            log_format,
+            log_level,
             limits,
             tls,
         })
     }
 }
 
+/// A duration the way the config file writes it: `0s`, `500ms`, `10s`, `24h`, `7d`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    for (unit, size) in [
+        ("d", 86_400_000u128),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+impl Config {
+    /// The effective configuration as a TOML file (what `run --check-config` prints).
+    pub fn to_toml(&self) -> String {
+        let d = format_duration;
+        let quote = |s: &str| format!("{s:?}");
+        let list = |items: &[String]| {
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(|s| quote(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let p = &self.politeness;
+        let mut out = String::new();
+        out.push_str(&format!(
+            "state_dir = {}\n\n",
+            quote(&self.state_dir.display().to_string())
+        ));
+        out.push_str(&format!(
+            "[listen]\ngemini = {}\ngopher = {}\nmetrics = {}\n\n",
+            quote(&self.gemini_listen.to_string()),
+            quote(&self.gopher_listen.to_string()),
+            quote(&self.metrics_listen.to_string())
+        ));
+        out.push_str("[gopher]\n");
+        match &self.gopher_public_host {
+            Some(h) => out.push_str(&format!("public_host = {}\n", quote(h))),
+            None => out.push_str("# public_host: the Gopher listener's address\n"),
+        }
+        match self.gopher_public_port {
+            Some(port) => out.push_str(&format!("public_port = {port}\n\n")),
+            None => out.push_str("# public_port: the Gopher listener's port\n\n"),
+        }
+        out.push_str(&format!(
+            "[bot]\nagent = {}\nvirtual_agents = {}\n\n",
+            quote(self.bot.token()),
+            list(self.bot.virtual_agents())
+        ));
+        let r = &self.robots;
+        out.push_str(&format!(
+            "[robots]\nttl = {}\ncache_bytes = {}\nmax_stale = {}\nunreachable_retry = {}\non_unreachable = {}\nfetch_timeout = {}\nname_bot_in_request = {}\n\n",
+            quote(&d(r.ttl)),
+            r.cache_bytes,
+            quote(&d(r.max_stale)),
+            quote(&d(r.unreachable_retry)),
+            quote(match r.on_unreachable {
+                OnUnreachable::Disallow => "disallow",
+                OnUnreachable::Allow => "allow",
+            }),
+            quote(&d(r.fetch_timeout)),
+            r.name_bot_in_request
+        ));
+        out.push_str(&format!(
+            "[politeness]\ndefault_delay = {}\nmin_delay = {}\n{}per_host_concurrency = {}\nmax_wait = {}\n\n",
+            quote(&d(p.default_delay)),
+            quote(&d(p.min_delay)),
+            match p.max_delay {
+                Some(m) => format!("max_delay = {}\n", quote(&d(m))),
+                None => "# max_delay: unset, a Crawl-delay stands however long\n".into(),
+            },
+            p.per_host_concurrency,
+            quote(&d(p.max_wait))
+        ));
+        out.push_str(&format!(
+            "[log]\nformat = {}\nlevel = {}\n\n",
+            quote(match self.log_format {
+                LogFormat::Human => "human",
+                LogFormat::Json => "json",
+            }),
+            quote(&self.log_level)
+        ));
+        let l = &self.limits;
+        out.push_str(&format!(
+            "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\n\n",
+            l.max_connections,
+            quote(&d(l.request_timeout)),
+            quote(&d(l.connect_timeout)),
+            quote(&d(l.idle_timeout)),
+            quote(&d(l.shutdown_grace)),
+            l.allow_private_upstreams
+        ));
+        out.push_str("[tls]\n");
+        if let Some((cert, key)) = &self.tls.cert_and_key {
+            out.push_str(&format!(
+                "cert = {}\nkey = {}\n",
+                quote(&cert.display().to_string()),
+                quote(&key.display().to_string())
+            ));
+        }
+        out.push_str(&format!("hostnames = {}\n", list(&self.tls.hostnames)));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formatted_durations_parse_back() {
+        for text in ["0s", "500ms", "1500ms", "10s", "5m", "24h", "7d", "90s"] {
+            let d = parse_duration(text).unwrap();
+            assert_eq!(parse_duration(&format_duration(d)), Some(d), "{text}");
+        }
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+    }
 
     #[test]
     fn durations() {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use robots_proxy::check;
 use robots_proxy::cli::{Cli, Command, RunArgs};
-use robots_proxy::config::RawConfig;
+use robots_proxy::config::{LogFormat, RawConfig};
 use robots_proxy::server::Proxy;
 
 fn main() -> ExitCode {
@@ -37,14 +37,20 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(io::stderr)
-        .with_ansi(io::stderr().is_terminal())
-        .init();
+    if args.check_config {
+        print!("{}", config.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    // RUST_LOG, when set, overrides the configured level.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    match config.log_format {
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Human => logs.with_ansi(io::stderr().is_terminal()).init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -80,3 +80,24 @@ fn flags_override_the_file() {
     let err = RawConfig::default().resolve(&bad).unwrap_err().to_string();
     assert!(err.starts_with("--agent: "), "{err}");
 }
+
+/// `run --check-config` prints the effective configuration: a TOML file that,
+/// read back, resolves to the same configuration.
+#[test]
+fn the_printed_effective_config_reads_back_the_same() {
+    let flags = RunArgs {
+        agent: Some("examplebot".into()),
+        virtual_agents: vec!["indexer".into(), "archiver".into()],
+        default_delay: Some("1500ms".into()),
+        log_format: Some("json".into()),
+        ..RunArgs::default()
+    };
+    let config = RawConfig::default().resolve(&flags).unwrap();
+    let printed = config.to_toml();
+    let again = RawConfig::parse(&printed)
+        .unwrap()
+        .resolve(&RunArgs::default())
+        .unwrap();
+    assert_eq!(format!("{again:?}"), format!("{config:?}"));
+    assert!(printed.contains("default_delay = \"1500ms\""), "{printed}");
+}

@@ -87,6 +87,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
         status: Some(code),
         detail: refusal.detail().to_string(),
         bytes: 0,
+        ..Outcome::default()
     }
 }
 
@@ -136,10 +137,14 @@ where
         Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
     };
     let outcome = match admit_while_connected(ctx, &target, client, Hangup::OnEof).await {
-        Some(Ok(admitted)) => match relay(client, &target, &admitted, ctx).await {
-            Ok(outcome) => outcome,
-            Err(refusal) => answer(client.get_mut(), &refusal).await,
-        },
+        Some(Ok(admitted)) => {
+            let mut outcome = match relay(client, &target, &admitted, ctx).await {
+                Ok(outcome) => outcome,
+                Err(refusal) => answer(client.get_mut(), &refusal).await,
+            };
+            outcome.waited = admitted.waited;
+            outcome
+        }
         Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
         None => client_left(),
     };
@@ -207,6 +212,7 @@ where
         status: Some(upstream_header.status),
         detail: String::new(),
         bytes: 0,
+        ..Outcome::default()
     };
     if !matches!(
         tokio::time::timeout(idle, client_io.write_all(&head)).await,

@@ -35,6 +35,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
         status: None,
         detail: refusal.detail().to_string(),
         bytes: 0,
+        ..Outcome::default()
     }
 }
 
@@ -81,10 +82,14 @@ async fn handle(
         }
     };
     let outcome = match admit_while_connected(ctx, &request.target, client, Hangup::OnError).await {
-        Some(Ok(admitted)) => match relay(client, &request, &admitted, ctx).await {
-            Ok(outcome) => outcome,
-            Err(refusal) => answer(client.get_mut(), &refusal).await,
-        },
+        Some(Ok(admitted)) => {
+            let mut outcome = match relay(client, &request, &admitted, ctx).await {
+                Ok(outcome) => outcome,
+                Err(refusal) => answer(client.get_mut(), &refusal).await,
+            };
+            outcome.waited = admitted.waited;
+            outcome
+        }
         Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
         None => client_left(),
     };
@@ -153,5 +158,6 @@ async fn relay(
             Ended::ClientGone => "client stopped reading".into(),
         },
         bytes,
+        ..Outcome::default()
     })
 }

@@ -83,13 +83,15 @@ impl Refusal {
 }
 
 /// What happened to one request, for the log line.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Outcome {
     pub decision: &'static str,
     /// Gemini: the status; Gopher: none.
     pub status: Option<u8>,
     pub detail: String,
     pub bytes: u64,
+    /// How long the request waited for its host's turn.
+    pub waited: Duration,
 }
 
 /// The reason a refusal gives: the host, the bot, the rule and its line.
@@ -127,6 +129,8 @@ pub struct Admitted {
     pub addrs: Vec<SocketAddr>,
     pub key: HostKey,
     pub permit: Permit,
+    /// How long it waited for its turn.
+    pub waited: Duration,
 }
 
 /// Whole seconds, rounded up: what a "retry in N s" says.
@@ -181,13 +185,17 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
         }
     }
     let delay = ctx.politeness.config().delay_for(crawl_delay);
-    let waited = Instant::now();
+    let asked = Instant::now();
     let turn = ctx.politeness.admit(&key, Some(delay)).await;
-    ctx.metrics
-        .politeness_wait
-        .observe(waited.elapsed().as_secs_f64());
+    let waited = asked.elapsed();
+    ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
     match turn {
-        Ok(permit) => Ok(Admitted { addrs, key, permit }),
+        Ok(permit) => Ok(Admitted {
+            addrs,
+            key,
+            permit,
+            waited,
+        }),
         Err(slow) => {
             let secs = ceil_secs(slow.retry_after);
             Err(Refusal::SlowDown {
@@ -332,7 +340,7 @@ pub fn client_left() -> Outcome {
         decision: "cancelled",
         status: None,
         detail: "the client left while waiting for its turn".into(),
-        bytes: 0,
+        ..Outcome::default()
     }
 }
 
@@ -363,6 +371,7 @@ pub fn log(
         decision = %outcome.decision,
         status = outcome.status,
         detail = %outcome.detail,
+        wait_ms = outcome.waited.as_millis() as u64,
         bytes = outcome.bytes,
         duration_ms = started.elapsed().as_millis() as u64,
         "request"
