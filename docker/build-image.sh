@@ -25,7 +25,7 @@ fi
 cargo build --release --locked
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
-cp docker/Dockerfile target/release/robots-proxy "$context"/
+cp docker/Dockerfile docker/robots-proxy.toml target/release/robots-proxy "$context"/
 docker build --quiet --build-arg BASE="$base" -t "$image" "$context" >/dev/null
 
 # Smoke test: the image decides like the binary does, as a non-root user.
@@ -34,4 +34,27 @@ got=$(printf 'User-agent: *\nDisallow: /private\n' |
 want=$(printf 'disallow\t/private/x\nallow\t/public')
 [ "$got" = "$want" ] || { echo "smoke test failed: got [$got]"; exit 1; }
 [ "$(docker run --rm --entrypoint id "$image" -u)" != 0 ] || { echo "image runs as root"; exit 1; }
+# The proxy in the container answers a proxied request: a one-file Gopher server
+# on the host's loopback, reached with the host's network.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+up=$(free_port)
+printf 'User-agent: *\nDisallow: /private\n' > "$context/robots.txt"
+socat "TCP-LISTEN:$up,bind=127.0.0.1,fork,reuseaddr" SYSTEM:"cat $context/robots.txt" >/dev/null 2>&1 &
+server=$!
+gp=$(free_port)
+mp=$(free_port)
+name=robots-proxy-smoke-$$
+docker run -d --rm --name "$name" --network host "$image" run \
+  --config /etc/robots-proxy/robots-proxy.toml --gemini-listen "127.0.0.1:$(free_port)" \
+  --gopher-listen "127.0.0.1:$gp" --metrics-listen "127.0.0.1:$mp" --allow-private-upstreams >/dev/null
+trap 'docker rm -f "$name" >/dev/null 2>&1; kill $server 2>/dev/null; rm -rf "$context"' EXIT
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mp/healthz" >/dev/null && break; sleep 0.1; done
+[ "$(curl -sf "http://127.0.0.1:$mp/healthz")" = ok ] || { echo "healthz did not answer"; exit 1; }
+allowed=$(curl -s "gopher://127.0.0.1:$gp/0gopher://127.0.0.1:$up/0/page")
+refused=$(curl -s "gopher://127.0.0.1:$gp/0gopher://127.0.0.1:$up/0/private/x" | head -1)
+case "$allowed" in "User-agent: *"*) ;; *) echo "proxied request failed: [$allowed]"; exit 1 ;; esac
+case "$refused" in 3403\ Forbidden:*) ;; *) echo "refusal missing: [$refused]"; exit 1 ;; esac
+curl -s "http://127.0.0.1:$mp/metrics" | grep -q 'robots_proxy_requests_total{decision="disallowed",protocol="gopher"} 1' \
+  || { echo "metrics did not count the refusal"; exit 1; }
+
 echo "built $image ($(docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec) ); smoke test passed"
