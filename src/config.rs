@@ -54,6 +54,15 @@ pub struct RawConfig {
     pub politeness: RawPoliteness,
     #[serde(default)]
     pub log: RawLog,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub per_host: Option<bool>,
+    pub per_host_limit: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,6 +168,8 @@ pub struct Config {
     pub robots: RobotsConfig,
     pub politeness: PolitenessConfig,
     pub log_format: LogFormat,
+    /// `Some(limit)`: a per-host request series for up to `limit` hosts.
+    pub metrics_per_host: Option<usize>,
     /// A `tracing` filter (`info`, `robots_proxy=debug`); `RUST_LOG` overrides it.
     pub log_level: String,
     pub limits: Limits,
@@ -512,6 +523,15 @@ impl RawConfig {
             ));
         }
 
+        let metrics_per_host = match (
+            self.metrics.per_host.unwrap_or(false),
+            self.metrics.per_host_limit,
+        ) {
+            (false, _) => None,
+            (true, Some(0)) => return Err(invalid("metrics.per_host_limit", "must be at least 1")),
+            (true, limit) => Some(limit.unwrap_or(100)),
+        };
+
         let state_dir = flags
             .state_dir
             .clone()
@@ -529,6 +549,7 @@ impl RawConfig {
             robots,
             politeness,
             log_format,
+            metrics_per_host,
             log_level,
             limits,
             tls,
@@ -629,6 +650,12 @@ impl Config {
             }),
             quote(&self.log_level)
         ));
+        match self.metrics_per_host {
+            Some(limit) => out.push_str(&format!(
+                "[metrics]\nper_host = true\nper_host_limit = {limit}\n\n"
+            )),
+            None => out.push_str("[metrics]\nper_host = false\n\n"),
+        }
         let l = &self.limits;
         out.push_str(&format!(
             "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\n\n",

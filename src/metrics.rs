@@ -53,6 +53,15 @@ pub struct Metrics {
     pub bytes_to_upstream: IntCounter,
     connections_open: [IntGauge; 2],
     gemini_status: [IntCounter; 6],
+    per_host: Option<PerHost>,
+}
+
+/// The opt-in per-host series: at most `limit` hosts get a label of their own,
+/// the rest count as `other`, so cardinality stays bounded.
+struct PerHost {
+    requests: IntCounterVec,
+    named: std::sync::Mutex<std::collections::HashSet<String>>,
+    limit: usize,
 }
 
 fn seconds_buckets() -> Vec<f64> {
@@ -63,6 +72,12 @@ fn seconds_buckets() -> Vec<f64> {
 
 impl Metrics {
     pub fn new() -> Metrics {
+        Metrics::with_per_host(None)
+    }
+
+    /// With `Some(limit)`, also `robots_proxy_host_requests_total{host, decision}`
+    /// for up to `limit` hosts.
+    pub fn with_per_host(per_host_limit: Option<usize>) -> Metrics {
         let registry = Registry::new();
         let counter_vec = |name: &str, help: &str, labels: &[&str]| {
             let v = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -179,12 +194,42 @@ impl Metrics {
             connections_open: PROTOCOLS.map(|p| open_vec.with_label_values(&[p])),
             gemini_status: ["1x", "2x", "3x", "4x", "5x", "6x"]
                 .map(|c| status_vec.with_label_values(&[c])),
+            per_host: per_host_limit.map(|limit| PerHost {
+                requests: counter_vec(
+                    "robots_proxy_host_requests_total",
+                    "Requests by target host (turned on by metrics.per_host; hosts past the limit count as `other`).",
+                    &["host", "decision"],
+                ),
+                named: std::sync::Mutex::new(std::collections::HashSet::new()),
+                limit,
+            }),
             registry,
         }
     }
 
     pub fn request(&self, protocol: usize, decision: &str) {
         self.requests[protocol][decision_index(decision)].inc();
+    }
+
+    /// Counts a request for `host` when the per-host series is on.
+    pub fn host_request(&self, host: &str, decision: &str) {
+        let Some(per_host) = &self.per_host else {
+            return;
+        };
+        let label = {
+            let mut named = per_host.named.lock().unwrap_or_else(|e| e.into_inner());
+            if named.contains(host)
+                || (named.len() < per_host.limit && named.insert(host.to_string()))
+            {
+                host
+            } else {
+                "other"
+            }
+        };
+        per_host
+            .requests
+            .with_label_values(&[label, DECISIONS[decision_index(decision)]])
+            .inc();
     }
 
     pub fn robots_fetch(&self, protocol: usize, outcome: usize) {

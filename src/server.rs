@@ -75,7 +75,7 @@ impl Proxy {
         let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
             .then(|| config.bot.token().to_string());
         let politeness = Politeness::new(config.politeness.clone());
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::with_per_host(config.metrics_per_host));
         let fetcher = Polite {
             inner: ByScheme {
                 gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot),

@@ -101,3 +101,29 @@ fn the_printed_effective_config_reads_back_the_same() {
     assert_eq!(format!("{again:?}"), format!("{config:?}"));
     assert!(printed.contains("default_delay = \"1500ms\""), "{printed}");
 }
+
+/// Every file under tests/data/config/valid resolves, and prints back the same.
+#[test]
+fn valid_configs_resolve() {
+    let dir = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/config/valid"
+    ));
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let config = resolve(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let again = RawConfig::parse(&config.to_toml())
+            .unwrap()
+            .resolve(&RunArgs::default())
+            .unwrap();
+        assert_eq!(
+            format!("{again:?}"),
+            format!("{config:?}"),
+            "{}",
+            path.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "found only {checked} valid configs");
+}

@@ -161,3 +161,54 @@ async fn healthz_and_not_found() {
     assert_eq!(status, 200);
     assert!(body.contains("# TYPE robots_proxy_requests_total counter"));
 }
+
+/// With `metrics.per_host` on, hosts get a label of their own up to the limit;
+/// the rest count as `other`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_host_series_is_opt_in_and_capped() {
+    let capsule = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("51 none", "")
+        } else {
+            text("20 text/gemini", "page")
+        }
+    })
+    .await;
+    let mut config = test_config();
+    config.metrics_per_host = Some(1);
+    let proxy = start_proxy(config).await;
+    let port = capsule.addr.port();
+    assert_eq!(
+        gemini(proxy.gemini_addr, &format!("gemini://127.0.0.1:{port}/"))
+            .await
+            .0,
+        "20 text/gemini"
+    );
+    assert_eq!(
+        gemini(proxy.gemini_addr, &format!("gemini://localhost:{port}/"))
+            .await
+            .0,
+        "20 text/gemini"
+    );
+    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    assert_eq!(
+        sample(
+            &m,
+            r#"robots_proxy_host_requests_total{decision="allowed",host="127.0.0.1"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(
+            &m,
+            r#"robots_proxy_host_requests_total{decision="allowed",host="other"}"#
+        ),
+        Some(1.0)
+    );
+
+    // Off by default.
+    let plain = start_proxy(test_config()).await;
+    let (_, m) = http_get(plain.metrics_addr, "/metrics").await;
+    assert!(!m.contains("robots_proxy_host_requests_total"));
+}

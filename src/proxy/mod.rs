@@ -354,6 +354,9 @@ pub fn log(
     outcome: &Outcome,
 ) {
     metrics.request(usize::from(protocol == "gopher"), outcome.decision);
+    if let Some(t) = target {
+        metrics.host_request(&t.host, outcome.decision);
+    }
     metrics.bytes_to_client.inc_by(outcome.bytes);
     let (host, path) = match target {
         Some(t) => {
