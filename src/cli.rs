@@ -52,6 +52,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub gopher_listen: Option<String>,
 
+    /// Address of the SOCKS5 drop-in listener (off unless given), for crawlers that
+    /// know no Gemini or Gopher proxy: `curl --socks5-hostname ADDR gopher://…`.
+    #[arg(long, value_name = "ADDR")]
+    pub socks5_listen: Option<String>,
+
     /// Address of the metrics listener: GET /metrics (Prometheus) and /healthz.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,

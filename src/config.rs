@@ -56,6 +56,8 @@ pub struct RawConfig {
     pub log: RawLog,
     #[serde(default)]
     pub metrics: RawMetrics,
+    #[serde(default)]
+    pub socks5: RawSocks5,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +99,20 @@ pub struct RawListen {
     pub gemini: Option<String>,
     pub gopher: Option<String>,
     pub metrics: Option<String>,
+    pub socks5: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSocks5 {
+    pub users: Option<Vec<RawSocksUser>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSocksUser {
+    pub name: String,
+    pub password: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -161,6 +177,10 @@ pub struct Config {
     pub gopher_listen: SocketAddr,
     /// `/metrics` and `/healthz`.
     pub metrics_listen: SocketAddr,
+    /// The SOCKS5 drop-in listener: off unless configured.
+    pub socks5_listen: Option<SocketAddr>,
+    /// Username/password pairs (RFC 1929); empty: no authentication.
+    pub socks5_users: Vec<(String, String)>,
     /// Host and port rewritten Gopher menus point at; `None`: the listener's own.
     pub gopher_public_host: Option<String>,
     pub gopher_public_port: Option<u16>,
@@ -293,6 +313,21 @@ impl RawConfig {
             (None, Some(key)) => address("listen.metrics", key)?,
             (None, None) => SocketAddr::from(([127, 0, 0, 1], 9770)),
         };
+        let socks5_listen = match (&flags.socks5_listen, &self.listen.socks5) {
+            (Some(flag), _) => Some(address("--socks5-listen", flag)?),
+            (None, Some(key)) if !key.is_empty() => Some(address("listen.socks5", key)?),
+            _ => None,
+        };
+        let mut socks5_users = Vec::new();
+        for user in self.socks5.users.unwrap_or_default() {
+            if user.name.is_empty() || user.name.len() > 255 || user.password.len() > 255 {
+                return Err(invalid(
+                    "socks5.users",
+                    "names of 1 to 255 bytes, passwords of at most 255",
+                ));
+            }
+            socks5_users.push((user.name, user.password));
+        }
         let gopher_public_host = self.gopher.public_host.filter(|h| !h.is_empty());
         if let Some(h) = &gopher_public_host {
             if h.bytes()
@@ -543,6 +578,8 @@ impl RawConfig {
             gemini_listen,
             gopher_listen,
             metrics_listen,
+            socks5_listen,
+            socks5_users,
             gopher_public_host,
             gopher_public_port: self.gopher.public_port,
             bot,
@@ -598,11 +635,26 @@ impl Config {
             quote(&self.state_dir.display().to_string())
         ));
         out.push_str(&format!(
-            "[listen]\ngemini = {}\ngopher = {}\nmetrics = {}\n\n",
+            "[listen]\ngemini = {}\ngopher = {}\nmetrics = {}\n{}\n",
             quote(&self.gemini_listen.to_string()),
             quote(&self.gopher_listen.to_string()),
-            quote(&self.metrics_listen.to_string())
+            quote(&self.metrics_listen.to_string()),
+            match self.socks5_listen {
+                Some(s) => format!("socks5 = {}\n", quote(&s.to_string())),
+                None => "# socks5: off\n".to_string(),
+            }
         ));
+        if !self.socks5_users.is_empty() {
+            out.push_str("[socks5]\nusers = [\n");
+            for (name, password) in &self.socks5_users {
+                out.push_str(&format!(
+                    "  {{ name = {}, password = {} }},\n",
+                    quote(name),
+                    quote(password)
+                ));
+            }
+            out.push_str("]\n\n");
+        }
         out.push_str("[gopher]\n");
         match &self.gopher_public_host {
             Some(h) => out.push_str(&format!("public_host = {}\n", quote(h))),

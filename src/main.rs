@@ -77,6 +77,13 @@ fn run(args: RunArgs) -> ExitCode {
             sha256 = %proxy.cert_fingerprint,
             "robots-proxy listening"
         );
+        if let (Some(addr), Some(ca)) = (proxy.socks5_addr, &proxy.ca_cert_path) {
+            tracing::info!(
+                socks5 = %addr,
+                ca_certificate = %ca.display(),
+                "SOCKS5 drop-in listening; Gemini clients that check certificates must trust this CA"
+            );
+        }
         wait_for_signal().await;
         tracing::info!("shutting down: no new connections, letting requests in flight finish");
         proxy.shutdown();

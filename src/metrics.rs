@@ -51,7 +51,7 @@ pub struct Metrics {
     pub upstream_duration: Histogram,
     pub bytes_to_client: IntCounter,
     pub bytes_to_upstream: IntCounter,
-    connections_open: [IntGauge; 2],
+    connections_open: [IntGauge; 3],
     gemini_status: [IntCounter; 6],
     per_host: Option<PerHost>,
 }
@@ -191,7 +191,7 @@ impl Metrics {
                 "robots_proxy_relayed_to_upstream_bytes_total",
                 "Bytes sent to upstreams.",
             ),
-            connections_open: PROTOCOLS.map(|p| open_vec.with_label_values(&[p])),
+            connections_open: ["gemini", "gopher", "socks5"].map(|l| open_vec.with_label_values(&[l])),
             gemini_status: ["1x", "2x", "3x", "4x", "5x", "6x"]
                 .map(|c| status_vec.with_label_values(&[c])),
             per_host: per_host_limit.map(|limit| PerHost {

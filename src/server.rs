@@ -42,6 +42,9 @@ pub struct Proxy {
     pub gemini_addr: SocketAddr,
     pub gopher_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
+    /// The SOCKS5 drop-in listener, when configured, and the CA it issues with.
+    pub socks5_addr: Option<SocketAddr>,
+    pub ca_cert_path: Option<PathBuf>,
     /// The Gemini listener's certificate file and its SHA-256 fingerprint.
     pub cert_path: PathBuf,
     pub cert_fingerprint: String,
@@ -65,12 +68,24 @@ impl Proxy {
         let (gemini_listener, gemini_addr) = bind(config.gemini_listen).await?;
         let (gopher_listener, gopher_addr) = bind(config.gopher_listen).await?;
         let (metrics_listener, metrics_addr) = bind(config.metrics_listen).await?;
+        let socks5 = match config.socks5_listen {
+            Some(addr) => Some((
+                bind(addr).await?,
+                Arc::new(tls::Authority::load_or_generate(&config.state_dir)?),
+            )),
+            None => None,
+        };
+        let socks5_addr = socks5.as_ref().map(|((_, addr), _)| *addr);
+        let ca_cert_path = socks5.as_ref().map(|(_, ca)| ca.cert_path.clone());
 
         let limits = &config.limits;
         let upstream = Arc::new(Upstream::new(
             limits.allow_private_upstreams,
             limits.connect_timeout,
-            vec![gemini_addr, gopher_addr, metrics_addr],
+            [gemini_addr, gopher_addr, metrics_addr]
+                .into_iter()
+                .chain(socks5_addr)
+                .collect(),
         )?);
         let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
             .then(|| config.bot.token().to_string());
@@ -107,10 +122,14 @@ impl Proxy {
         let tracker = TaskTracker::new();
         // One cap for both listeners: it bounds the proxy's sockets.
         let slots = Arc::new(Semaphore::new(max_connections));
-        for (listener, kind) in [
+        let mut listeners = vec![
             (gemini_listener, Kind::Gemini(acceptor)),
             (gopher_listener, Kind::Gopher),
-        ] {
+        ];
+        if let Some(((listener, _), ca)) = socks5 {
+            listeners.push((listener, Kind::Socks(ca)));
+        }
+        for (listener, kind) in listeners {
             tracker.spawn(accept_loop(
                 listener,
                 kind,
@@ -140,6 +159,8 @@ impl Proxy {
             gemini_addr,
             gopher_addr,
             metrics_addr,
+            socks5_addr,
+            ca_cert_path,
             cert_path,
             cert_fingerprint,
             context,
@@ -176,6 +197,7 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError>
 enum Kind {
     Gemini(TlsAcceptor),
     Gopher,
+    Socks(Arc<tls::Authority>),
 }
 
 async fn accept_loop(
@@ -215,11 +237,13 @@ async fn accept_loop(
         let open = ctx.metrics.connection(match kind {
             Kind::Gemini(_) => 0,
             Kind::Gopher => 1,
+            Kind::Socks(_) => 2,
         });
         tracker.spawn(async move {
             match kind {
                 Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,
                 Kind::Gopher => proxy::gopher::serve(stream, peer, ctx).await,
+                Kind::Socks(ca) => proxy::socks::serve(stream, peer, ctx, ca).await,
             }
             drop(permit);
             drop(open);

@@ -160,9 +160,10 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     })
 }
 
-/// True when `first` bytes start a TLS handshake record (a ClientHello).
+/// True when `first` bytes start a TLS handshake record (a ClientHello): its
+/// first byte is 0x16, which no Gopher selector starts with.
 pub fn looks_like_tls(first: &[u8]) -> bool {
-    matches!(first, [0x16, 0x03, ..])
+    first.first() == Some(&0x16)
 }
 
 #[cfg(test)]

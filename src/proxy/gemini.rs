@@ -46,12 +46,28 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
             return;
         }
     };
+    serve_tls(tls, peer, &ctx, None, started, deadline).await;
+}
+
+/// The request on an established TLS connection. `expected`: the host and port
+/// the connection was made for (SOCKS5 drop-in mode); a request naming another
+/// is refused with `53`.
+pub async fn serve_tls<S>(
+    tls: S,
+    peer: SocketAddr,
+    ctx: &Arc<Context>,
+    expected: Option<(&str, u16)>,
+    started: Instant,
+    deadline: Instant,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     // The buffer is sized to the request it must hold: a waiting request costs
     // this much, not the 8 KiB default (design.md: ten thousand held connections).
     let mut client = BufReader::with_capacity(MAX_URL + 2, tls);
     let left = deadline.saturating_duration_since(Instant::now());
     let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
-        Ok(line) => handle(&mut client, &line, &ctx).await,
+        Ok(line) => handle(&mut client, &line, ctx, expected).await,
         Err(LineError::TooLong(_)) => {
             let refusal = Refusal::Malformed("request longer than 1024 bytes".into());
             (None, answer(client.get_mut(), &refusal).await)
@@ -128,6 +144,7 @@ async fn handle<S>(
     client: &mut BufReader<S>,
     line: &[u8],
     ctx: &Context,
+    expected: Option<(&str, u16)>,
 ) -> (Option<Target>, Outcome)
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -136,6 +153,15 @@ where
         Ok(t) => t,
         Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
     };
+    if let Some((host, port)) = expected {
+        if target.host != host || target.port != port {
+            let refusal = Refusal::ProxyRule(format!(
+                "this connection is for {host}:{port}, the request names {}",
+                target.authority()
+            ));
+            return (Some(target), answer(client.get_mut(), &refusal).await);
+        }
+    }
     let outcome = match admit_while_connected(ctx, &target, client, Hangup::OnEof).await {
         Some(Ok(admitted)) => {
             let mut outcome = match relay(client, &target, &admitted, ctx).await {

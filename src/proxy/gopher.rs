@@ -81,9 +81,22 @@ async fn handle(
             )
         }
     };
-    let outcome = match admit_while_connected(ctx, &request.target, client, Hangup::OnError).await {
+    let outcome = process(client, &request, ctx, true).await;
+    (Some(request), outcome)
+}
+
+/// The shared checks, then the relay. `rewrite_menus`: menus answer to a client
+/// of the Gopher listener, which must be sent back through the proxy; through
+/// SOCKS5 the client's next request comes through SOCKS again, so no rewriting.
+pub async fn process(
+    client: &mut BufReader<TcpStream>,
+    request: &Request,
+    ctx: &Context,
+    rewrite_menus: bool,
+) -> Outcome {
+    match admit_while_connected(ctx, &request.target, client, Hangup::OnError).await {
         Some(Ok(admitted)) => {
-            let mut outcome = match relay(client, &request, &admitted, ctx).await {
+            let mut outcome = match relay(client, request, &admitted, ctx, rewrite_menus).await {
                 Ok(outcome) => outcome,
                 Err(refusal) => answer(client.get_mut(), &refusal).await,
             };
@@ -92,8 +105,7 @@ async fn handle(
         }
         Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
         None => client_left(),
-    };
-    (Some(request), outcome)
+    }
 }
 
 /// Sends the selector upstream and streams the answer back. A refusal is
@@ -103,6 +115,7 @@ async fn relay(
     request: &Request,
     admitted: &Admitted,
     ctx: &Context,
+    rewrite_menus: bool,
 ) -> Result<Outcome, Refusal> {
     let idle = ctx.config.limits.idle_timeout;
     let target = &request.target;
@@ -142,8 +155,7 @@ async fn relay(
             )))
         }
     }
-    let mut rewriter = request
-        .answer_is_menu()
+    let mut rewriter = (rewrite_menus && request.answer_is_menu())
         .then(|| MenuRewriter::new(&ctx.gopher_public.0, ctx.gopher_public.1));
     let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, rewriter.as_mut()).await;
     ctx.metrics

@@ -25,6 +25,7 @@ use crate::upstream::{Upstream, UpstreamError};
 
 pub mod gemini;
 pub mod gopher;
+pub mod socks;
 
 /// What the proxy needs to serve a request; shared by all connections.
 pub struct Context {

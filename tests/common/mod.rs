@@ -32,6 +32,7 @@ pub fn test_config() -> Config {
         gemini_listen: Some("127.0.0.1:0".into()),
         gopher_listen: Some("127.0.0.1:0".into()),
         metrics_listen: Some("127.0.0.1:0".into()),
+        socks5_listen: Some("127.0.0.1:0".into()),
         agent: Some("examplebot".into()),
         allow_private_upstreams: true,
         state_dir: Some(state_dir()),

@@ -1,0 +1,223 @@
+//! The SOCKS5 drop-in mode, in-process: a client that knows nothing of Gemini or
+//! Gopher proxies connects through SOCKS5 to a fake origin. Gemini clients check
+//! that the certificate they get is for the right name and signed by the proxy's CA.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use common::*;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Greeting (no auth, or user/password) and CONNECT to `host:port` by name;
+/// returns the stream and the CONNECT reply code.
+async fn socks_connect(
+    proxy: SocketAddr,
+    host: &str,
+    port: u16,
+    auth: Option<(&str, &str)>,
+) -> (TcpStream, u8) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    match auth {
+        None => s.write_all(&[5, 1, 0]).await.unwrap(),
+        Some(_) => s.write_all(&[5, 1, 2]).await.unwrap(),
+    }
+    let mut choice = [0u8; 2];
+    s.read_exact(&mut choice).await.unwrap();
+    if let Some((user, pass)) = auth {
+        assert_eq!(choice, [5, 2]);
+        let mut msg = vec![1, user.len() as u8];
+        msg.extend_from_slice(user.as_bytes());
+        msg.push(pass.len() as u8);
+        msg.extend_from_slice(pass.as_bytes());
+        s.write_all(&msg).await.unwrap();
+        let mut status = [0u8; 2];
+        s.read_exact(&mut status).await.unwrap();
+        if status[1] != 0 {
+            return (s, 0xFF);
+        }
+    } else {
+        assert_eq!(choice, [5, 0]);
+    }
+    let mut req = vec![5, 1, 0, 3, host.len() as u8];
+    req.extend_from_slice(host.as_bytes());
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).await.unwrap();
+    (s, reply[1])
+}
+
+/// A Gemini request over SOCKS5 with a client that trusts only the proxy's CA
+/// and checks the certificate's name.
+async fn gemini_via_socks(
+    proxy: &robots_proxy::server::Proxy,
+    host: &str,
+    port: u16,
+    url: &str,
+) -> String {
+    let (tcp, code) = socks_connect(proxy.socks5_addr.unwrap(), host, port, None).await;
+    assert_eq!(code, 0);
+    let ca = CertificateDer::from_pem_file(proxy.ca_cert_path.as_ref().unwrap()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(host.to_string()).unwrap(), tcp)
+        .await
+        .expect("the proxy's certificate verifies for this name against its CA");
+    tls.write_all(format!("{url}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    split(&answer).0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gopher_through_socks_is_decided_and_relayed() {
+    let origin = GopherOrigin::start(|sel| match sel {
+        b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
+        _ => Reply::Bytes(b"1Menu\t/m\thost.example\t70\r\n.\r\n".to_vec()),
+    })
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    let socks = proxy.socks5_addr.unwrap();
+
+    let (mut s, code) = socks_connect(socks, "127.0.0.1", origin.addr.port(), None).await;
+    assert_eq!(code, 0);
+    s.write_all(b"/page\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    // Through SOCKS, menus are not rewritten: the client's next request comes through SOCKS too.
+    assert_eq!(answer, b"1Menu\t/m\thost.example\t70\r\n.\r\n");
+
+    let (mut s, _) = socks_connect(socks, "127.0.0.1", origin.addr.port(), None).await;
+    s.write_all(b"/private/x\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with(b"3403 Forbidden: robots.txt of 127.0.0.1:"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert_eq!(origin.count(b"/private/x"), 0);
+    assert_eq!(origin.count(b"/page"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_through_socks_gets_a_certificate_from_the_proxy_ca() {
+    let origin = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("20 text/plain", "User-agent: *\nDisallow: /private\n")
+        } else {
+            text("20 text/gemini", "page")
+        }
+    })
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    let port = origin.addr.port();
+    let url = |path: &str| format!("gemini://localhost:{port}{path}");
+
+    assert_eq!(
+        gemini_via_socks(&proxy, "localhost", port, &url("/")).await,
+        "20 text/gemini"
+    );
+    let refused = gemini_via_socks(&proxy, "localhost", port, &url("/private/x")).await;
+    assert!(
+        refused.starts_with("53 robots.txt of localhost:"),
+        "{refused}"
+    );
+    // A request naming another host than the one connected to.
+    let other = gemini_via_socks(
+        &proxy,
+        "localhost",
+        port,
+        &format!("gemini://127.0.0.1:{port}/"),
+    )
+    .await;
+    assert!(
+        other.starts_with("53 this connection is for localhost:"),
+        "{other}"
+    );
+    assert_eq!(origin.count("/private/x"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_greetings_and_commands_are_answered() {
+    let proxy = start_proxy(test_config()).await;
+    let socks = proxy.socks5_addr.unwrap();
+    let exchange = |bytes: &'static [u8]| async move {
+        let mut s = TcpStream::connect(socks).await.unwrap();
+        s.write_all(bytes).await.unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        out
+    };
+    // SOCKS4: no SOCKS5 reply, the connection is closed.
+    assert_eq!(exchange(&[4, 1, 0, 70, 127, 0, 0, 1, 0]).await, b"");
+    // Only username/password offered, none configured: no acceptable method.
+    assert_eq!(exchange(&[5, 1, 2]).await, [5, 0xFF]);
+    // BIND: command not supported (0x07).
+    let out = exchange(&[5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 70]).await;
+    assert_eq!(&out[..4], &[5, 0, 5, 7]);
+    // Unknown address type (0x08).
+    let out = exchange(&[5, 1, 0, 5, 1, 0, 9]).await;
+    assert_eq!(&out[..4], &[5, 0, 5, 8]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn username_and_password_when_configured() {
+    let origin = GopherOrigin::start(|sel| match sel {
+        b"robots.txt" => Reply::Bytes(b"User-agent: *\n".to_vec()),
+        _ => Reply::Bytes(b"ok\r\n".to_vec()),
+    })
+    .await;
+    let mut config = test_config();
+    config.socks5_users = vec![("crawler".into(), "s3cret".into())];
+    let proxy = start_proxy(config).await;
+    let socks = proxy.socks5_addr.unwrap();
+    let (_, code) = socks_connect(
+        socks,
+        "127.0.0.1",
+        origin.addr.port(),
+        Some(("crawler", "wrong")),
+    )
+    .await;
+    assert_eq!(code, 0xFF, "refused");
+    let (mut s, code) = socks_connect(
+        socks,
+        "127.0.0.1",
+        origin.addr.port(),
+        Some(("crawler", "s3cret")),
+    )
+    .await;
+    assert_eq!(code, 0);
+    s.write_all(b"/x\r\n").await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    assert_eq!(out, b"ok\r\n");
+}
+
+/// The CA is generated once: a restart issues under the same CA certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ca_survives_a_restart() {
+    let config = test_config();
+    let first = start_proxy(config.clone()).await;
+    let pem = std::fs::read(first.ca_cert_path.as_ref().unwrap()).unwrap();
+    first.shutdown();
+    first.drained().await;
+    let second = start_proxy(config).await;
+    assert_eq!(
+        std::fs::read(second.ca_cert_path.as_ref().unwrap()).unwrap(),
+        pem
+    );
+}
