@@ -49,14 +49,14 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
     serve_tls(tls, peer, &ctx, None, started, deadline).await;
 }
 
-/// The request on an established TLS connection. `expected`: the host and port
-/// the connection was made for (SOCKS5 drop-in mode); a request naming another
-/// is refused with `53`.
+/// The request on an established TLS connection. `expected`: the names the
+/// connection was made for (SOCKS5 drop-in mode: the CONNECT host and the SNI
+/// name) and its port; a request naming another host is refused with `53`.
 pub async fn serve_tls<S>(
     tls: S,
     peer: SocketAddr,
     ctx: &Arc<Context>,
-    expected: Option<(&str, u16)>,
+    expected: Option<(&[String], u16)>,
     started: Instant,
     deadline: Instant,
 ) where
@@ -144,7 +144,7 @@ async fn handle<S>(
     client: &mut BufReader<S>,
     line: &[u8],
     ctx: &Context,
-    expected: Option<(&str, u16)>,
+    expected: Option<(&[String], u16)>,
 ) -> (Option<Target>, Outcome)
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -153,10 +153,11 @@ where
         Ok(t) => t,
         Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
     };
-    if let Some((host, port)) = expected {
-        if target.host != host || target.port != port {
+    if let Some((hosts, port)) = expected {
+        if !hosts.iter().any(|h| *h == target.host) || target.port != port {
             let refusal = Refusal::ProxyRule(format!(
-                "this connection is for {host}:{port}, the request names {}",
+                "this connection is for {}:{port}, the request names {}",
+                hosts.join(" or "),
                 target.authority()
             ));
             return (Some(target), answer(client.get_mut(), &refusal).await);

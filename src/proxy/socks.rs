@@ -80,7 +80,28 @@ pub async fn serve(
                 return;
             }
         };
-        gemini::serve_tls(tls, peer, &ctx, Some((&host, dest.port)), started, deadline).await;
+        // The request may name the host the client connected to, or the one it
+        // asked for by SNI (a client that resolved the name itself connects by address).
+        let mut names = vec![host];
+        if let Some(sni) = tls
+            .get_ref()
+            .1
+            .server_name()
+            .and_then(|n| canonical_host(n).ok())
+        {
+            if !names.contains(&sni) {
+                names.push(sni);
+            }
+        }
+        gemini::serve_tls(
+            tls,
+            peer,
+            &ctx,
+            Some((&names, dest.port)),
+            started,
+            deadline,
+        )
+        .await;
     } else {
         serve_selector(stream, peer, &ctx, host, dest.port, started, deadline).await;
     }
