@@ -154,7 +154,7 @@ where
         Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
     };
     if let Some((hosts, port)) = expected {
-        if !hosts.iter().any(|h| *h == target.host) || target.port != port {
+        if !hosts.contains(&target.host) || target.port != port {
             let refusal = Refusal::ProxyRule(format!(
                 "this connection is for {}:{port}, the request names {}",
                 hosts.join(" or "),
