@@ -127,7 +127,10 @@ async fn serve_selector(
             close(client.get_mut()).await;
             return;
         }
-        Err(_) => return,
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "SOCKS5 client sent neither TLS nor a selector line; closed");
+            return;
+        }
     };
     let (selector, after_tab) = match memchr::memchr(b'\t', &line) {
         Some(tab) => (line[..tab].to_vec(), Some(line[tab + 1..].to_vec())),
