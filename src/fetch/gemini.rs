@@ -76,7 +76,7 @@ impl GeminiRobots {
                 .await
             {
                 Ok(s) => s,
-                Err(e) => return unreachable(e.to_string()),
+                Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
             let mut stream = BufReader::new(stream);
             if let Err(e) = stream
@@ -84,15 +84,15 @@ impl GeminiRobots {
                 .write_all(format!("{canonical}\r\n").as_bytes())
                 .await
             {
-                return unreachable(format!("sending the request: {e}"));
+                return FetchOutcome::unreachable(format!("sending the request: {e}"));
             }
             let line = match read_line(&mut stream, MAX_HEADER, self.timeout).await {
                 Ok(l) => l,
-                Err(e) => return unreachable(format!("reading the header: {e}")),
+                Err(e) => return FetchOutcome::unreachable(format!("reading the header: {e}")),
             };
             let header = match parse_header(&line) {
                 Ok(h) => h,
-                Err(e) => return unreachable(e.to_string()),
+                Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
             match header.class() {
                 2 if header
@@ -116,7 +116,7 @@ impl GeminiRobots {
                         {
                             FetchOutcome::Found(body)
                         }
-                        Err(e) => unreachable(format!("reading the body: {e}")),
+                        Err(e) => FetchOutcome::unreachable(format!("reading the body: {e}")),
                     };
                 }
                 2 => {
@@ -150,13 +150,6 @@ impl GeminiRobots {
     }
 }
 
-fn unreachable(why: String) -> FetchOutcome {
-    FetchOutcome::Unreachable {
-        why,
-        retry_after: None,
-    }
-}
-
 /// A redirect's URL against the URL that answered it (absolute, `//host/…`,
 /// `/path` or relative).
 fn resolve_redirect(base: &Target, location: &str) -> String {
@@ -184,7 +177,10 @@ impl RobotsFetcher for GeminiRobots {
             tokio::time::timeout(self.timeout, self.fetch_url(key))
                 .await
                 .unwrap_or_else(|_| {
-                    unreachable(format!("robots.txt not fetched within {:?}", self.timeout))
+                    FetchOutcome::unreachable(format!(
+                        "robots.txt not fetched within {:?}",
+                        self.timeout
+                    ))
                 })
         })
     }

@@ -33,15 +33,15 @@ impl GopherRobots {
     async fn fetch_selectors(&self, key: &HostKey) -> FetchOutcome {
         let addrs = match self.upstream.resolve(&key.host, key.port).await {
             Ok(a) => a,
-            Err(e) => return unreachable(e.to_string()),
+            Err(e) => return FetchOutcome::unreachable(e.to_string()),
         };
         for selector in SELECTORS {
             let mut stream = match self.upstream.connect_tcp(&key.host, &addrs).await {
                 Ok(s) => s,
-                Err(e) => return unreachable(e.to_string()),
+                Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
             if let Err(e) = stream.write_all(format!("{selector}\r\n").as_bytes()).await {
-                return unreachable(format!("sending {selector:?}: {e}"));
+                return FetchOutcome::unreachable(format!("sending {selector:?}: {e}"));
             }
             let mut body = Vec::new();
             // Reading past the parse limit would only cost memory.
@@ -51,7 +51,7 @@ impl GopherRobots {
                 .await
             {
                 if body.is_empty() {
-                    return unreachable(format!("reading {selector:?}: {e}"));
+                    return FetchOutcome::unreachable(format!("reading {selector:?}: {e}"));
                 }
             }
             if RobotsTxt::parse(&body).field_lines() > 0 {
@@ -62,20 +62,16 @@ impl GopherRobots {
     }
 }
 
-fn unreachable(why: String) -> FetchOutcome {
-    FetchOutcome::Unreachable {
-        why,
-        retry_after: None,
-    }
-}
-
 impl RobotsFetcher for GopherRobots {
     fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
         Box::pin(async move {
             tokio::time::timeout(self.timeout, self.fetch_selectors(key))
                 .await
                 .unwrap_or_else(|_| {
-                    unreachable(format!("robots.txt not fetched within {:?}", self.timeout))
+                    FetchOutcome::unreachable(format!(
+                        "robots.txt not fetched within {:?}",
+                        self.timeout
+                    ))
                 })
         })
     }

@@ -46,6 +46,16 @@ pub enum FetchOutcome {
     },
 }
 
+impl FetchOutcome {
+    /// The host could not be asked, with no hint of when to try again.
+    pub fn unreachable(why: impl Into<String>) -> FetchOutcome {
+        FetchOutcome::Unreachable {
+            why: why.into(),
+            retry_after: None,
+        }
+    }
+}
+
 /// A boxed future, so fetchers can be chosen at run time and faked in tests.
 pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
 

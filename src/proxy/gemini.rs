@@ -245,7 +245,7 @@ where
         tokio::time::timeout(idle, client_io.write_all(&head)).await,
         Ok(Ok(()))
     ) {
-        outcome.detail = "client stopped reading".into();
+        outcome.detail = Ended::ClientGone.detail();
         return Ok(outcome);
     }
     let (body, ended) = stream(&mut upstream, client_io, idle, None).await;
@@ -253,10 +253,6 @@ where
         .upstream_duration
         .observe(connecting.elapsed().as_secs_f64());
     outcome.bytes = head.len() as u64 + body;
-    outcome.detail = match ended {
-        Ended::Complete => String::new(),
-        Ended::UpstreamFailed => "upstream stalled or failed mid-answer".into(),
-        Ended::ClientGone => "client stopped reading".into(),
-    };
+    outcome.detail = ended.detail();
     Ok(outcome)
 }

@@ -10,8 +10,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{
-    admit_while_connected, client_left, close, log, stream, Admitted, Context, Ended, Hangup,
-    Outcome, Refusal,
+    admit_while_connected, client_left, close, log, stream, Admitted, Context, Hangup, Outcome,
+    Refusal,
 };
 use crate::protocol::gopher::{error_menu, parse_request, MenuRewriter, Request, MAX_REQUEST};
 use crate::protocol::{read_line, LineError};
@@ -164,11 +164,7 @@ async fn relay(
     Ok(Outcome {
         decision: "allowed",
         status: None,
-        detail: match ended {
-            Ended::Complete => String::new(),
-            Ended::UpstreamFailed => "upstream stalled or failed mid-answer".into(),
-            Ended::ClientGone => "client stopped reading".into(),
-        },
+        detail: ended.detail(),
         bytes,
         ..Outcome::default()
     })

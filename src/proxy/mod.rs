@@ -258,6 +258,17 @@ pub enum Ended {
     ClientGone,
 }
 
+impl Ended {
+    /// What the request's log line says of it.
+    pub fn detail(self) -> String {
+        match self {
+            Ended::Complete => String::new(),
+            Ended::UpstreamFailed => "upstream stalled or failed mid-answer".into(),
+            Ended::ClientGone => "client stopped reading".into(),
+        }
+    }
+}
+
 /// Streams what `upstream` sends to `client` as it arrives, never holding more
 /// than a buffer, each read and write within `idle`. With a `rewriter`, the
 /// bytes are a Gopher menu rewritten on the way. Returns the bytes written.
