@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+
+mod effective;
+pub use effective::format_duration;
 use thiserror::Error;
 
 use crate::cli::RunArgs;
@@ -258,6 +261,29 @@ fn duration(
     }
 }
 
+/// A value set by a flag of `run` or by a file key: the flag wins. Returns the
+/// name to blame in an error, and the value if either was set.
+fn flag_or_key<'a>(
+    flag: (&'static str, &'a Option<String>),
+    key: (&'static str, &'a Option<String>),
+) -> (&'static str, Option<&'a str>) {
+    match flag.1 {
+        Some(f) => (flag.0, Some(f.as_str())),
+        None => (key.0, key.1.as_deref()),
+    }
+}
+
+/// A listen address from [`flag_or_key`], or `default`.
+fn listen_addr(
+    (name, value): (&'static str, Option<&str>),
+    default: ([u8; 4], u16),
+) -> Result<SocketAddr, ConfigError> {
+    match value {
+        Some(text) => address(name, text),
+        None => Ok(SocketAddr::from(default)),
+    }
+}
+
 fn address(key: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
     value.parse().map_err(|_| {
         invalid(
@@ -297,26 +323,37 @@ impl RawConfig {
 
     /// Applies the flags of `run` over the file and validates the result.
     pub fn resolve(self, flags: &RunArgs) -> Result<Config, ConfigError> {
-        let gemini_listen = match (&flags.gemini_listen, &self.listen.gemini) {
-            (Some(flag), _) => address("--gemini-listen", flag)?,
-            (None, Some(key)) => address("listen.gemini", key)?,
-            (None, None) => SocketAddr::from(([127, 0, 0, 1], 1965)),
-        };
-
-        let gopher_listen = match (&flags.gopher_listen, &self.listen.gopher) {
-            (Some(flag), _) => address("--gopher-listen", flag)?,
-            (None, Some(key)) => address("listen.gopher", key)?,
-            (None, None) => SocketAddr::from(([127, 0, 0, 1], 7070)),
-        };
-        let metrics_listen = match (&flags.metrics_listen, &self.listen.metrics) {
-            (Some(flag), _) => address("--metrics-listen", flag)?,
-            (None, Some(key)) => address("listen.metrics", key)?,
-            (None, None) => SocketAddr::from(([127, 0, 0, 1], 9770)),
-        };
-        let socks5_listen = match (&flags.socks5_listen, &self.listen.socks5) {
-            (Some(flag), _) => Some(address("--socks5-listen", flag)?),
-            (None, Some(key)) if !key.is_empty() => Some(address("listen.socks5", key)?),
-            _ => None,
+        let l = &self.listen;
+        let loopback = [127, 0, 0, 1];
+        let gemini_listen = listen_addr(
+            flag_or_key(
+                ("--gemini-listen", &flags.gemini_listen),
+                ("listen.gemini", &l.gemini),
+            ),
+            (loopback, 1965),
+        )?;
+        let gopher_listen = listen_addr(
+            flag_or_key(
+                ("--gopher-listen", &flags.gopher_listen),
+                ("listen.gopher", &l.gopher),
+            ),
+            (loopback, 7070),
+        )?;
+        let metrics_listen = listen_addr(
+            flag_or_key(
+                ("--metrics-listen", &flags.metrics_listen),
+                ("listen.metrics", &l.metrics),
+            ),
+            (loopback, 9770),
+        )?;
+        // Off unless set; an empty key is off too.
+        let socks5_key = l.socks5.clone().filter(|k| !k.is_empty());
+        let socks5_listen = match flag_or_key(
+            ("--socks5-listen", &flags.socks5_listen),
+            ("listen.socks5", &socks5_key),
+        ) {
+            (name, Some(text)) => Some(address(name, text)?),
+            (_, None) => None,
         };
         let mut socks5_users = Vec::new();
         for user in self.socks5.users.unwrap_or_default() {
@@ -495,14 +532,14 @@ impl RawConfig {
         }
 
         let p = &self.politeness;
-        let (default_key, default_text) = match &flags.default_delay {
-            Some(f) => ("--default-delay", Some(f.as_str())),
-            None => ("politeness.default_delay", p.default_delay.as_deref()),
-        };
-        let (wait_key, wait_text) = match &flags.max_wait {
-            Some(f) => ("--max-wait", Some(f.as_str())),
-            None => ("politeness.max_wait", p.max_wait.as_deref()),
-        };
+        let (default_key, default_text) = flag_or_key(
+            ("--default-delay", &flags.default_delay),
+            ("politeness.default_delay", &p.default_delay),
+        );
+        let (wait_key, wait_text) = flag_or_key(
+            ("--max-wait", &flags.max_wait),
+            ("politeness.max_wait", &p.max_wait),
+        );
         let politeness = PolitenessConfig {
             default_delay: duration(default_key, default_text, Duration::from_secs(1))?,
             min_delay: duration(
@@ -536,10 +573,10 @@ impl RawConfig {
             }
         }
 
-        let (format_key, format_text) = match &flags.log_format {
-            Some(f) => ("--log-format", Some(f.as_str())),
-            None => ("log.format", self.log.format.as_deref()),
-        };
+        let (format_key, format_text) = flag_or_key(
+            ("--log-format", &flags.log_format),
+            ("log.format", &self.log.format),
+        );
         let log_format = match format_text {
             None | Some("human") => LogFormat::Human,
             Some("json") => LogFormat::Json,
@@ -591,143 +628,6 @@ impl RawConfig {
             limits,
             tls,
         })
-    }
-}
-
-/// A duration the way the config file writes it: `0s`, `500ms`, `10s`, `24h`, `7d`.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".into();
-    }
-    for (unit, size) in [
-        ("d", 86_400_000u128),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ] {
-        if ms % size == 0 {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
-}
-
-impl Config {
-    /// The effective configuration as a TOML file (what `run --check-config` prints).
-    pub fn to_toml(&self) -> String {
-        let d = format_duration;
-        let quote = |s: &str| format!("{s:?}");
-        let list = |items: &[String]| {
-            format!(
-                "[{}]",
-                items
-                    .iter()
-                    .map(|s| quote(s))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        let p = &self.politeness;
-        let mut out = String::new();
-        out.push_str(&format!(
-            "state_dir = {}\n\n",
-            quote(&self.state_dir.display().to_string())
-        ));
-        out.push_str(&format!(
-            "[listen]\ngemini = {}\ngopher = {}\nmetrics = {}\n{}\n",
-            quote(&self.gemini_listen.to_string()),
-            quote(&self.gopher_listen.to_string()),
-            quote(&self.metrics_listen.to_string()),
-            match self.socks5_listen {
-                Some(s) => format!("socks5 = {}\n", quote(&s.to_string())),
-                None => "# socks5: off\n".to_string(),
-            }
-        ));
-        if !self.socks5_users.is_empty() {
-            out.push_str("[socks5]\nusers = [\n");
-            for (name, password) in &self.socks5_users {
-                out.push_str(&format!(
-                    "  {{ name = {}, password = {} }},\n",
-                    quote(name),
-                    quote(password)
-                ));
-            }
-            out.push_str("]\n\n");
-        }
-        out.push_str("[gopher]\n");
-        match &self.gopher_public_host {
-            Some(h) => out.push_str(&format!("public_host = {}\n", quote(h))),
-            None => out.push_str("# public_host: the Gopher listener's address\n"),
-        }
-        match self.gopher_public_port {
-            Some(port) => out.push_str(&format!("public_port = {port}\n\n")),
-            None => out.push_str("# public_port: the Gopher listener's port\n\n"),
-        }
-        out.push_str(&format!(
-            "[bot]\nagent = {}\nvirtual_agents = {}\n\n",
-            quote(self.bot.token()),
-            list(self.bot.virtual_agents())
-        ));
-        let r = &self.robots;
-        out.push_str(&format!(
-            "[robots]\nttl = {}\ncache_bytes = {}\nmax_stale = {}\nunreachable_retry = {}\non_unreachable = {}\nfetch_timeout = {}\nname_bot_in_request = {}\n\n",
-            quote(&d(r.ttl)),
-            r.cache_bytes,
-            quote(&d(r.max_stale)),
-            quote(&d(r.unreachable_retry)),
-            quote(match r.on_unreachable {
-                OnUnreachable::Disallow => "disallow",
-                OnUnreachable::Allow => "allow",
-            }),
-            quote(&d(r.fetch_timeout)),
-            r.name_bot_in_request
-        ));
-        out.push_str(&format!(
-            "[politeness]\ndefault_delay = {}\nmin_delay = {}\n{}per_host_concurrency = {}\nmax_wait = {}\n\n",
-            quote(&d(p.default_delay)),
-            quote(&d(p.min_delay)),
-            match p.max_delay {
-                Some(m) => format!("max_delay = {}\n", quote(&d(m))),
-                None => "# max_delay: unset, a Crawl-delay stands however long\n".into(),
-            },
-            p.per_host_concurrency,
-            quote(&d(p.max_wait))
-        ));
-        out.push_str(&format!(
-            "[log]\nformat = {}\nlevel = {}\n\n",
-            quote(match self.log_format {
-                LogFormat::Human => "human",
-                LogFormat::Json => "json",
-            }),
-            quote(&self.log_level)
-        ));
-        match self.metrics_per_host {
-            Some(limit) => out.push_str(&format!(
-                "[metrics]\nper_host = true\nper_host_limit = {limit}\n\n"
-            )),
-            None => out.push_str("[metrics]\nper_host = false\n\n"),
-        }
-        let l = &self.limits;
-        out.push_str(&format!(
-            "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\n\n",
-            l.max_connections,
-            quote(&d(l.request_timeout)),
-            quote(&d(l.connect_timeout)),
-            quote(&d(l.idle_timeout)),
-            quote(&d(l.shutdown_grace)),
-            l.allow_private_upstreams
-        ));
-        out.push_str("[tls]\n");
-        if let Some((cert, key)) = &self.tls.cert_and_key {
-            out.push_str(&format!(
-                "cert = {}\nkey = {}\n",
-                quote(&cert.display().to_string()),
-                quote(&key.display().to_string())
-            ));
-        }
-        out.push_str(&format!("hostnames = {}\n", list(&self.tls.hostnames)));
-        out
     }
 }
 

@@ -1,0 +1,143 @@
+//! The effective configuration written out as a TOML file, defaults included:
+//! what `run --check-config` prints, and what reads back to the same `Config`.
+
+use std::time::Duration;
+
+use super::{Config, LogFormat, OnUnreachable};
+
+/// A duration the way the config file writes it: `0s`, `500ms`, `10s`, `24h`, `7d`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    for (unit, size) in [
+        ("d", 86_400_000u128),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+impl Config {
+    /// The effective configuration as a TOML file (what `run --check-config` prints).
+    pub fn to_toml(&self) -> String {
+        let d = format_duration;
+        let quote = |s: &str| format!("{s:?}");
+        let list = |items: &[String]| {
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(|s| quote(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let p = &self.politeness;
+        let mut out = String::new();
+        out.push_str(&format!(
+            "state_dir = {}\n\n",
+            quote(&self.state_dir.display().to_string())
+        ));
+        out.push_str(&format!(
+            "[listen]\ngemini = {}\ngopher = {}\nmetrics = {}\n{}\n",
+            quote(&self.gemini_listen.to_string()),
+            quote(&self.gopher_listen.to_string()),
+            quote(&self.metrics_listen.to_string()),
+            match self.socks5_listen {
+                Some(s) => format!("socks5 = {}\n", quote(&s.to_string())),
+                None => "# socks5: off\n".to_string(),
+            }
+        ));
+        if !self.socks5_users.is_empty() {
+            out.push_str("[socks5]\nusers = [\n");
+            for (name, password) in &self.socks5_users {
+                out.push_str(&format!(
+                    "  {{ name = {}, password = {} }},\n",
+                    quote(name),
+                    quote(password)
+                ));
+            }
+            out.push_str("]\n\n");
+        }
+        out.push_str("[gopher]\n");
+        match &self.gopher_public_host {
+            Some(h) => out.push_str(&format!("public_host = {}\n", quote(h))),
+            None => out.push_str("# public_host: the Gopher listener's address\n"),
+        }
+        match self.gopher_public_port {
+            Some(port) => out.push_str(&format!("public_port = {port}\n\n")),
+            None => out.push_str("# public_port: the Gopher listener's port\n\n"),
+        }
+        out.push_str(&format!(
+            "[bot]\nagent = {}\nvirtual_agents = {}\n\n",
+            quote(self.bot.token()),
+            list(self.bot.virtual_agents())
+        ));
+        let r = &self.robots;
+        out.push_str(&format!(
+            "[robots]\nttl = {}\ncache_bytes = {}\nmax_stale = {}\nunreachable_retry = {}\non_unreachable = {}\nfetch_timeout = {}\nname_bot_in_request = {}\n\n",
+            quote(&d(r.ttl)),
+            r.cache_bytes,
+            quote(&d(r.max_stale)),
+            quote(&d(r.unreachable_retry)),
+            quote(match r.on_unreachable {
+                OnUnreachable::Disallow => "disallow",
+                OnUnreachable::Allow => "allow",
+            }),
+            quote(&d(r.fetch_timeout)),
+            r.name_bot_in_request
+        ));
+        out.push_str(&format!(
+            "[politeness]\ndefault_delay = {}\nmin_delay = {}\n{}per_host_concurrency = {}\nmax_wait = {}\n\n",
+            quote(&d(p.default_delay)),
+            quote(&d(p.min_delay)),
+            match p.max_delay {
+                Some(m) => format!("max_delay = {}\n", quote(&d(m))),
+                None => "# max_delay: unset, a Crawl-delay stands however long\n".into(),
+            },
+            p.per_host_concurrency,
+            quote(&d(p.max_wait))
+        ));
+        out.push_str(&format!(
+            "[log]\nformat = {}\nlevel = {}\n\n",
+            quote(match self.log_format {
+                LogFormat::Human => "human",
+                LogFormat::Json => "json",
+            }),
+            quote(&self.log_level)
+        ));
+        match self.metrics_per_host {
+            Some(limit) => out.push_str(&format!(
+                "[metrics]\nper_host = true\nper_host_limit = {limit}\n\n"
+            )),
+            None => out.push_str("[metrics]\nper_host = false\n\n"),
+        }
+        let l = &self.limits;
+        out.push_str(&format!(
+            "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\n\n",
+            l.max_connections,
+            quote(&d(l.request_timeout)),
+            quote(&d(l.connect_timeout)),
+            quote(&d(l.idle_timeout)),
+            quote(&d(l.shutdown_grace)),
+            l.allow_private_upstreams
+        ));
+        out.push_str("[tls]\n");
+        if let Some((cert, key)) = &self.tls.cert_and_key {
+            out.push_str(&format!(
+                "cert = {}\nkey = {}\n",
+                quote(&cert.display().to_string()),
+                quote(&key.display().to_string())
+            ));
+        }
+        out.push_str(&format!("hostnames = {}\n", list(&self.tls.hostnames)));
+        out
+    }
+}
