@@ -13,7 +13,8 @@ use thiserror::Error;
 
 use crate::cli::{CheckArgs, Format};
 use crate::robots::{BotProfile, Decision, Policy, RobotsTxt, Selected, PARSE_LIMIT};
-use crate::target::{decide_spellings, Target, TargetError};
+use crate::spelling::{decide_path, SelectorReading};
+use crate::target::{Target, TargetError};
 
 /// Why `check` could not run at all (exit 2).
 #[derive(Debug, Error)]
@@ -124,19 +125,36 @@ fn read_capped(reader: &mut dyn BufRead) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Decides one target as `check` reads it: a full URL, or a path/selector.
-pub fn decide_target(policy: &Policy, target: &str) -> Result<(Decision, Vec<u8>), TargetError> {
-    if target.contains("://") {
+/// Decides one target as `check` reads it: a full URL when it starts with an
+/// RFC 3986 scheme and `://`, else a path or selector (`/a/x%20http://b/` and
+/// `URL:http://x` are paths). A URL is decided through the same path as a
+/// request through the proxy: canonical target, then every spelling.
+pub fn decide_target(
+    policy: &Policy,
+    target: &str,
+    reading: SelectorReading,
+) -> Result<(Decision, Vec<u8>), TargetError> {
+    if is_url(target) {
         let t = Target::parse(target)?;
-        Ok((t.decide(policy), t.matched_path().to_vec()))
+        Ok((t.decide(policy, reading)?, t.matched_path().to_vec()))
     } else if target.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
         Err(TargetError::ControlCharacter)
     } else {
         Ok((
-            decide_spellings(policy, target.as_bytes()),
+            decide_path(policy, target.as_bytes()),
             target.as_bytes().to_vec(),
         ))
     }
+}
+
+/// `scheme://…` with `scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )`.
+fn is_url(target: &str) -> bool {
+    let Some((scheme, _)) = target.split_once("://") else {
+        return false;
+    };
+    let mut bytes = scheme.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 fn report(
@@ -146,7 +164,12 @@ fn report(
     out: &mut impl Write,
     outcome: &mut Outcome,
 ) -> io::Result<()> {
-    let (decision, path) = match decide_target(policy, target) {
+    let reading = if args.literal_selectors {
+        SelectorReading::Literal
+    } else {
+        SelectorReading::Safe
+    };
+    let (decision, path) = match decide_target(policy, target, reading) {
         Ok(d) => d,
         Err(e) => {
             outcome.errors += 1;

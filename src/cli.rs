@@ -111,7 +111,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub robots: String,
 
-    /// The bot's product token (`examplebot`; a `/version` suffix is ignored).
+    /// The bot's product token (`examplebot`; a `/version` suffix is ignored). Empty:
+    /// only the virtual agents' groups and `*` apply.
     #[arg(long, value_name = "NAME", value_parser = parse_agent)]
     pub agent: String,
 
@@ -127,6 +128,11 @@ pub struct CheckArgs {
     /// Also print the group and the rule (with line numbers) that decided.
     #[arg(long)]
     pub explain: bool,
+
+    /// Read gopher:// selectors as the Gopher robots.txt proposal's letter (no
+    /// implied leading `/`), as `[gopher] literal_selectors = true` does.
+    #[arg(long)]
+    pub literal_selectors: bool,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -144,7 +150,8 @@ pub struct CheckArgs {
 }
 
 fn parse_agent(value: &str) -> Result<String, String> {
-    if valid_product_token(value) {
+    // An empty token is a bot with no own group: its virtual agents and `*` apply.
+    if value.is_empty() || valid_product_token(value) {
         Ok(value.to_string())
     } else {
         Err(

@@ -4,6 +4,7 @@
 //! Module map:
 //! - [`robots`]: the policy engine (parse, match, group selection). Pure.
 //! - [`target`]: targets in canonical form (URLs, hosts, paths, Gopher selectors). Pure.
+//! - [`spelling`]: the spellings a server reads as one resource; deciding over all. Pure.
 //! - [`check`]: the `robots-proxy check` command over the two above.
 //! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
 //! - [`server`]: listeners, connection cap, shutdown; [`proxy`]: one request, parse → relay.
@@ -23,6 +24,7 @@ pub mod protocol;
 pub mod proxy;
 pub mod robots;
 pub mod server;
+pub mod spelling;
 pub mod target;
 pub mod tls;
 pub mod upstream;

@@ -4,11 +4,9 @@
 //! and is converted to punycode, the default port is made explicit; a Gemini (or
 //! HTTP) path has its dot segments removed (RFC 3986 §5.2.4) after unreserved
 //! percent-escapes are decoded and the others upper-cased (§6.2.2). A Gopher
-//! selector is sent as the client wrote it, so it is decided in two forms — as
-//! written and cleaned of dot segments and doubled slashes — and refused if
-//! either is disallowed.
+//! selector is sent as the client wrote it; [`crate::spelling`] decides it over
+//! every spelling a server may read it as.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::net::Ipv6Addr;
 
@@ -16,6 +14,7 @@ use thiserror::Error;
 
 use crate::robots::encoding::{hex_val, normalize, Mode};
 use crate::robots::{Decision, Policy};
+use crate::spelling::{self, SelectorReading, SpellingError};
 
 /// The protocols a target can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,6 +94,8 @@ pub enum TargetError {
     InvalidHost(String),
     #[error("invalid port {0:?}")]
     InvalidPort(String),
+    #[error("{0}")]
+    Spelling(#[from] SpellingError),
 }
 
 impl Target {
@@ -175,10 +176,38 @@ impl Target {
         }
     }
 
-    /// Decides this target; a target that could reach one resource two ways is
-    /// refused if either way is disallowed.
-    pub fn decide(&self, policy: &Policy) -> Decision {
-        decide_spellings(policy, self.matched_path())
+    /// Decides this target over every spelling that reaches the same resource
+    /// ([`crate::spelling`]); `reading` says how Gopher selectors are read.
+    pub fn decide(
+        &self,
+        policy: &Policy,
+        reading: SelectorReading,
+    ) -> Result<Decision, TargetError> {
+        match &self.resource {
+            Resource::Path(p) => Ok(spelling::decide_path(policy, p.as_bytes())),
+            Resource::Gopher { selector, .. } => {
+                Ok(spelling::decide_selector(policy, selector, reading)?)
+            }
+        }
+    }
+
+    /// A Gopher target from a selector sent as it is (SOCKS5 drop-in mode):
+    /// `host` already canonical. The selector is checked as a URL's would be.
+    pub fn gopher(
+        host: String,
+        port: u16,
+        selector: Vec<u8>,
+        search: Option<Vec<u8>>,
+    ) -> Result<Target, TargetError> {
+        let resource = gopher_checked(b'0', selector, search)?;
+        Ok(Target {
+            scheme: Scheme::Gopher,
+            host,
+            port,
+            resource,
+            had_userinfo: false,
+            had_fragment: false,
+        })
     }
 }
 
@@ -186,42 +215,6 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.url())
     }
-}
-
-/// Decides a path or selector as written and in its cleaned form (dot segments
-/// removed, runs of `/` collapsed); the first refusal wins. Servers commonly map
-/// `//private/x` and `/./private/x` to `/private/x`, so a rule on the latter must
-/// hold for the former.
-pub fn decide_spellings(policy: &Policy, path: &[u8]) -> Decision {
-    let as_written = policy.decide_bytes(path);
-    if !as_written.allowed() {
-        return as_written;
-    }
-    match cleaned(path) {
-        Cow::Borrowed(_) => as_written,
-        Cow::Owned(clean) => {
-            let cleaned = policy.decide_bytes(&clean);
-            if cleaned.allowed() {
-                as_written
-            } else {
-                cleaned
-            }
-        }
-    }
-}
-
-/// `path` with dot segments removed and runs of `/` collapsed; borrowed when
-/// there was nothing to clean.
-pub fn cleaned(path: &[u8]) -> Cow<'_, [u8]> {
-    let has_dot_segment = path
-        .split(|&b| b == b'/')
-        .any(|seg| seg == b"." || seg == b"..");
-    if !has_dot_segment && !path.windows(2).any(|w| w == b"//") {
-        return Cow::Borrowed(path);
-    }
-    let mut out = remove_dot_segments(path);
-    out.dedup_by(|a, b| *a == b'/' && *b == b'/');
-    Cow::Owned(out)
 }
 
 /// RFC 3986 §5.2.4.
@@ -345,9 +338,6 @@ fn canonical_path(path_and_query: &str) -> String {
 fn gopher_resource(path_and_query: &str) -> Result<Resource, TargetError> {
     let rest = path_and_query.strip_prefix('/').unwrap_or(path_and_query);
     let decoded = percent_decode(rest.as_bytes());
-    if decoded.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
-        return Err(TargetError::ControlCharacter);
-    }
     let Some((&item_type, rest)) = decoded.split_first() else {
         return Ok(Resource::Gopher {
             item_type: b'1',
@@ -359,6 +349,24 @@ fn gopher_resource(path_and_query: &str) -> Result<Resource, TargetError> {
         Some(tab) => (rest[..tab].to_vec(), Some(rest[tab + 1..].to_vec())),
         None => (rest.to_vec(), None),
     };
+    if matches!(item_type, b'\r' | b'\n' | 0) {
+        return Err(TargetError::ControlCharacter);
+    }
+    gopher_checked(item_type, selector, search)
+}
+
+/// A Gopher resource whose selector and search hold no CR, LF or NUL, not
+/// even behind escapes a server would decode ([`spelling::check_selector`]).
+fn gopher_checked(
+    item_type: u8,
+    selector: Vec<u8>,
+    search: Option<Vec<u8>>,
+) -> Result<Resource, TargetError> {
+    let raw_control = |b: &[u8]| b.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0));
+    if raw_control(&selector) || search.as_deref().is_some_and(raw_control) {
+        return Err(TargetError::ControlCharacter);
+    }
+    spelling::check_selector(&selector)?;
     Ok(Resource::Gopher {
         item_type,
         selector,
@@ -574,9 +582,12 @@ mod tests {
                 "{input}"
             );
         }
-        assert_eq!(&*cleaned(b"//private//x"), b"/private/x");
-        assert_eq!(&*cleaned(b"/./private/x"), b"/private/x");
-        assert!(matches!(cleaned(b"/plain/x.txt"), Cow::Borrowed(_)));
+        assert_eq!(&*spelling::fold_path(b"//private//x"), b"/private/x");
+        assert_eq!(&*spelling::fold_path(b"/./private/x"), b"/private/x");
+        assert!(matches!(
+            spelling::fold_path(b"/plain/x.txt"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -1,102 +1,246 @@
-//! Google's reference verdicts (tests/data/google-robotstxt-cases.jsonl, Apache-2.0).
+//! Other projects' published robots.txt verdicts, decided through the path a
+//! request through the proxy takes: the full URL → canonical target → every
+//! spelling → decision (`check::decide_target`, which is `Target::parse` then
+//! `Target::decide`, as `proxy::admit` does). Deciding bare paths with the
+//! engine alone would miss what the steps in front do to a URL.
 //!
-//! Every `rfc_required` case must pass. The others either pass or are listed in
-//! `KNOWN_DIFFERENCES` with the reason; a listed case that starts passing fails
-//! the test too, so the list (and the README's copy of it) stays true.
+//! Suites (tests/data/suites/, licences in tests/data/README.md):
+//! - google/robotstxt `robots_test.cc`: every `rfc_required` case must pass;
+//! - scrapy/protego `tests/test_protego.py`;
+//! - crawler-commons `SimpleRobotRulesParserTest.java`.
+//!
+//! A case may differ only if it is listed in its suite's known differences with
+//! the reason (the README's "Conformance" lists the same); a listed case that
+//! starts agreeing fails the test too, so the lists stay true.
 
+use robots_proxy::check::decide_target;
 use robots_proxy::robots::{BotProfile, RobotsTxt};
-use robots_proxy::target::{Resource, Target};
+use robots_proxy::spelling::SelectorReading;
 use serde_json::Value;
 
-const CASES: &str = include_str!("data/google-robotstxt-cases.jsonl");
+struct Suite {
+    name: &'static str,
+    cases: &'static str,
+    total: usize,
+    known: &'static [(&'static str, &'static str)],
+}
 
-/// Cases where we follow RFC 9309 rather than Google's own choices (README, "Conformance").
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
-    (
-        "ID_Encoding#3",
-        "RFC 9309 §2.2.2: a raw UTF-8 URL is percent-encoded before matching",
-    ),
-    (
-        "ID_Encoding#5",
-        "RFC 9309 §2.2.2: a raw UTF-8 URL is percent-encoded before matching",
-    ),
-    (
-        "ID_Encoding#6",
-        "RFC 9309 §2.2.2 example: %62%61%7A in a rule matches baz",
-    ),
-    (
-        "GoogleOnly_IndexHTMLisDirectory#1",
-        "Google-only: Allow of /index.html does not allow /",
-    ),
-    (
-        "GoogleOnly_LineTooLong#2",
-        "Google cuts lines at 16,664 bytes; we parse whole lines",
-    ),
-    (
-        "GoogleOnly_LineTooLong#5",
-        "Google cuts lines at 16,664 bytes; we parse whole lines",
-    ),
-];
+const ENCODED: &str = "RFC 9309 §2.2.2: a raw UTF-8 URL is percent-encoded before matching";
+const SEGMENT_ESCAPES: &str =
+    "RFC 9309 §2.2.2 example: %62%61%7A in a rule matches baz (RFC 3986 §6.2.2 normal form)";
+const ONE_WORD: &str = "RFC 9309 §2.2.1: a bot is named by its product token, one word of \
+     ASCII letters, `_` and `-` (we also take digits); the suite matches whole User-Agent \
+     strings, several words or non-ASCII names";
+const NO_AGENT_WILDCARD: &str =
+    "RFC 9309 §2.2.1: `*` names every bot only on its own; `foo*bot` is no pattern";
+const INDEX_HTML: &str = "Google-only: Allow of /index.html does not allow /";
 
-/// The harness contract of the data set: match the path and query of the URL,
-/// fragment dropped, an empty path (or an empty URL) becoming `/`.
-fn path_of(url: &str) -> String {
+const GOOGLE: Suite = Suite {
+    name: "google/robotstxt",
+    cases: include_str!("data/suites/google-robotstxt-cases.jsonl"),
+    total: 145,
+    known: &[
+        ("ID_Encoding#3", ENCODED),
+        ("ID_Encoding#5", ENCODED),
+        ("ID_Encoding#6", SEGMENT_ESCAPES),
+        ("GoogleOnly_IndexHTMLisDirectory#1", INDEX_HTML),
+        (
+            "GoogleOnly_LineTooLong#2",
+            "Google cuts lines at 16,664 bytes; we parse whole lines",
+        ),
+        (
+            "GoogleOnly_LineTooLong#5",
+            "Google cuts lines at 16,664 bytes; we parse whole lines",
+        ),
+    ],
+};
+
+const PROTEGO: Suite = Suite {
+    name: "scrapy/protego",
+    cases: include_str!("data/suites/protego-cases.jsonl"),
+    total: 225,
+    known: &[
+        ("test_unicode_url_and_useragent#4", ONE_WORD),
+        ("test_unicode_url_and_useragent#10", ONE_WORD),
+        ("test_generosity#3", ONE_WORD),
+        ("test_generosity#5", NO_AGENT_WILDCARD),
+        ("test_generosity#6", NO_AGENT_WILDCARD),
+        ("test_index_html_is_directory#1", INDEX_HTML),
+        (
+            "test_special_symbols_dual_behaviour#2",
+            "RFC 9309 §2.2.3: a final `$` anchors the end; /x/abc$ disallows /x/abc, \
+             not a path that ends in a dollar sign",
+        ),
+        (
+            "test_special_symbols_dual_behaviour#3",
+            "RFC 9309 §2.2.3: a final `$` anchors the end; /x/abc$ disallows /x/abc, \
+             not a path that ends in a dollar sign",
+        ),
+        (
+            "test_with_absolute_urls#2",
+            "RFC 9309 §2.2.2: a rule matches the path from its start; a rule written as a \
+             full URL matches no path (protego prepends a slash)",
+        ),
+    ],
+};
+
+const CRAWLER_COMMONS: Suite = Suite {
+    name: "crawler-commons",
+    cases: include_str!("data/suites/crawler-commons-cases.jsonl"),
+    total: 152,
+    known: &[
+        (
+            "testHtmlMarkupInRobotsTxt#2",
+            "RFC 9309 §2.2.2: a rule is its value as written; crawler-commons strips HTML \
+             tags such as <BR> from a robots.txt served as a web page",
+        ),
+        ("testHeritrixCases#5", ONE_WORD),
+        ("testHeritrixCases#6", ONE_WORD),
+        ("testHeritrixCases#7", ONE_WORD),
+        ("testMultiWordAgentName#1", ONE_WORD),
+        (
+            "testBigCrawlDelay#1",
+            "crawler-commons disallows a host whose Crawl-delay exceeds its limit; we space \
+             requests by it and answer slow-down past max_wait",
+        ),
+    ],
+};
+
+struct Case {
+    id: String,
+    robots: String,
+    agent: String,
+    url: String,
+    allowed: bool,
+    rfc_required: bool,
+}
+
+fn cases(suite: &Suite) -> Vec<Case> {
+    suite
+        .cases
+        .lines()
+        .map(|line| {
+            let c: Value = serde_json::from_str(line).expect("valid JSON line");
+            let text = |k: &str| c[k].as_str().unwrap().to_string();
+            Case {
+                id: text("id"),
+                robots: text("robots"),
+                agent: text("agent"),
+                url: text("url"),
+                allowed: c["allowed"].as_bool().unwrap(),
+                rfc_required: c["rfc_required"].as_bool().unwrap_or(false),
+            }
+        })
+        .collect()
+}
+
+/// The suites' harnesses read an empty URL as the site's root.
+fn full_url(url: &str) -> &str {
     if url.is_empty() {
-        return "/".to_string();
-    }
-    match Target::parse(url).expect(url).resource {
-        Resource::Path(p) => p,
-        Resource::Gopher { .. } => unreachable!("the data set holds http(s) URLs only"),
+        "http://example.com/"
+    } else {
+        url
     }
 }
 
-#[test]
-fn google_reference_verdicts() {
-    let mut total = 0;
-    let mut rfc_required = 0;
-    let mut failures = Vec::new();
-    let mut known_seen = Vec::new();
-    for line in CASES.lines() {
-        let case: Value = serde_json::from_str(line).expect("valid JSON line");
-        let id = case["id"].as_str().unwrap();
-        let robots = case["robots"].as_str().unwrap();
-        let agent = case["agent"].as_str().unwrap();
-        let url = case["url"].as_str().unwrap();
-        let expected = case["allowed"].as_bool().unwrap();
-        let required = case["rfc_required"].as_bool().unwrap();
-        total += 1;
-        rfc_required += usize::from(required);
+/// What the proxy decides for one case.
+fn decide(case: &Case) -> bool {
+    let policy = RobotsTxt::parse(case.robots.as_bytes()).policy(&BotProfile::new(&case.agent));
+    decide_target(&policy, full_url(&case.url), SelectorReading::Safe)
+        .unwrap_or_else(|e| panic!("{}: {} does not parse: {e}", case.id, case.url))
+        .0
+        .allowed()
+}
 
-        let policy = RobotsTxt::parse(robots.as_bytes()).policy(&BotProfile::new(agent));
-        let got = policy.decide(&path_of(url)).allowed();
-        let known = KNOWN_DIFFERENCES.iter().any(|(k, _)| *k == id);
-        if known {
+fn run(suite: &Suite) {
+    let all = cases(suite);
+    assert_eq!(all.len(), suite.total, "{}: all cases read", suite.name);
+    let mut failures = Vec::new();
+    let mut known_seen = 0;
+    for case in &all {
+        let got = decide(case);
+        if suite.known.iter().any(|(k, _)| *k == case.id) {
             assert!(
-                !required,
-                "{id} is RFC-required and cannot be a known difference"
+                !case.rfc_required,
+                "{} is RFC-required and cannot be a known difference",
+                case.id
             );
             assert_ne!(
-                got, expected,
-                "{id} now agrees with Google: drop it from KNOWN_DIFFERENCES"
+                got, case.allowed,
+                "{}: {} now agrees: drop it from the known differences",
+                suite.name, case.id
             );
-            known_seen.push(id.to_string());
-        } else if got != expected {
+            known_seen += 1;
+        } else if got != case.allowed {
             failures.push(format!(
-                "{id} (rfc_required={required}): expected allowed={expected}, got {got}"
+                "{}: expected allowed={}, got {got} (agent {:?}, url {:?})",
+                case.id, case.allowed, case.agent, case.url
             ));
         }
     }
-    assert_eq!(total, 145, "all cases read");
-    assert_eq!(rfc_required, 128);
     assert_eq!(
-        known_seen.len(),
-        KNOWN_DIFFERENCES.len(),
+        known_seen,
+        suite.known.len(),
         "every known difference exists"
     );
     assert!(
         failures.is_empty(),
-        "{} failures:\n{}",
+        "{}: {} failures:\n{}",
+        suite.name,
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn google_reference_verdicts() {
+    run(&GOOGLE);
+    let required = cases(&GOOGLE).iter().filter(|c| c.rfc_required).count();
+    assert_eq!(required, 128);
+}
+
+#[test]
+fn protego_verdicts() {
+    run(&PROTEGO);
+}
+
+#[test]
+fn crawler_commons_verdicts() {
+    run(&CRAWLER_COMMONS);
+}
+
+/// The 128 RFC-required cases through the built binary, `robots-proxy check`
+/// with the full URL, as a user would run it.
+#[test]
+fn google_rfc_required_cases_through_the_check_command() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut ran = 0;
+    for case in cases(&GOOGLE).iter().filter(|c| c.rfc_required) {
+        let url = full_url(&case.url);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(["check", "--robots", "-", "--agent", &case.agent, url])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(case.robots.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let verdict = if case.allowed { "allow" } else { "disallow" };
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{verdict}\t{url}\n"),
+            "{}: stderr {}",
+            case.id,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += 1;
+    }
+    assert_eq!(ran, 128);
 }

@@ -83,25 +83,39 @@ async fn disallowed_selectors_get_a_403_menu() {
     assert_eq!(origin.count(b"robots.txt"), 1);
 }
 
-/// No implied leading slash: `Disallow: /` for `*` leaves `users` allowed.
+/// `Disallow: /` covers `users` too by default (servers read `users` as
+/// `/users`); the proposal's literal reading (`[gopher] literal_selectors`)
+/// leaves it allowed. robots.txt itself stays allowed either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn selectors_without_a_slash_are_not_covered_by_disallow_slash() {
+async fn a_selector_without_a_slash_is_covered_by_disallow_slash_unless_read_literally() {
     let origin = GopherOrigin::start(|sel| match sel {
         b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /\n".to_vec()),
         _ => Reply::Bytes(b"content\r\n".to_vec()),
     })
     .await;
     let proxy = start_proxy(test_config()).await;
+    for sel in ["0users", "0/users"] {
+        let refused = gopher(proxy.gopher_addr, origin.url(sel).as_bytes()).await;
+        assert!(
+            first_line(&refused).starts_with("3403 Forbidden"),
+            "{sel}: {}",
+            first_line(&refused)
+        );
+    }
     assert_eq!(
-        gopher(proxy.gopher_addr, origin.url("0users").as_bytes()).await,
+        gopher(proxy.gopher_addr, origin.url("0robots.txt").as_bytes()).await,
+        b"User-agent: *\nDisallow: /\n"
+    );
+
+    let mut config = test_config();
+    config.selector_reading = robots_proxy::spelling::SelectorReading::Literal;
+    let literal = start_proxy(config).await;
+    assert_eq!(
+        gopher(literal.gopher_addr, origin.url("0users").as_bytes()).await,
         b"content\r\n"
     );
-    let refused = gopher(proxy.gopher_addr, origin.url("0/users").as_bytes()).await;
-    assert!(
-        first_line(&refused).starts_with("3403 Forbidden"),
-        "{}",
-        first_line(&refused)
-    );
+    let refused = gopher(literal.gopher_addr, origin.url("0/users").as_bytes()).await;
+    assert!(first_line(&refused).starts_with("3403 Forbidden"));
 }
 
 /// Selectors that could reach a file two ways are refused if either is disallowed.

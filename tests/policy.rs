@@ -3,6 +3,7 @@
 
 use robots_proxy::check::decide_target;
 use robots_proxy::robots::{BotProfile, RobotsTxt, RuleKind, Selected};
+use robots_proxy::spelling::SelectorReading;
 
 struct Row {
     robots: &'static str,
@@ -37,7 +38,8 @@ fn bot(agent: &str, virtuals: &[&str]) -> BotProfile {
 fn run(table: &[Row]) {
     for (i, r) in table.iter().enumerate() {
         let policy = RobotsTxt::parse(r.robots.as_bytes()).policy(&bot(r.agent, r.virtuals));
-        let (decision, _) = decide_target(&policy, r.target).expect(r.target);
+        let (decision, _) =
+            decide_target(&policy, r.target, SelectorReading::Safe).expect(r.target);
         assert_eq!(
             decision.allowed(),
             r.allowed,
@@ -167,8 +169,9 @@ fn matching_rules() {
 }
 
 #[test]
-fn gopher_selectors_have_no_implied_slash() {
+fn gopher_selectors_get_an_implied_slash_unless_read_literally() {
     run(&[
+        // Bare `check` targets are paths as written: no slash is implied.
         row("User-agent: *\nDisallow: /\n", "bot", &[], "users", true),
         row("User-agent: *\nDisallow: /\n", "bot", &[], "0/foo", true),
         row(
@@ -179,12 +182,13 @@ fn gopher_selectors_have_no_implied_slash() {
             true,
         ),
         row("User-agent: *\nDisallow: /\n", "bot", &[], "/users", false),
+        // Gopher URLs: servers read `users` as `/users`.
         row(
             "User-agent: *\nDisallow: /\n",
             "bot",
             &[],
             "gopher://example.org/1users",
-            true,
+            false,
         ),
         row(
             "User-agent: *\nDisallow: /\n",
@@ -193,7 +197,14 @@ fn gopher_selectors_have_no_implied_slash() {
             "gopher://example.org/1/users",
             false,
         ),
-        // `*/` blocks any selector holding a slash.
+        row(
+            "User-agent: *\nDisallow: /\n",
+            "bot",
+            &[],
+            "gopher://example.org/0robots.txt",
+            true,
+        ),
+        // `*/` blocks any selector holding a slash, and any a server reads with one.
         row("User-agent: *\nDisallow: */\n", "bot", &[], "0/foo", false),
         row("User-agent: *\nDisallow: */\n", "bot", &[], "/x", false),
         row("User-agent: *\nDisallow: */\n", "bot", &[], "users", true),
@@ -206,6 +217,16 @@ fn gopher_selectors_have_no_implied_slash() {
             true,
         ),
     ]);
+    // The proposal's letter: no implied slash.
+    let policy = RobotsTxt::parse(b"User-agent: *\nDisallow: /\n").policy(&bot("bot", &[]));
+    let literal = |t| {
+        decide_target(&policy, t, SelectorReading::Literal)
+            .unwrap()
+            .0
+            .allowed()
+    };
+    assert!(literal("gopher://example.org/1users"));
+    assert!(!literal("gopher://example.org/1/users"));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 use robots_proxy::check::decide_target;
 use robots_proxy::robots::{BotProfile, RobotsTxt};
+use robots_proxy::spelling::SelectorReading;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
@@ -124,8 +125,8 @@ proptest! {
         let port = if explicit_port { ":1965" } else { "" };
         let variant = format!("gemini://{host}{dot}{port}{path}");
 
-        let (a, _) = decide_target(&policy, &canonical).unwrap();
-        let (b, _) = decide_target(&policy, &variant).unwrap();
+        let (a, _) = decide_target(&policy, &canonical, SelectorReading::Safe).unwrap();
+        let (b, _) = decide_target(&policy, &variant, SelectorReading::Safe).unwrap();
         prop_assert_eq!(a.allowed(), b.allowed(), "{} vs {}\n{}", canonical, variant, body);
     }
 }

@@ -72,9 +72,13 @@ impl Config {
             None => out.push_str("# public_host: the Gopher listener's address\n"),
         }
         match self.gopher_public_port {
-            Some(port) => out.push_str(&format!("public_port = {port}\n\n")),
-            None => out.push_str("# public_port: the Gopher listener's port\n\n"),
+            Some(port) => out.push_str(&format!("public_port = {port}\n")),
+            None => out.push_str("# public_port: the Gopher listener's port\n"),
         }
+        out.push_str(&format!(
+            "literal_selectors = {}\n\n",
+            self.selector_reading == crate::spelling::SelectorReading::Literal
+        ));
         out.push_str(&format!(
             "[bot]\nagent = {}\nvirtual_agents = {}\n\n",
             quote(self.bot.token()),

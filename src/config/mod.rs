@@ -15,6 +15,7 @@ use thiserror::Error;
 use crate::cli::RunArgs;
 use crate::politeness::PolitenessConfig;
 use crate::robots::{valid_product_token, BotProfile};
+use crate::spelling::SelectorReading;
 
 /// A configuration problem, naming the key or flag. Exit status 2.
 #[derive(Debug, Error)]
@@ -123,6 +124,7 @@ pub struct RawSocksUser {
 pub struct RawGopher {
     pub public_host: Option<String>,
     pub public_port: Option<u16>,
+    pub literal_selectors: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,6 +189,9 @@ pub struct Config {
     /// Host and port rewritten Gopher menus point at; `None`: the listener's own.
     pub gopher_public_host: Option<String>,
     pub gopher_public_port: Option<u16>,
+    /// How Gopher selectors are read: every common server's spelling (safe), or
+    /// the proposal's letter (`gopher.literal_selectors`).
+    pub selector_reading: SelectorReading,
     pub bot: BotProfile,
     pub robots: RobotsConfig,
     pub politeness: PolitenessConfig,
@@ -619,6 +624,11 @@ impl RawConfig {
             socks5_users,
             gopher_public_host,
             gopher_public_port: self.gopher.public_port,
+            selector_reading: if self.gopher.literal_selectors.unwrap_or(false) {
+                SelectorReading::Literal
+            } else {
+                SelectorReading::Safe
+            },
             bot,
             robots,
             politeness,

@@ -30,19 +30,23 @@ pub enum BadRequest {
     Target(#[from] TargetError),
 }
 
+/// Splits a request line at its first tab: what follows (search terms, or a
+/// Gopher+ suffix) is passed on as it is, so it may hold no CR, LF or NUL.
+fn split_tab(line: &[u8]) -> Result<(&[u8], Option<Vec<u8>>), BadRequest> {
+    let Some(tab) = memchr::memchr(b'\t', line) else {
+        return Ok((line, None));
+    };
+    let after = &line[tab + 1..];
+    if after.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err(TargetError::ControlCharacter.into());
+    }
+    Ok((&line[..tab], Some(after.to_vec())))
+}
+
 /// Parses the selector line a client sent the proxy (its line end removed):
 /// `gopher://host[:port]/<type><selector>`, search terms after `%09` or a tab.
 pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
-    let (url, after_tab) = match memchr::memchr(b'\t', line) {
-        Some(tab) => (&line[..tab], Some(line[tab + 1..].to_vec())),
-        None => (line, None),
-    };
-    if after_tab
-        .as_deref()
-        .is_some_and(|a| a.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)))
-    {
-        return Err(TargetError::ControlCharacter.into());
-    }
+    let (url, after_tab) = split_tab(line)?;
     let url = std::str::from_utf8(url).map_err(|_| BadRequest::NotUtf8)?;
     let target = match Target::parse(url) {
         Ok(t) => t,
@@ -53,6 +57,16 @@ pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
     if target.scheme != Scheme::Gopher {
         return Err(BadRequest::OtherScheme(target.scheme.as_str().to_string()));
     }
+    Ok(Request { target, after_tab })
+}
+
+/// Parses a bare selector line for `host` and `port` (SOCKS5 drop-in mode:
+/// the client connected to the server itself and sends what it would send it).
+/// What follows a tab is passed on as it is; the selector is checked as a
+/// URL's selector is, so both reach one decision.
+pub fn parse_selector_line(host: &str, port: u16, line: &[u8]) -> Result<Request, BadRequest> {
+    let (selector, after_tab) = split_tab(line)?;
+    let target = Target::gopher(host.to_string(), port, selector.to_vec(), None)?;
     Ok(Request { target, after_tab })
 }
 

@@ -13,7 +13,9 @@ use super::{
     admit_while_connected, client_left, close, log, stream, Admitted, Context, Hangup, Outcome,
     Refusal,
 };
-use crate::protocol::gopher::{error_menu, parse_request, MenuRewriter, Request, MAX_REQUEST};
+use crate::protocol::gopher::{
+    error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
+};
 use crate::protocol::{read_line, LineError};
 
 /// The first line of the type-3 menu for a refusal (design.md's table).
@@ -39,23 +41,49 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
     }
 }
 
-/// Serves one client connection: one selector line, one answer.
+/// Serves one client of the Gopher listener: one selector line (a Gopher URL),
+/// one answer, menus rewritten to point back through the proxy.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
     let started = Instant::now();
+    let deadline = started + ctx.config.limits.request_timeout;
+    serve_line(stream, peer, &ctx, started, deadline, parse_request, true).await;
+}
+
+/// Serves one selector line read from `stream` within `deadline`, parsed by
+/// `parse`: the Gopher listener's URL lines and SOCKS5's bare selectors take the
+/// same path from here on (checks, answers, log line, metrics).
+pub async fn serve_line(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: &Context,
+    started: Instant,
+    deadline: Instant,
+    parse: impl FnOnce(&[u8]) -> Result<Request, BadRequest>,
+    rewrite_menus: bool,
+) {
     // Sized to the longest request: a waiting request costs this, not 8 KiB.
     let mut client = BufReader::with_capacity(MAX_REQUEST + 2, stream);
-    let (request, outcome) =
-        match read_line(&mut client, MAX_REQUEST, ctx.config.limits.request_timeout).await {
-            Ok(line) => handle(&mut client, &line, &ctx).await,
-            Err(LineError::TooLong(max)) => {
-                let refusal = Refusal::Malformed(format!("selector line longer than {max} bytes"));
-                (None, answer(client.get_mut(), &refusal).await)
+    let left = deadline.saturating_duration_since(Instant::now());
+    let (request, outcome) = match read_line(&mut client, MAX_REQUEST, left).await {
+        Ok(line) => match parse(&line) {
+            Ok(request) => {
+                let outcome = process(&mut client, &request, ctx, rewrite_menus).await;
+                (Some(request), outcome)
             }
             Err(e) => {
-                tracing::debug!(%peer, error = %e, "no request");
-                return;
+                let refusal = Refusal::Malformed(e.to_string());
+                (None, answer(client.get_mut(), &refusal).await)
             }
-        };
+        },
+        Err(LineError::TooLong(max)) => {
+            let refusal = Refusal::Malformed(format!("selector line longer than {max} bytes"));
+            (None, answer(client.get_mut(), &refusal).await)
+        }
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "no selector line; closed");
+            return;
+        }
+    };
     log(
         &ctx.metrics,
         "gopher",
@@ -65,24 +93,6 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
         &outcome,
     );
     close(client.get_mut()).await;
-}
-
-async fn handle(
-    client: &mut BufReader<TcpStream>,
-    line: &[u8],
-    ctx: &Context,
-) -> (Option<Request>, Outcome) {
-    let request = match parse_request(line) {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                None,
-                answer(client.get_mut(), &Refusal::Malformed(e.to_string())).await,
-            )
-        }
-    };
-    let outcome = process(client, &request, ctx, true).await;
-    (Some(request), outcome)
 }
 
 /// The shared checks, then the relay. `rewrite_menus`: menus answer to a client

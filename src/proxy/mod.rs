@@ -165,7 +165,9 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
     };
     match &entry.rules {
         Rules::Found { policy, stale } => {
-            let decision = target.decide(policy);
+            let decision = target
+                .decide(policy, ctx.config.selector_reading)
+                .map_err(|e| Refusal::Malformed(e.to_string()))?;
             if !decision.allowed() {
                 let mut reason = refusal_reason(&key, &ctx.config.bot, policy, &decision);
                 if stale.is_some() {

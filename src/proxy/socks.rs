@@ -8,16 +8,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use super::{close, gemini, gopher, log, Context};
-use crate::protocol::gopher::{error_menu, Request, MAX_REQUEST};
+use super::{close, gemini, gopher, Context};
+use crate::protocol::gopher::parse_selector_line;
 use crate::protocol::socks5::{handshake, looks_like_tls, reply, send_reply};
-use crate::protocol::{read_line, LineError};
-use crate::target::{canonical_host, Resource, Scheme, Target};
+use crate::target::canonical_host;
 use crate::tls::Authority;
 
 pub async fn serve(
@@ -103,73 +101,9 @@ pub async fn serve(
         )
         .await;
     } else {
-        serve_selector(stream, peer, &ctx, host, dest.port, started, deadline).await;
+        // Requests carry no item type; through SOCKS the answer is relayed as
+        // it is (the client's next request comes through SOCKS again).
+        let parse = |line: &[u8]| parse_selector_line(&host, dest.port, line);
+        gopher::serve_line(stream, peer, &ctx, started, deadline, parse, false).await;
     }
-}
-
-/// A plain Gopher selector line for the CONNECT target.
-async fn serve_selector(
-    stream: TcpStream,
-    peer: SocketAddr,
-    ctx: &Arc<Context>,
-    host: String,
-    port: u16,
-    started: Instant,
-    deadline: Instant,
-) {
-    let mut client = BufReader::with_capacity(MAX_REQUEST + 2, stream);
-    let left = deadline.saturating_duration_since(Instant::now());
-    let line = match read_line(&mut client, MAX_REQUEST, left).await {
-        Ok(line) => line,
-        Err(LineError::TooLong(max)) => {
-            let text = format!("400 Bad Request: selector line longer than {max} bytes");
-            let _ = tokio::io::AsyncWriteExt::write_all(client.get_mut(), &error_menu(&text)).await;
-            close(client.get_mut()).await;
-            return;
-        }
-        Err(e) => {
-            tracing::info!(%peer, error = %e, "SOCKS5 client sent neither TLS nor a selector line; closed");
-            return;
-        }
-    };
-    let (selector, after_tab) = match memchr::memchr(b'\t', &line) {
-        Some(tab) => (line[..tab].to_vec(), Some(line[tab + 1..].to_vec())),
-        None => (line, None),
-    };
-    if selector
-        .iter()
-        .chain(after_tab.iter().flatten())
-        .any(|&b| b == b'\r' || b == 0)
-    {
-        let text = "400 Bad Request: CR or NUL inside the selector";
-        let _ = tokio::io::AsyncWriteExt::write_all(client.get_mut(), &error_menu(text)).await;
-        close(client.get_mut()).await;
-        return;
-    }
-    let request = Request {
-        target: Target {
-            scheme: Scheme::Gopher,
-            host,
-            port,
-            // Requests carry no item type; through SOCKS the answer is relayed as it is.
-            resource: Resource::Gopher {
-                item_type: b'0',
-                selector,
-                search: None,
-            },
-            had_userinfo: false,
-            had_fragment: false,
-        },
-        after_tab,
-    };
-    let outcome = gopher::process(&mut client, &request, ctx, false).await;
-    log(
-        &ctx.metrics,
-        "gopher",
-        peer,
-        Some(&request.target),
-        started,
-        &outcome,
-    );
-    close(client.get_mut()).await;
 }

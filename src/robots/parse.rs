@@ -7,9 +7,14 @@
 //! bytes are read (RFC 9309 §2.5 asks for at least 500 KiB).
 //!
 //! A group is a run of `User-agent:` / `Virtual-agent:` lines followed by rules.
-//! Blank lines, comments, `Sitemap:` and unknown lines do not end a group (RFC
-//! 9309 §2.1 and Google's reference parser agree); the next agent line after a
-//! rule starts a new one. Rules before any agent line belong to no group.
+//! Blank lines, comments, `Sitemap:`, `Crawl-delay:` and unknown lines do not
+//! end a run of agent lines (RFC 9309 §2.2.4: records the RFC does not define
+//! do not interfere with it; Google's reference parser agrees); the next agent
+//! line after an `Allow`/`Disallow` starts a new group. A `Crawl-delay` belongs
+//! to the agent lines just before it (since the group began or since the last
+//! `Crawl-delay`), as files are written: `User-agent: a`, `Crawl-delay: 1`,
+//! `User-agent: b`, `Crawl-delay: 5`. Rules before any agent line belong to no
+//! group.
 
 use super::encoding::{normalized_string, Mode};
 
@@ -54,6 +59,8 @@ pub(crate) struct Agent {
     /// Lower-cased product token, or `*`.
     pub(crate) name: Span,
     pub(crate) line: u32,
+    /// The largest valid `Crawl-delay` after this agent line in its group, in seconds.
+    pub(crate) crawl_delay: Option<f64>,
 }
 
 #[derive(Clone, Debug)]
@@ -68,8 +75,6 @@ pub(crate) struct Rule {
 pub(crate) struct Group {
     pub(crate) agents: std::ops::Range<u32>,
     pub(crate) rules: std::ops::Range<u32>,
-    /// The largest valid `Crawl-delay` in the group, in seconds.
-    pub(crate) crawl_delay: Option<f64>,
 }
 
 /// A parsed robots.txt: parse once, then build a [`Policy`](super::Policy) per bot.
@@ -251,6 +256,10 @@ impl RobotsTxt {
         // Whether the current group has had a rule line: the next agent line then
         // starts a new group instead of joining this one.
         let mut group_has_rules = false;
+        // The agents a `Crawl-delay` line applies to: those named since the group
+        // began or since the last `Crawl-delay` with agent lines after it.
+        let mut delay_run_start = 0u32;
+        let mut after_delay = false;
 
         for (number, raw) in (Lines {
             rest: body,
@@ -273,9 +282,14 @@ impl RobotsTxt {
                         robots.groups.push(Group {
                             agents: at_agent..at_agent,
                             rules: at_rule..at_rule,
-                            crawl_delay: None,
                         });
                         group_has_rules = false;
+                        delay_run_start = at_agent;
+                        after_delay = false;
+                    }
+                    if after_delay {
+                        delay_run_start = robots.agents.len() as u32;
+                        after_delay = false;
                     }
                     // An unusable name still starts a group, so the rules under it
                     // are not taken for the group before.
@@ -289,6 +303,7 @@ impl RobotsTxt {
                             },
                             name,
                             line: number,
+                            crawl_delay: None,
                         });
                         let end = robots.agents.len() as u32;
                         if let Some(g) = robots.groups.last_mut() {
@@ -319,10 +334,16 @@ impl RobotsTxt {
                     }
                 }
                 Field::CrawlDelay => {
-                    group_has_rules = true;
-                    if let (Some(secs), Some(g)) = (parse_delay(value), robots.groups.last_mut()) {
-                        // Two delays in one group: the larger is the safe reading.
-                        g.crawl_delay = Some(g.crawl_delay.map_or(secs, |d| d.max(secs)));
+                    if robots.groups.is_empty() {
+                        continue;
+                    }
+                    after_delay = true;
+                    let Some(secs) = parse_delay(value) else {
+                        continue;
+                    };
+                    for agent in &mut robots.agents[delay_run_start as usize..] {
+                        // Two delays for one agent: the larger is the safe reading.
+                        agent.crawl_delay = Some(agent.crawl_delay.map_or(secs, |d| d.max(secs)));
                     }
                 }
                 Field::Sitemap | Field::Other => {}
@@ -427,6 +448,32 @@ mod tests {
             .collect()
     }
 
+    fn delays(r: &RobotsTxt, g: usize) -> Vec<Option<f64>> {
+        let g = &r.groups[g];
+        r.agents[g.agents.start as usize..g.agents.end as usize]
+            .iter()
+            .map(|a| a.crawl_delay)
+            .collect()
+    }
+
+    /// RFC 9309 §2.2.4: a record the RFC does not define, `Crawl-delay` among
+    /// them, does not end a run of agent lines; the delay is its agents'.
+    #[test]
+    fn crawl_delay_does_not_end_the_agent_run() {
+        let r = RobotsTxt::parse(b"User-agent: a\nCrawl-delay: 1\nUser-agent: b\nDisallow: /\n");
+        assert_eq!(r.groups.len(), 1);
+        assert_eq!(agents(&r, 0).len(), 2);
+        assert_eq!(rules(&r, 0), [(RuleKind::Disallow, "/".into(), 4)]);
+        assert_eq!(delays(&r, 0), [Some(1.0), None]);
+        let r = RobotsTxt::parse(
+            b"User-agent: a\nUser-agent: b\nCrawl-delay: 2\nCrawl-delay: 3\nUser-agent: c\n\
+              Crawl-delay: 5\nDisallow: /x\nCrawl-delay: 7\n",
+        );
+        assert_eq!(delays(&r, 0), [Some(3.0), Some(3.0), Some(7.0)]);
+        let r = RobotsTxt::parse(b"User-agent: a\nFoo: bar\nUser-agent: b\nDisallow: /\n");
+        assert_eq!(r.groups.len(), 1);
+    }
+
     #[test]
     fn line_endings_bom_comments_and_case() {
         for body in [
@@ -477,7 +524,7 @@ mod tests {
             ]
         );
         assert_eq!(rules(&r, 0), [(RuleKind::Disallow, "/1".into(), 6)]);
-        assert_eq!(r.groups[0].crawl_delay, Some(3.0));
+        assert_eq!(delays(&r, 0), [Some(3.0), Some(3.0)]);
         assert_eq!(rules(&r, 1), [(RuleKind::Allow, "/2".into(), 9)]);
     }
 
@@ -519,10 +566,10 @@ mod tests {
         ];
         for (value, want) in cases {
             let r = RobotsTxt::parse(format!("user-agent: a\ncrawl-delay: {value}\n").as_bytes());
-            assert_eq!(r.groups[0].crawl_delay, *want, "crawl-delay {value:?}");
+            assert_eq!(delays(&r, 0), [*want], "crawl-delay {value:?}");
         }
         let r = RobotsTxt::parse(b"user-agent: a\ncrawl-delay: 3\ncrawl-delay: 7\ncrawl-delay: 1");
-        assert_eq!(r.groups[0].crawl_delay, Some(7.0));
+        assert_eq!(delays(&r, 0), [Some(7.0)]);
     }
 
     #[test]

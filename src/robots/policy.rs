@@ -225,13 +225,13 @@ impl RobotsTxt {
                 if kind_ok(agent.kind) && self.bytes(agent.name) == name.as_bytes() {
                     lines.push(agent.line);
                     named = true;
+                    if let Some(d) = agent.crawl_delay {
+                        delay = Some(delay.map_or(d, |x: f64| x.max(d)));
+                    }
                 }
             }
             if named {
                 groups.push(group);
-                if let Some(d) = group.crawl_delay {
-                    delay = Some(delay.map_or(d, |x: f64| x.max(d)));
-                }
             }
         }
         if groups.is_empty() {

@@ -1,0 +1,273 @@
+//! The spellings a server reads as one resource, and deciding over all of them.
+//!
+//! A refusal must not be dodged by writing the same resource another way. For a
+//! Gemini (or HTTP) path the canonical form in [`crate::target`] already removes
+//! dot segments and normalises escapes; what is left is a doubled slash, which
+//! many servers fold (`//private/x` is `/private/x`), so a path is decided as
+//! written and with its slashes folded. The query is matched as written (RFC 9309
+//! §2.2.2): `?u=http://x` keeps its `//`.
+//!
+//! A Gopher selector is sent upstream byte for byte, and the servers people run
+//! read it loosely. Checked against gophernicus, pygopherd and geomyidae (see the
+//! README's table), a server may
+//!
+//! * add or drop a leading `/` (`private/x` and `/private/x` are one file),
+//! * fold doubled slashes and dot segments,
+//! * percent-decode the selector once more, after the URL layer already did
+//!   (`/sub%252Ffile` reaches `/sub/file`), or several times,
+//! * stop at a NUL, and drop a `?query` or a tab and what follows.
+//!
+//! So a selector is refused if **any** of those spellings is disallowed: every
+//! stage of decoding until nothing changes, each with and without its `?`/tab
+//! tail, each cleaned of dot segments and doubled slashes, each with and without
+//! a leading `/`. A NUL, CR or LF in any decoded stage is bad input, as is a
+//! selector still changing after [`MAX_DECODE_ROUNDS`] decodings.
+//!
+//! The Gopher robots.txt proposal's letter treats selectors as opaque strings:
+//! `Disallow: /` then leaves `0/foo` allowed. [`SelectorReading::Literal`] is that
+//! reading (no implied leading slash; the other equivalences still hold), for
+//! operators who want it; the safe reading is the default.
+
+use std::borrow::Cow;
+
+use crate::robots::{Decision, Policy};
+use crate::target::{percent_decode, remove_dot_segments};
+
+/// A selector that still changes after this many percent-decodings is refused:
+/// no server decodes that often, and each round is work for us.
+pub const MAX_DECODE_ROUNDS: usize = 8;
+
+/// How Gopher selectors are read (`[gopher] literal_selectors`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SelectorReading {
+    /// Every spelling common servers map to one file counts (the default).
+    #[default]
+    Safe,
+    /// The proposal's letter: no implied leading `/`.
+    Literal,
+}
+
+/// Why a selector cannot be decided: it hides something a server would act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpellingError {
+    #[error("a NUL, CR or LF hides behind percent-escapes in the selector")]
+    HiddenControl,
+    #[error("the selector is percent-escaped more than {MAX_DECODE_ROUNDS} times over")]
+    TooDeep,
+}
+
+/// The selector and each stage of percent-decoding it, until nothing changes.
+fn decode_stages(selector: &[u8]) -> Result<Vec<Vec<u8>>, SpellingError> {
+    let mut stages = vec![selector.to_vec()];
+    loop {
+        let last = stages.last().map(Vec::as_slice).unwrap_or_default();
+        if last.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+            return Err(SpellingError::HiddenControl);
+        }
+        if !last.contains(&b'%') {
+            return Ok(stages);
+        }
+        let next = percent_decode(last);
+        if next == last {
+            return Ok(stages);
+        }
+        if stages.len() > MAX_DECODE_ROUNDS {
+            return Err(SpellingError::TooDeep);
+        }
+        stages.push(next);
+    }
+}
+
+/// Checks that a selector can be decided: what [`gopher_spellings`] would refuse.
+pub fn check_selector(selector: &[u8]) -> Result<(), SpellingError> {
+    decode_stages(selector).map(|_| ())
+}
+
+/// Every spelling of `selector` that a common server reads as the same
+/// resource, the selector as written first, without repeats.
+pub fn gopher_spellings(
+    selector: &[u8],
+    reading: SelectorReading,
+) -> Result<Vec<Vec<u8>>, SpellingError> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut add = |s: Vec<u8>| {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    };
+    add(selector.to_vec());
+    for stage in decode_stages(selector)? {
+        let cut = stage
+            .iter()
+            .position(|&b| b == b'?' || b == b'\t')
+            .map(|at| stage[..at].to_vec());
+        for form in std::iter::once(stage).chain(cut) {
+            let bare = form.iter().position(|&b| b != b'/').unwrap_or(form.len());
+            match reading {
+                SelectorReading::Safe => {
+                    let mut rooted = Vec::with_capacity(form.len() + 1);
+                    rooted.push(b'/');
+                    rooted.extend_from_slice(&form[bare..]);
+                    let rooted = fold_path(&rooted).into_owned();
+                    add(rooted[1..].to_vec());
+                    add(rooted);
+                }
+                SelectorReading::Literal => add(fold_path(&form).into_owned()),
+            }
+            add(form);
+        }
+    }
+    Ok(out)
+}
+
+/// `path` with dot segments removed and runs of `/` folded; borrowed when there
+/// was nothing to do.
+pub fn fold_path(path: &[u8]) -> Cow<'_, [u8]> {
+    let has_dot_segment = path
+        .split(|&b| b == b'/')
+        .any(|seg| seg == b"." || seg == b"..");
+    if !has_dot_segment && !path.windows(2).any(|w| w == b"//") {
+        return Cow::Borrowed(path);
+    }
+    let mut out = remove_dot_segments(path);
+    out.dedup_by(|a, b| *a == b'/' && *b == b'/');
+    Cow::Owned(out)
+}
+
+/// Decides a path with its query (Gemini, HTTP, or a bare `check` target): as
+/// written, and with the path part folded ([`fold_path`]); the query is left as
+/// it is. The first refusal wins.
+pub fn decide_path(policy: &Policy, path: &[u8]) -> Decision {
+    let as_written = policy.decide_bytes(path);
+    if !as_written.allowed() {
+        return as_written;
+    }
+    let (before, query) = match path.iter().position(|&b| b == b'?') {
+        Some(at) => path.split_at(at),
+        None => (path, &[][..]),
+    };
+    match fold_path(before) {
+        Cow::Borrowed(_) => as_written,
+        Cow::Owned(mut folded) => {
+            folded.extend_from_slice(query);
+            first_refusal(as_written, policy.decide_bytes(&folded))
+        }
+    }
+}
+
+/// Decides a Gopher selector over all its spellings; robots.txt itself, asked
+/// for by one of its selectors as written, is always allowed.
+pub fn decide_selector(
+    policy: &Policy,
+    selector: &[u8],
+    reading: SelectorReading,
+) -> Result<Decision, SpellingError> {
+    let as_written = policy.decide_bytes(selector);
+    if as_written.allowed() && policy.explain(&as_written).robots_txt_itself {
+        return Ok(as_written);
+    }
+    let mut decision = as_written;
+    for spelling in gopher_spellings(selector, reading)?.iter().skip(1) {
+        if !decision.allowed() {
+            break;
+        }
+        decision = first_refusal(decision, policy.decide_bytes(spelling));
+    }
+    Ok(decision)
+}
+
+/// The first of two decisions that refuses; `first` when both allow (its
+/// explanation names the spelling as written).
+fn first_refusal(first: Decision, second: Decision) -> Decision {
+    if first.allowed() && !second.allowed() {
+        second
+    } else {
+        first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::robots::RobotsTxt;
+
+    fn spellings(s: &str, reading: SelectorReading) -> Vec<String> {
+        gopher_spellings(s.as_bytes(), reading)
+            .unwrap()
+            .into_iter()
+            .map(|v| String::from_utf8(v).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn spellings_of_a_selector() {
+        let safe = spellings("private/secret.txt", SelectorReading::Safe);
+        assert!(
+            safe.contains(&"/private/secret.txt".to_string()),
+            "{safe:?}"
+        );
+        let safe = spellings("/0/sub%252Ffile.txt", SelectorReading::Safe);
+        for want in ["/0/sub%2Ffile.txt", "/0/sub/file.txt", "0/sub/file.txt"] {
+            assert!(safe.contains(&want.to_string()), "{want} in {safe:?}");
+        }
+        let safe = spellings("/exact.txt?x", SelectorReading::Safe);
+        assert!(safe.contains(&"/exact.txt".to_string()), "{safe:?}");
+        let safe = spellings("//a/./b/../c%253Fq", SelectorReading::Safe);
+        assert!(safe.contains(&"/a/c".to_string()), "{safe:?}");
+        let literal = spellings("private/x", SelectorReading::Literal);
+        assert_eq!(literal, ["private/x"]);
+        let literal = spellings("/sub%252Ffile", SelectorReading::Literal);
+        assert!(literal.contains(&"/sub/file".to_string()), "{literal:?}");
+    }
+
+    #[test]
+    fn hidden_controls_and_deep_escapes_are_bad_input() {
+        for bad in ["/sub%00", "/sub%2500", "/a%250D%250Ab", "/x%25252500"] {
+            assert_eq!(
+                check_selector(bad.as_bytes()),
+                Err(SpellingError::HiddenControl),
+                "{bad}"
+            );
+        }
+        let deep = format!("/x%{}41", "25".repeat(MAX_DECODE_ROUNDS + 1));
+        assert_eq!(check_selector(deep.as_bytes()), Err(SpellingError::TooDeep));
+        let fine = format!("/x%{}41", "25".repeat(MAX_DECODE_ROUNDS - 1));
+        assert_eq!(check_selector(fine.as_bytes()), Ok(()));
+        // A stray `%` is no escape and changes nothing.
+        assert_eq!(check_selector(b"/100%"), Ok(()));
+    }
+
+    #[test]
+    fn the_query_keeps_its_slashes() {
+        let robots = RobotsTxt::parse(
+            b"User-agent: FooBot\nDisallow: /\nAllow: /foo/bar?qux=taz&baz=http://foo.bar?tar&par\n",
+        );
+        let policy = robots.policy(&crate::robots::BotProfile::new("FooBot"));
+        assert!(decide_path(&policy, b"/foo/bar?qux=taz&baz=http://foo.bar?tar&par").allowed());
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private\n");
+        let policy = robots.policy(&crate::robots::BotProfile::new("x"));
+        assert!(!decide_path(&policy, b"//private?a=//b").allowed());
+        assert!(decide_path(&policy, b"/public?u=//private").allowed());
+    }
+
+    #[test]
+    fn robots_txt_stays_allowed_and_its_spellings_do_not_open_the_rest() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /\n");
+        let policy = robots.policy(&crate::robots::BotProfile::new("x"));
+        for ok in ["robots.txt", "/robots.txt", "0/robots.txt"] {
+            let d = decide_selector(&policy, ok.as_bytes(), SelectorReading::Safe).unwrap();
+            assert!(d.allowed(), "{ok}");
+        }
+        for no in [
+            "/robots.txt/../private",
+            "robots.txt%3F/../x",
+            "0/foo",
+            "foo",
+        ] {
+            let d = decide_selector(&policy, no.as_bytes(), SelectorReading::Safe).unwrap();
+            assert!(!d.allowed(), "{no}");
+        }
+        let d = decide_selector(&policy, b"0/foo", SelectorReading::Literal).unwrap();
+        assert!(d.allowed(), "the literal reading leaves 0/foo allowed");
+    }
+}
