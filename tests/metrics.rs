@@ -3,41 +3,7 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A plain HTTP/1.1 GET; the status code and the body.
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
-
-/// The value of one sample line, e.g. `robots_proxy_requests_total{decision="allowed",protocol="gemini"}`.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| {
-        l.strip_prefix(series)
-            .and_then(|rest| rest.trim().parse().ok())
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_move_by_exactly_what_happened() {

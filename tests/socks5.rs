@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use common::*;
@@ -12,45 +11,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// Greeting (no auth, or user/password) and CONNECT to `host:port` by name;
-/// returns the stream and the CONNECT reply code.
-async fn socks_connect(
-    proxy: SocketAddr,
-    host: &str,
-    port: u16,
-    auth: Option<(&str, &str)>,
-) -> (TcpStream, u8) {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
-    match auth {
-        None => s.write_all(&[5, 1, 0]).await.unwrap(),
-        Some(_) => s.write_all(&[5, 1, 2]).await.unwrap(),
-    }
-    let mut choice = [0u8; 2];
-    s.read_exact(&mut choice).await.unwrap();
-    if let Some((user, pass)) = auth {
-        assert_eq!(choice, [5, 2]);
-        let mut msg = vec![1, user.len() as u8];
-        msg.extend_from_slice(user.as_bytes());
-        msg.push(pass.len() as u8);
-        msg.extend_from_slice(pass.as_bytes());
-        s.write_all(&msg).await.unwrap();
-        let mut status = [0u8; 2];
-        s.read_exact(&mut status).await.unwrap();
-        if status[1] != 0 {
-            return (s, 0xFF);
-        }
-    } else {
-        assert_eq!(choice, [5, 0]);
-    }
-    let mut req = vec![5, 1, 0, 3, host.len() as u8];
-    req.extend_from_slice(host.as_bytes());
-    req.extend_from_slice(&port.to_be_bytes());
-    s.write_all(&req).await.unwrap();
-    let mut reply = [0u8; 10];
-    s.read_exact(&mut reply).await.unwrap();
-    (s, reply[1])
-}
 
 /// A Gemini request over SOCKS5 with a client that trusts only the proxy's CA
 /// and checks the certificate's name.

@@ -315,3 +315,83 @@ pub async fn gopher(proxy: SocketAddr, line: &[u8]) -> Vec<u8> {
     let _ = stream.read_to_end(&mut answer).await;
     answer
 }
+
+/// Greeting (no auth, or user/password) and CONNECT to `host:port` by name;
+/// returns the stream and the CONNECT reply code.
+pub async fn socks_connect(
+    proxy: SocketAddr,
+    host: &str,
+    port: u16,
+    auth: Option<(&str, &str)>,
+) -> (TcpStream, u8) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    match auth {
+        None => s.write_all(&[5, 1, 0]).await.unwrap(),
+        Some(_) => s.write_all(&[5, 1, 2]).await.unwrap(),
+    }
+    let mut choice = [0u8; 2];
+    s.read_exact(&mut choice).await.unwrap();
+    if let Some((user, pass)) = auth {
+        assert_eq!(choice, [5, 2]);
+        let mut msg = vec![1, user.len() as u8];
+        msg.extend_from_slice(user.as_bytes());
+        msg.push(pass.len() as u8);
+        msg.extend_from_slice(pass.as_bytes());
+        s.write_all(&msg).await.unwrap();
+        let mut status = [0u8; 2];
+        s.read_exact(&mut status).await.unwrap();
+        if status[1] != 0 {
+            return (s, 0xFF);
+        }
+    } else {
+        assert_eq!(choice, [5, 0]);
+    }
+    let mut req = vec![5, 1, 0, 3, host.len() as u8];
+    req.extend_from_slice(host.as_bytes());
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).await.unwrap();
+    (s, reply[1])
+}
+
+/// One bare selector line through the SOCKS5 listener to `origin`; the whole answer.
+pub async fn gopher_via_socks(proxy: SocketAddr, origin: SocketAddr, selector: &[u8]) -> Vec<u8> {
+    let (mut s, code) = socks_connect(proxy, "127.0.0.1", origin.port(), None).await;
+    assert_eq!(code, 0);
+    s.write_all(&[selector, b"\r\n"].concat()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer).await;
+    answer
+}
+
+/// A plain HTTP/1.1 GET; the status code and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one sample line, e.g. `robots_proxy_requests_total{decision="allowed",protocol="gemini"}`.
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}

@@ -1,0 +1,200 @@
+//! A crawler trying to reach a disallowed Gopher file by another spelling, on
+//! every way in: the Gopher listener (a Gopher URL), the SOCKS5 listener (the
+//! raw selector a server would get), and `robots-proxy check`. The origin here
+//! reads selectors the way gophernicus does (leading slash optional, escapes
+//! decoded again, `?query` dropped), so each spelling below would reach the
+//! disallowed file if it got through. One row per class, several per class.
+
+mod common;
+
+use common::*;
+use robots_proxy::check::decide_target;
+use robots_proxy::robots::{BotProfile, RobotsTxt};
+use robots_proxy::spelling::SelectorReading;
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\nDisallow: /sub/\nDisallow: /exact.txt$\n";
+
+/// Selectors (as the server receives them) that must be refused with 3403,
+/// by class.
+const REFUSED: &[(&str, &str)] = &[
+    ("as written", "/private/secret.txt"),
+    ("no leading slash", "private/secret.txt"),
+    ("no leading slash", "sub/file.txt"),
+    ("doubled slashes", "//private/secret.txt"),
+    ("doubled slashes", "/sub//file.txt"),
+    ("dot segments", "/./private/x"),
+    ("dot segments", "/pub/../private/x"),
+    ("dot segments", "pub/../sub/x"),
+    ("escape decoded again", "/sub%2Ffile.txt"),
+    ("escape decoded again", "/%70rivate/x"),
+    ("escape decoded again", "%2Fprivate"),
+    ("escape of an escape", "/sub%252Ffile.txt"),
+    ("escape of an escape", "/%2570rivate"),
+    ("escaped three times", "/%25252570rivate"),
+    ("query dropped", "/exact.txt?x"),
+    ("query dropped", "/private?/../public"),
+    ("escaped query dropped", "/exact.txt%3Fx"),
+    ("escaped tab", "/exact.txt%09x"),
+    ("escape of an escaped tab", "/exact.txt%2509x"),
+    ("everything at once", "%2F.%2F%252Fprivate%3Fq"),
+];
+
+/// Selectors whose decoded forms hide a NUL, CR or LF: bad input, 3400.
+const BAD: &[&str] = &[
+    "/sub%00",
+    "/sub%2500",
+    "/private%252500",
+    "/x%0D%0Ay",
+    "/x%250D%250Ay",
+];
+
+/// Selectors that stay allowed (so the refusals above are not a blanket no).
+const ALLOWED: &[&str] = &[
+    "/public.txt",
+    "public.txt",
+    "/exact.txt.bak",
+    "/subway.txt",
+    "/100%",
+    "/a%20b",
+];
+
+fn origin_reply(selector: &[u8]) -> Reply {
+    if selector == b"robots.txt" {
+        Reply::Bytes(ROBOTS.as_bytes().to_vec())
+    } else {
+        Reply::Bytes(b"iserved\t\tnull.host\t1\r\n.\r\n".to_vec())
+    }
+}
+
+fn first_line(answer: &[u8]) -> String {
+    let end = answer
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(answer.len());
+    String::from_utf8_lossy(&answer[..end]).into_owned()
+}
+
+/// `gopher://127.0.0.1:PORT/0` + the selector, percent-encoded as a URL must be
+/// (so that the URL layer's decoding gives back exactly `selector`).
+fn url_for(origin: &GopherOrigin, selector: &str) -> String {
+    let mut encoded = String::new();
+    for b in selector.bytes() {
+        if b.is_ascii_alphanumeric() || b"/.-_~".contains(&b) {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    origin.url(&format!("0{encoded}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_class_is_refused_on_the_gopher_listener() {
+    let origin = GopherOrigin::start(origin_reply).await;
+    let proxy = start_proxy(test_config()).await;
+    for (class, sel) in REFUSED {
+        let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
+        assert!(
+            first_line(&answer).starts_with("3403 Forbidden: robots.txt"),
+            "{class}: {sel}: {}",
+            first_line(&answer)
+        );
+    }
+    for sel in BAD {
+        let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
+        assert!(
+            first_line(&answer).starts_with("3400 Bad Request"),
+            "{sel}: {}",
+            first_line(&answer)
+        );
+    }
+    assert_eq!(
+        origin.all(),
+        ["robots.txt"],
+        "nothing else reached the origin"
+    );
+    for sel in ALLOWED {
+        let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
+        assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1", "{sel}");
+        assert_eq!(
+            origin.count(sel.as_bytes()),
+            1,
+            "{sel} reached the origin as sent"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_class_is_refused_through_socks5() {
+    let origin = GopherOrigin::start(origin_reply).await;
+    let proxy = start_proxy(test_config()).await;
+    let socks = proxy.socks5_addr.unwrap();
+    for (class, sel) in REFUSED {
+        let answer = gopher_via_socks(socks, origin.addr, sel.as_bytes()).await;
+        assert!(
+            first_line(&answer).starts_with("3403 Forbidden: robots.txt"),
+            "{class}: {sel}: {}",
+            first_line(&answer)
+        );
+    }
+    for sel in BAD {
+        let answer = gopher_via_socks(socks, origin.addr, sel.as_bytes()).await;
+        assert!(
+            first_line(&answer).starts_with("3400 Bad Request"),
+            "{sel}: {}",
+            first_line(&answer)
+        );
+    }
+    // A raw NUL or CR inside the line.
+    for raw in [&b"/sub\0x"[..], b"/sub\rx", b"/ok\tsearch\0"] {
+        let answer = gopher_via_socks(socks, origin.addr, raw).await;
+        assert!(
+            first_line(&answer).starts_with("3400 Bad Request"),
+            "{raw:?}: {}",
+            first_line(&answer)
+        );
+    }
+    assert_eq!(
+        origin.all(),
+        ["robots.txt"],
+        "nothing else reached the origin"
+    );
+    for sel in ALLOWED {
+        let answer = gopher_via_socks(socks, origin.addr, sel.as_bytes()).await;
+        assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1", "{sel}");
+    }
+    // Bad selectors are logged and counted like the Gopher listener's.
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let errors = sample(
+        &metrics,
+        r#"robots_proxy_requests_total{decision="error",protocol="gopher"}"#,
+    );
+    assert_eq!(errors, Some((BAD.len() + 3) as f64));
+}
+
+/// `check` takes gopher:// URLs and decides them exactly as the listeners do.
+#[test]
+fn every_spelling_class_is_refused_by_check() {
+    let policy = RobotsTxt::parse(ROBOTS.as_bytes()).policy(&BotProfile::new("bot"));
+    let url = |sel: &str| {
+        let mut encoded = String::from("gopher://127.0.0.1/0");
+        for b in sel.bytes() {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+        encoded
+    };
+    for (class, sel) in REFUSED {
+        let (d, _) = decide_target(&policy, &url(sel), SelectorReading::Safe).unwrap();
+        assert!(!d.allowed(), "{class}: {sel}");
+    }
+    for sel in BAD {
+        assert!(
+            decide_target(&policy, &url(sel), SelectorReading::Safe).is_err(),
+            "{sel}"
+        );
+    }
+    for sel in ALLOWED {
+        let (d, _) = decide_target(&policy, &url(sel), SelectorReading::Safe).unwrap();
+        assert!(d.allowed(), "{sel}");
+    }
+}
