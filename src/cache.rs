@@ -16,8 +16,9 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use crate::config::{OnUnreachable, RobotsConfig};
-use crate::fetch::{FetchOutcome, HostKey, RobotsFetcher};
+use crate::fetch::{FetchOutcome, RobotsFetcher};
 use crate::robots::{BotProfile, Policy, RobotsTxt};
+use crate::target::{HostKey, Server};
 
 /// What a host's robots.txt says right now.
 #[derive(Debug)]
@@ -95,8 +96,10 @@ impl RobotsCache {
         self.fetches.load(Ordering::Relaxed)
     }
 
-    /// The host's current rules, fetching them if the cached ones are not fresh.
-    pub async fn rules(&self, key: &HostKey) -> (Arc<Entry>, Lookup) {
+    /// The host's current rules, fetching them (from `server`'s addresses) if
+    /// the cached ones are not fresh.
+    pub async fn rules(&self, server: &Server) -> (Arc<Entry>, Lookup) {
+        let key = &server.name;
         let previous = self.entries.get(key).await;
         if let Some(entry) = &previous {
             if Instant::now() < entry.fresh_until {
@@ -112,7 +115,7 @@ impl RobotsCache {
         let entry = cell
             .get_or_init(|| async {
                 self.fetches.fetch_add(1, Ordering::Relaxed);
-                let outcome = self.fetcher.fetch(key).await;
+                let outcome = self.fetcher.fetch(server).await;
                 let entry = Arc::new(self.entry_from(outcome, previous.as_deref()));
                 self.entries.insert(key.clone(), entry.clone()).await;
                 entry
@@ -198,7 +201,7 @@ mod tests {
     }
 
     impl RobotsFetcher for Scripted {
-        fn fetch<'a>(&'a self, _key: &'a HostKey) -> FetchFuture<'a> {
+        fn fetch<'a>(&'a self, _server: &'a Server) -> FetchFuture<'a> {
             Box::pin(async move {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 self.outcomes.lock().unwrap().remove(0)
@@ -218,11 +221,14 @@ mod tests {
         }
     }
 
-    fn key() -> HostKey {
-        HostKey {
-            scheme: Scheme::Gemini,
-            host: "example.org".into(),
-            port: 1965,
+    fn key() -> Server {
+        Server {
+            name: HostKey {
+                scheme: Scheme::Gemini,
+                host: "example.org".into(),
+                port: 1965,
+            },
+            addrs: Vec::new(),
         }
     }
 

@@ -1,7 +1,15 @@
-//! The politeness gate: per host, request starts at least `delay` apart and at
+//! The politeness gate: per server, request starts at least `delay` apart and at
 //! most `per_host_concurrency` requests in flight, waiting requests served first
 //! come first served, and a request that would wait longer than `max_wait`
 //! answered at once ("slow down") instead of held.
+//!
+//! A gate is keyed by the server, not by how a request spells its name
+//! (`[politeness] key = "address"`, the default): every address a name resolved
+//! to (IPv4-mapped IPv6 read as IPv4) with its port is an alias of one gate, so
+//! `127.0.0.1`, `localhost`, `[::ffff:127.0.0.1]` and `127.1` share one, and a
+//! name whose addresses include one already gated joins that gate (the IPv4 and
+//! IPv6 of `localhost`). This is Heritrix's per-IP politeness and what Kennedy
+//! does. `key = "host"` keys by name and port instead.
 //!
 //! A waiting request costs a queue entry and its connection, no thread: waiters
 //! sleep on their own `Notify`, and only the head of a host's queue is woken
@@ -13,13 +21,43 @@
 //! Only `tokio::time` is used, so tests can pause and advance the clock.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::fetch::HostKey;
+use crate::target::{HostKey, Server};
+
+/// What one gate stands for (`[politeness] key`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GateBy {
+    /// The server: resolved address and port (the default).
+    #[default]
+    Address,
+    /// The host name and port as the request spells them (canonical form).
+    Host,
+}
+
+impl GateBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateBy::Address => "address",
+            GateBy::Host => "host",
+        }
+    }
+}
+
+/// What a gate is found by: an address, or a name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Alias {
+    Addr(SocketAddr),
+    Name(HostKey),
+}
+
+/// One gate, as a request holds on to it.
+pub type GateId = u64;
 
 #[derive(Clone, Debug)]
 pub struct PolitenessConfig {
@@ -31,6 +69,8 @@ pub struct PolitenessConfig {
     pub per_host_concurrency: usize,
     /// A request that would wait longer is answered "slow down" at once.
     pub max_wait: Duration,
+    /// What a gate stands for.
+    pub key: GateBy,
 }
 
 impl PolitenessConfig {
@@ -68,11 +108,14 @@ struct Host {
     not_before: Option<Instant>,
     in_flight: usize,
     queue: VecDeque<Waiter>,
+    /// The addresses or names that find this gate (forgotten with it).
+    aliases: Vec<Alias>,
 }
 
 impl Host {
     fn new(delay: Duration) -> Host {
         Host {
+            aliases: Vec::new(),
             last_start: None,
             delay,
             backoff: 1,
@@ -112,22 +155,67 @@ impl Host {
     }
 }
 
+/// The gates and the aliases that find them, under one lock.
+#[derive(Default)]
+struct Gates {
+    hosts: HashMap<GateId, Host>,
+    aliases: HashMap<Alias, GateId>,
+    next: GateId,
+}
+
+impl Gates {
+    /// The gate for `server` (created if none of its aliases has one); its
+    /// aliases not yet known are added to it.
+    fn gate_for(&mut self, by: GateBy, server: &Server, default_delay: Duration) -> GateId {
+        let aliases: Vec<Alias> = match by {
+            GateBy::Address if !server.addrs.is_empty() => server
+                .addrs
+                .iter()
+                .map(|a| Alias::Addr(SocketAddr::new(a.ip().to_canonical(), a.port())))
+                .collect(),
+            _ => vec![Alias::Name(server.name.clone())],
+        };
+        let found = aliases.iter().find_map(|a| self.aliases.get(a).copied());
+        let id = found.unwrap_or_else(|| {
+            self.next += 1;
+            self.hosts.insert(self.next, Host::new(default_delay));
+            self.next
+        });
+        for alias in aliases {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.aliases.entry(alias) {
+                if let Some(host) = self.hosts.get_mut(&id) {
+                    host.aliases.push(v.key().clone());
+                }
+                v.insert(id);
+            }
+        }
+        id
+    }
+}
+
 pub struct Politeness {
     config: PolitenessConfig,
-    hosts: Mutex<HashMap<HostKey, Host>>,
+    gates: Mutex<Gates>,
     tickets: std::sync::atomic::AtomicU64,
 }
 
-/// Holding one: a request to this host is in flight. Dropping it frees the slot.
+/// Holding one: a request to this server is in flight. Dropping it frees the slot.
 pub struct Permit {
     gate: Arc<Politeness>,
-    key: HostKey,
+    id: GateId,
+}
+
+impl Permit {
+    /// The gate this request went through (for [`Politeness::slow_down`]).
+    pub fn gate(&self) -> GateId {
+        self.id
+    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let mut hosts = self.gate.lock();
-        if let Some(host) = hosts.get_mut(&self.key) {
+        let mut gates = self.gate.lock();
+        if let Some(host) = gates.hosts.get_mut(&self.id) {
             host.in_flight = host.in_flight.saturating_sub(1);
             host.wake_head();
         }
@@ -137,7 +225,7 @@ impl Drop for Permit {
 /// Removes a waiter that gives up (or whose client went away) from its queue.
 struct InQueue<'a> {
     gate: &'a Politeness,
-    key: &'a HostKey,
+    id: GateId,
     ticket: u64,
     admitted: bool,
 }
@@ -147,8 +235,8 @@ impl Drop for InQueue<'_> {
         if self.admitted {
             return;
         }
-        let mut hosts = self.gate.lock();
-        if let Some(host) = hosts.get_mut(self.key) {
+        let mut gates = self.gate.lock();
+        if let Some(host) = gates.hosts.get_mut(&self.id) {
             let was_head = host.queue.front().is_some_and(|w| w.ticket == self.ticket);
             host.queue.retain(|w| w.ticket != self.ticket);
             if was_head {
@@ -162,7 +250,7 @@ impl Politeness {
     pub fn new(config: PolitenessConfig) -> Arc<Politeness> {
         Arc::new(Politeness {
             config,
-            hosts: Mutex::new(HashMap::new()),
+            gates: Mutex::new(Gates::default()),
             tickets: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -171,27 +259,30 @@ impl Politeness {
         &self.config
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<HostKey, Host>> {
-        self.hosts.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Gates> {
+        self.gates.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for this request's turn at `key`, spaced by `delay` (`None`: the
-    /// spacing the host already has, or `default_delay` for a new host); or says at
-    /// once that it would wait longer than `max_wait`.
+    /// Waits for this request's turn at `server`'s gate, spaced by `delay`
+    /// (`None`: the spacing the gate already has, or `default_delay` for a new
+    /// one); or says at once that it would wait longer than `max_wait`.
     pub async fn admit(
         self: &Arc<Self>,
-        key: &HostKey,
+        server: &Server,
         delay: Option<Duration>,
     ) -> Result<Permit, SlowDown> {
         let ticket = self
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
-        {
-            let mut hosts = self.lock();
-            let host = hosts
-                .entry(key.clone())
-                .or_insert_with(|| Host::new(self.config.default_delay));
+        let id = {
+            let mut gates = self.lock();
+            let id = gates.gate_for(self.config.key, server, self.config.default_delay);
+            let Some(host) = gates.hosts.get_mut(&id) else {
+                return Err(SlowDown {
+                    retry_after: Duration::from_secs(1),
+                });
+            };
             if let Some(delay) = delay {
                 host.delay = delay;
             }
@@ -224,18 +315,19 @@ impl Politeness {
                 ticket,
                 wake: wake.clone(),
             });
-        }
+            id
+        };
         let mut place = InQueue {
             gate: self,
-            key,
+            id,
             ticket,
             admitted: false,
         };
         let deadline = Instant::now() + self.config.max_wait;
         loop {
             let sleep_until = {
-                let mut hosts = self.lock();
-                let Some(host) = hosts.get_mut(key) else {
+                let mut gates = self.lock();
+                let Some(host) = gates.hosts.get_mut(&id) else {
                     // Swept while we waited cannot happen (the queue was not empty);
                     // start over defensively.
                     return Err(SlowDown {
@@ -257,7 +349,7 @@ impl Politeness {
                     place.admitted = true;
                     return Ok(Permit {
                         gate: self.clone(),
-                        key: key.clone(),
+                        id,
                     });
                 }
                 // At the head, waiting only for time: sleep until then. Otherwise
@@ -286,13 +378,14 @@ impl Politeness {
         }
     }
 
-    /// An upstream answered "slow down" (Gemini `44`): push the host's next start
-    /// out by `seconds` when given, else double its spacing (up to `max_delay`).
-    pub fn slow_down(&self, key: &HostKey, seconds: Option<Duration>) {
-        let mut hosts = self.lock();
-        let host = hosts
-            .entry(key.clone())
-            .or_insert_with(|| Host::new(self.config.default_delay));
+    /// An upstream answered "slow down" (Gemini `44`) to a request through
+    /// `gate`: push its next start out by `seconds` when given, else double its
+    /// spacing (up to `max_delay`).
+    pub fn slow_down(&self, gate: GateId, seconds: Option<Duration>) {
+        let mut gates = self.lock();
+        let Some(host) = gates.hosts.get_mut(&gate) else {
+            return;
+        };
         match seconds {
             Some(s) => {
                 let until = Instant::now() + s;
@@ -312,27 +405,39 @@ impl Politeness {
     }
 
     /// An upstream answered normally: exponential back-off ends.
-    pub fn recovered(&self, key: &HostKey) {
-        if let Some(host) = self.lock().get_mut(key) {
+    pub fn recovered(&self, gate: GateId) {
+        if let Some(host) = self.lock().hosts.get_mut(&gate) {
             host.backoff = 1;
         }
     }
 
-    /// Forgets hosts with nothing queued, nothing in flight and their spacing past.
+    /// Forgets gates with nothing queued, nothing in flight and their spacing
+    /// past, with their aliases.
     pub fn sweep(&self) {
         let now = Instant::now();
         let max_delay = self.config.max_delay;
-        self.lock().retain(|_, h| {
-            !(h.queue.is_empty()
+        let mut gates = self.lock();
+        let Gates { hosts, aliases, .. } = &mut *gates;
+        hosts.retain(|_, h| {
+            let idle = h.queue.is_empty()
                 && h.in_flight == 0
-                && h.next_start(max_delay).is_none_or(|t| t <= now))
+                && h.next_start(max_delay).is_none_or(|t| t <= now);
+            if idle {
+                for alias in &h.aliases {
+                    aliases.remove(alias);
+                }
+            }
+            !idle
         });
     }
 
     /// Hosts remembered and requests waiting, for metrics and tests.
     pub fn usage(&self) -> (usize, usize) {
-        let hosts = self.lock();
-        (hosts.len(), hosts.values().map(|h| h.queue.len()).sum())
+        let gates = self.lock();
+        (
+            gates.hosts.len(),
+            gates.hosts.values().map(|h| h.queue.len()).sum(),
+        )
     }
 }
 
@@ -341,11 +446,15 @@ mod tests {
     use super::*;
     use crate::target::Scheme;
 
-    fn key(host: &str) -> HostKey {
-        HostKey {
-            scheme: Scheme::Gemini,
-            host: host.into(),
-            port: 1965,
+    /// A server known by name only (no addresses: keyed by its name).
+    fn key(host: &str) -> Server {
+        Server {
+            name: HostKey {
+                scheme: Scheme::Gemini,
+                host: host.into(),
+                port: 1965,
+            },
+            addrs: Vec::new(),
         }
     }
 
@@ -356,6 +465,7 @@ mod tests {
             max_delay: None,
             per_host_concurrency: 1,
             max_wait: Duration::from_secs(600),
+            key: GateBy::Address,
         }
     }
 
@@ -498,21 +608,21 @@ mod tests {
         let gate = Politeness::new(config());
         let k = key("a");
         let d = Duration::from_secs(2);
-        drop(gate.admit(&k, Some(d)).await.unwrap());
-        gate.slow_down(&k, Some(Duration::from_secs(30)));
+        let id = gate.admit(&k, Some(d)).await.unwrap().gate();
+        gate.slow_down(id, Some(Duration::from_secs(30)));
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(30));
         // Without a number: the spacing doubles (2 → 4 → 8 s), and resets on success.
-        gate.slow_down(&k, None);
+        gate.slow_down(id, None);
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(4));
-        gate.slow_down(&k, None);
+        gate.slow_down(id, None);
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(8));
-        gate.recovered(&k);
+        gate.recovered(id);
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(d)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(2));
@@ -522,8 +632,8 @@ mod tests {
     async fn back_off_from_no_delay_starts_at_one_second() {
         let gate = Politeness::new(config());
         let k = key("a");
-        drop(gate.admit(&k, Some(Duration::ZERO)).await.unwrap());
-        gate.slow_down(&k, None);
+        let id = gate.admit(&k, Some(Duration::ZERO)).await.unwrap().gate();
+        gate.slow_down(id, None);
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(Duration::ZERO)).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::from_secs(2));
@@ -537,9 +647,9 @@ mod tests {
         });
         let k = key("a");
         let d = Duration::from_secs(2);
-        drop(gate.admit(&k, Some(d)).await.unwrap());
+        let id = gate.admit(&k, Some(d)).await.unwrap().gate();
         for _ in 0..5 {
-            gate.slow_down(&k, None);
+            gate.slow_down(id, None);
         }
         let t0 = Instant::now();
         drop(gate.admit(&k, Some(d)).await.unwrap());
@@ -579,6 +689,87 @@ mod tests {
             Duration::from_secs(7),
             "the host's own spacing"
         );
+    }
+
+    fn server(host: &str, addrs: &[&str]) -> Server {
+        Server {
+            name: HostKey {
+                scheme: Scheme::Gopher,
+                host: host.into(),
+                port: 70,
+            },
+            addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+        }
+    }
+
+    /// One server under eight names: the names resolve to its addresses (one
+    /// of them IPv4-mapped, `localhost` to both families), so every request
+    /// waits for the same gate. Keyed by host, each name has its own.
+    #[tokio::test(start_paused = true)]
+    async fn one_server_under_eight_names_shares_one_gate() {
+        let spellings = [
+            server("127.0.0.1", &["127.0.0.1:70"]),
+            server("localhost", &["[::1]:70", "127.0.0.1:70"]),
+            server("[::ffff:127.0.0.1]", &["[::ffff:127.0.0.1]:70"]),
+            server("ip6-localhost", &["[::1]:70"]),
+            server("alias.example", &["127.0.0.1:70"]),
+            server("other.example", &["[::ffff:7f00:1]:70"]),
+            server("www.alias.example", &["127.0.0.1:70", "[::1]:70"]),
+            server("vhost.example", &["127.0.0.1:70"]),
+        ];
+        let by = |key: GateBy| {
+            let spellings = spellings.clone();
+            async move {
+                let gate = Politeness::new(PolitenessConfig { key, ..config() });
+                let t0 = Instant::now();
+                let tasks: Vec<_> = spellings
+                    .iter()
+                    .cycle()
+                    .take(16)
+                    .map(|s| {
+                        let (gate, s) = (gate.clone(), s.clone());
+                        tokio::spawn(async move {
+                            let _permit = gate.admit(&s, Some(Duration::from_secs(5))).await;
+                            t0.elapsed().as_secs()
+                        })
+                    })
+                    .collect();
+                let mut at = Vec::new();
+                for t in tasks {
+                    at.push(t.await.unwrap());
+                }
+                at.sort();
+                (at, gate.usage().0)
+            }
+        };
+        let (at, gates) = by(GateBy::Address).await;
+        assert_eq!(at, (0..16).map(|i| i * 5).collect::<Vec<u64>>());
+        assert_eq!(gates, 1);
+        let (at, gates) = by(GateBy::Host).await;
+        assert_eq!(at, [0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5]);
+        assert_eq!(gates, 8);
+    }
+
+    /// A swept gate forgets its addresses: the next request starts afresh.
+    #[tokio::test(start_paused = true)]
+    async fn sweeping_a_gate_forgets_its_aliases() {
+        let gate = Politeness::new(config());
+        drop(
+            gate.admit(&server("a", &["192.0.2.1:70"]), None)
+                .await
+                .unwrap(),
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        gate.sweep();
+        assert_eq!(gate.usage().0, 0);
+        assert!(gate.lock().aliases.is_empty());
+        let t0 = Instant::now();
+        drop(
+            gate.admit(&server("b", &["192.0.2.1:70"]), None)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(t0.elapsed(), Duration::ZERO);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! every spelling a server may read it as.
 
 use std::fmt;
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use thiserror::Error;
 
@@ -77,6 +77,30 @@ pub struct Target {
     pub had_userinfo: bool,
     /// The URL carried `#fragment` (dropped; Gemini forbids it in requests).
     pub had_fragment: bool,
+}
+
+/// The host a robots.txt belongs to: `(scheme, host, port)`, host canonical.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostKey {
+    pub scheme: Scheme,
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for HostKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
+    }
+}
+
+/// The server a request goes to: the host it names and the addresses that
+/// name resolved to, checked by the proxy's address rules. It is resolved once
+/// per request; the robots.txt fetch, the politeness gate and the connection
+/// all use these addresses.
+#[derive(Clone, Debug)]
+pub struct Server {
+    pub name: HostKey,
+    pub addrs: Vec<std::net::SocketAddr>,
 }
 
 /// Why a target could not be parsed. These are the client's mistakes.
@@ -284,7 +308,10 @@ fn parse_port(port: &str) -> Result<u16, TargetError> {
     }
 }
 
-/// Lower-case, no trailing dot, IDN to punycode (UTS 46), IPv6 in canonical text form.
+/// Lower-case, no trailing dot, IDN to punycode (UTS 46), IPv6 in canonical
+/// text form. IPv4 is dotted-quad however it was written (`127.1`,
+/// `0x7f.0.0.1`, `2130706433`, `[::ffff:127.0.0.1]`: what resolvers and the
+/// WHATWG URL standard read as `127.0.0.1`), so one address is one host.
 pub fn canonical_host(host: &str) -> Result<String, TargetError> {
     if host.is_empty() {
         return Err(TargetError::EmptyHost);
@@ -293,7 +320,10 @@ pub fn canonical_host(host: &str) -> Result<String, TargetError> {
         let addr: Ipv6Addr = inner
             .parse()
             .map_err(|_| TargetError::InvalidHost(host.to_string()))?;
-        return Ok(format!("[{addr}]"));
+        return Ok(match addr.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => format!("[{addr}]"),
+        });
     }
     // UTS 46 maps other full stops (`。`) to `.`, so labels are checked after it.
     let ascii =
@@ -301,6 +331,11 @@ pub fn canonical_host(host: &str) -> Result<String, TargetError> {
     // One trailing dot is the root label; an empty label anywhere else
     // (`a..b`, `.a`, `a..`) names no host.
     let ascii = ascii.strip_suffix('.').map(str::to_string).unwrap_or(ascii);
+    if let Some(v4) = ipv4_number_form(&ascii) {
+        return v4
+            .map(|a| a.to_string())
+            .ok_or_else(|| TargetError::InvalidHost(host.to_string()));
+    }
     let valid = !ascii.is_empty()
         && !ascii.split('.').any(str::is_empty)
         && ascii.bytes().all(|b| {
@@ -310,6 +345,55 @@ pub fn canonical_host(host: &str) -> Result<String, TargetError> {
         return Err(TargetError::InvalidHost(host.to_string()));
     }
     Ok(ascii)
+}
+
+/// WHATWG URL, "IPv4 parser": a host whose last label is a number is an IPv4
+/// address of one to four parts, each decimal, `0x` hex or `0`-led octal, the
+/// last filling the remaining bytes. `None`: not a number form; `Some(None)`:
+/// a number form that is no address (`1.2.3.4.5`, `256.1.1.1`).
+fn ipv4_number_form(host: &str) -> Option<Option<Ipv4Addr>> {
+    let number = |part: &str| -> Option<u64> {
+        let (digits, radix) =
+            if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+                (hex, 16)
+            } else if part.len() > 1 && part.starts_with('0') {
+                (&part[1..], 8)
+            } else {
+                (part, 10)
+            };
+        if digits.is_empty() {
+            return (radix == 16).then_some(0);
+        }
+        if digits.len() > 20 {
+            return None;
+        }
+        u64::from_str_radix(digits, radix).ok()
+    };
+    let last = host.rsplit('.').next()?;
+    let last_is_number = !last.is_empty()
+        && (last.bytes().all(|b| b.is_ascii_digit())
+            || ((last.starts_with("0x") || last.starts_with("0X"))
+                && last[2..].bytes().all(|b| b.is_ascii_hexdigit())));
+    if !last_is_number {
+        return None;
+    }
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.len() > 4 {
+        return Some(None);
+    }
+    let numbers: Option<Vec<u64>> = parts.iter().map(|p| number(p)).collect();
+    let Some(numbers) = numbers else {
+        return Some(None);
+    };
+    let (last, head) = numbers.split_last()?;
+    if head.iter().any(|&n| n > 255) || *last >= 1u64 << (8 * (5 - numbers.len())) {
+        return Some(None);
+    }
+    let mut value = *last;
+    for (i, &n) in head.iter().enumerate() {
+        value += n << (8 * (3 - i));
+    }
+    Some(u32::try_from(value).ok().map(Ipv4Addr::from))
 }
 
 /// Canonical path and query of a Gemini or HTTP URL: percent-encoding normalised,
@@ -417,6 +501,24 @@ mod tests {
             (".", Err(())),
             ("a\u{3002}\u{3002}b", Err(())),
             ("Example\u{3002}org\u{3002}", Ok("example.org")),
+            // One IPv4 address, however it is written.
+            ("127.1", Ok("127.0.0.1")),
+            ("127.0.0.1.", Ok("127.0.0.1")),
+            ("0x7f.0.0.1", Ok("127.0.0.1")),
+            ("0X7F.1", Ok("127.0.0.1")),
+            ("0177.0.0.1", Ok("127.0.0.1")),
+            ("2130706433", Ok("127.0.0.1")),
+            ("0x7f000001", Ok("127.0.0.1")),
+            ("[::ffff:127.0.0.1]", Ok("127.0.0.1")),
+            ("[::FFFF:7f00:1]", Ok("127.0.0.1")),
+            ("192.168.257", Ok("192.168.1.1")),
+            ("256.0.0.1", Err(())),
+            ("1.2.3.4.5", Err(())),
+            ("4294967296", Err(())),
+            ("0x", Ok("0.0.0.0")),
+            ("09.1.1.1", Err(())),
+            ("1.example", Ok("1.example")),
+            ("example.1a", Ok("example.1a")),
         ];
         for (host, want) in cases {
             assert_eq!(

@@ -198,3 +198,50 @@ async fn a_client_that_leaves_gives_its_place_back() {
     let gaps = origin.gaps();
     assert!(gaps[0] >= 0.95 && gaps[0] < 1.6, "{gaps:?}");
 }
+
+/// One Gopher server under eight spellings of its name gets a burst of 16
+/// requests: the proxy keys politeness by the server (its address and port), so
+/// every start, the robots.txt fetches included, is a Crawl-delay apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
+    let origin = GopherOrigin::start(|sel| match sel {
+        b"robots.txt" => Reply::Bytes(b"User-agent: *\nCrawl-delay: 0.1\n".to_vec()),
+        _ => Reply::Bytes(b"page\r\n".to_vec()),
+    })
+    .await;
+    let port = origin.addr.port();
+    let names = [
+        "127.0.0.1",
+        "localhost",
+        "[::ffff:127.0.0.1]",
+        "127.1",
+        "0x7f.0.0.1",
+        "2130706433",
+        "0177.0.0.1",
+        "LocalHost.",
+    ];
+    let mut config = config_with("examplebot", &[]);
+    config.politeness.max_wait = Duration::from_secs(30);
+    let proxy = start_proxy(config).await;
+    let addr = proxy.gopher_addr;
+    let tasks: Vec<_> = names
+        .iter()
+        .cycle()
+        .take(16)
+        .enumerate()
+        .map(|(i, name)| {
+            let url = format!("gopher://{name}:{port}/0/p{i}");
+            tokio::spawn(async move { gopher(addr, url.as_bytes()).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), b"page\r\n");
+    }
+    // Two robots.txt hosts (127.0.0.1 and localhost), sixteen pages.
+    assert_eq!(origin.count(b"robots.txt"), 2, "{:?}", origin.all());
+    let gaps = origin.gaps();
+    assert_eq!(gaps.len(), 17);
+    for gap in &gaps {
+        assert!(*gap >= 0.095, "gaps {gaps:?}");
+    }
+}

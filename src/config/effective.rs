@@ -99,7 +99,8 @@ impl Config {
             r.name_bot_in_request
         ));
         out.push_str(&format!(
-            "[politeness]\ndefault_delay = {}\nmin_delay = {}\n{}per_host_concurrency = {}\nmax_wait = {}\n\n",
+            "[politeness]\nkey = {}\ndefault_delay = {}\nmin_delay = {}\n{}per_host_concurrency = {}\nmax_wait = {}\n\n",
+            quote(p.key.as_str()),
             quote(&d(p.default_delay)),
             quote(&d(p.min_delay)),
             match p.max_delay {

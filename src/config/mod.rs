@@ -13,7 +13,7 @@ pub use effective::format_duration;
 use thiserror::Error;
 
 use crate::cli::RunArgs;
-use crate::politeness::PolitenessConfig;
+use crate::politeness::{GateBy, PolitenessConfig};
 use crate::robots::{valid_product_token, BotProfile};
 use crate::spelling::SelectorReading;
 
@@ -95,6 +95,7 @@ pub struct RawPoliteness {
     pub max_delay: Option<String>,
     pub per_host_concurrency: Option<usize>,
     pub max_wait: Option<String>,
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -562,6 +563,16 @@ impl RawConfig {
             },
             per_host_concurrency: p.per_host_concurrency.unwrap_or(1),
             max_wait: duration(wait_key, wait_text, Duration::from_secs(60))?,
+            key: match p.key.as_deref() {
+                None | Some("address") => GateBy::Address,
+                Some("host") => GateBy::Host,
+                Some(other) => {
+                    return Err(invalid(
+                        "politeness.key",
+                        format!("{other:?}: use \"address\" or \"host\""),
+                    ))
+                }
+            },
         };
         if politeness.per_host_concurrency == 0 {
             return Err(invalid(

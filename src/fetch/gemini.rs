@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::{FetchFuture, FetchOutcome, HostKey, RobotsFetcher};
+use super::{FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::protocol::gemini::{parse_header, read_line, MAX_HEADER};
 use crate::robots::PARSE_LIMIT;
-use crate::target::{Resource, Scheme, Target};
+use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;
 
 /// RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
@@ -44,7 +44,8 @@ impl GeminiRobots {
         }
     }
 
-    async fn fetch_url(&self, key: &HostKey) -> FetchOutcome {
+    async fn fetch_url(&self, server: &Server) -> FetchOutcome {
+        let key = &server.name;
         let query = self
             .name_bot
             .as_ref()
@@ -70,11 +71,18 @@ impl GeminiRobots {
             }
             seen.push(canonical.clone());
 
-            let stream = match self
-                .upstream
-                .connect_gemini(&target.host, target.port)
-                .await
-            {
+            // The host's own robots.txt goes to the addresses it was resolved
+            // to for this request; a redirect elsewhere is resolved afresh.
+            let connected = if target.host == key.host && target.port == key.port {
+                self.upstream
+                    .connect_gemini_to(&target.host, target.port, &server.addrs)
+                    .await
+            } else {
+                self.upstream
+                    .connect_gemini(&target.host, target.port)
+                    .await
+            };
+            let stream = match connected {
                 Ok(s) => s,
                 Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
@@ -172,9 +180,9 @@ fn resolve_redirect(base: &Target, location: &str) -> String {
 }
 
 impl RobotsFetcher for GeminiRobots {
-    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
         Box::pin(async move {
-            tokio::time::timeout(self.timeout, self.fetch_url(key))
+            tokio::time::timeout(self.timeout, self.fetch_url(server))
                 .await
                 .unwrap_or_else(|_| {
                     FetchOutcome::unreachable(format!(

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{FetchFuture, FetchOutcome, HostKey, RobotsFetcher};
+use super::{FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::robots::{RobotsTxt, PARSE_LIMIT};
+use crate::target::Server;
 use crate::upstream::Upstream;
 
 /// Where robots.txt may live, in the order asked.
@@ -30,13 +31,13 @@ impl GopherRobots {
         GopherRobots { upstream, timeout }
     }
 
-    async fn fetch_selectors(&self, key: &HostKey) -> FetchOutcome {
-        let addrs = match self.upstream.resolve(&key.host, key.port).await {
-            Ok(a) => a,
-            Err(e) => return FetchOutcome::unreachable(e.to_string()),
-        };
+    async fn fetch_selectors(&self, server: &Server) -> FetchOutcome {
         for selector in SELECTORS {
-            let mut stream = match self.upstream.connect_tcp(&key.host, &addrs).await {
+            let connected = self
+                .upstream
+                .connect_tcp(&server.name.host, &server.addrs)
+                .await;
+            let mut stream = match connected {
                 Ok(s) => s,
                 Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
@@ -63,9 +64,9 @@ impl GopherRobots {
 }
 
 impl RobotsFetcher for GopherRobots {
-    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
         Box::pin(async move {
-            tokio::time::timeout(self.timeout, self.fetch_selectors(key))
+            tokio::time::timeout(self.timeout, self.fetch_selectors(server))
                 .await
                 .unwrap_or_else(|_| {
                     FetchOutcome::unreachable(format!(

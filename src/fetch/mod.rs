@@ -9,24 +9,10 @@ use std::sync::Arc;
 
 use crate::metrics::{protocol_index, Metrics};
 use crate::politeness::Politeness;
-use crate::target::Scheme;
+use crate::target::{Scheme, Server};
 
 pub mod gemini;
 pub mod gopher;
-
-/// The host a robots.txt belongs to: `(scheme, host, port)`, host canonical.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct HostKey {
-    pub scheme: Scheme,
-    pub host: String,
-    pub port: u16,
-}
-
-impl std::fmt::Display for HostKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
-    }
-}
 
 /// How a fetch ended (design.md, "Fetching robots.txt").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,9 +45,10 @@ impl FetchOutcome {
 /// A boxed future, so fetchers can be chosen at run time and faked in tests.
 pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
 
-/// Something that fetches robots.txt for a host.
+/// Something that fetches robots.txt for a host, from the addresses it was
+/// resolved to.
 pub trait RobotsFetcher: Send + Sync {
-    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a>;
+    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a>;
 }
 
 /// One fetcher per protocol, chosen by the key's scheme: one cache serves both.
@@ -71,10 +58,10 @@ pub struct ByScheme {
 }
 
 impl RobotsFetcher for ByScheme {
-    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
-        match key.scheme {
-            Scheme::Gopher => self.gopher.fetch(key),
-            Scheme::Gemini => self.gemini.fetch(key),
+    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
+        match server.name.scheme {
+            Scheme::Gopher => self.gopher.fetch(server),
+            Scheme::Gemini => self.gemini.fetch(server),
             // The proxy fetches only what its listeners serve.
             // Fail closed should a key of another scheme ever get here.
             Scheme::Http | Scheme::Https => Box::pin(async {
@@ -96,11 +83,11 @@ pub struct Polite<F> {
 }
 
 impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
-    fn fetch<'a>(&'a self, key: &'a HostKey) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
         Box::pin(async move {
-            match self.gate.admit(key, None).await {
+            match self.gate.admit(server, None).await {
                 Ok(permit) => {
-                    let outcome = self.inner.fetch(key).await;
+                    let outcome = self.inner.fetch(server).await;
                     drop(permit);
                     let index = match outcome {
                         FetchOutcome::Found(_) => 0,
@@ -108,7 +95,8 @@ impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
                         FetchOutcome::Unreachable { .. } => 2,
                         FetchOutcome::TooManyRedirects(_) => 3,
                     };
-                    self.metrics.robots_fetch(protocol_index(key.scheme), index);
+                    self.metrics
+                        .robots_fetch(protocol_index(server.name.scheme), index);
                     outcome
                 }
                 Err(slow) => FetchOutcome::Unreachable {

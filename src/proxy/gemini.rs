@@ -195,7 +195,7 @@ where
     let connecting = Instant::now();
     let upstream = ctx
         .upstream
-        .connect_gemini_to(&target.host, target.port, &admitted.addrs)
+        .connect_gemini_to(&target.host, target.port, &admitted.server.addrs)
         .await
         .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
@@ -226,9 +226,9 @@ where
                 .parse::<u64>()
                 .ok()
                 .map(Duration::from_secs);
-            ctx.politeness.slow_down(&admitted.key, secs);
+            ctx.politeness.slow_down(admitted.permit.gate(), secs);
         }
-        2 => ctx.politeness.recovered(&admitted.key),
+        2 => ctx.politeness.recovered(admitted.permit.gate()),
         _ => {}
     }
 

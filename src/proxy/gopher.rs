@@ -132,7 +132,7 @@ async fn relay(
     let connecting = Instant::now();
     let upstream = ctx
         .upstream
-        .connect_tcp(&target.host, &admitted.addrs)
+        .connect_tcp(&target.host, &admitted.server.addrs)
         .await
         .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);

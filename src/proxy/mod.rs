@@ -15,12 +15,11 @@ use tokio::time::Instant;
 use crate::cache::Lookup;
 use crate::cache::{RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
-use crate::fetch::HostKey;
 use crate::metrics::Metrics;
 use crate::politeness::{Permit, Politeness};
 use crate::protocol::gopher::MenuRewriter;
 use crate::robots::{BotProfile, Decision, Policy};
-use crate::target::Target;
+use crate::target::{HostKey, Server, Target};
 use crate::upstream::{Upstream, UpstreamError};
 
 pub mod gemini;
@@ -124,11 +123,10 @@ pub fn refusal_reason(
     }
 }
 
-/// A request the proxy may send now: where to, and its politeness slot (held
-/// until the answer has been relayed).
+/// A request the proxy may send now: where to (the addresses that were checked
+/// and gated), and its politeness slot (held until the answer has been relayed).
 pub struct Admitted {
-    pub addrs: Vec<SocketAddr>,
-    pub key: HostKey,
+    pub server: Server,
     pub permit: Permit,
     /// How long it waited for its turn.
     pub waited: Duration,
@@ -149,12 +147,16 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
         Err(e @ UpstreamError::Refused { .. }) => return Err(Refusal::ProxyRule(e.to_string())),
         Err(e) => return Err(Refusal::Upstream(format!("upstream: {e}"))),
     };
-    let key = HostKey {
-        scheme: target.scheme,
-        host: target.host.clone(),
-        port: target.port,
+    let server = Server {
+        name: HostKey {
+            scheme: target.scheme,
+            host: target.host.clone(),
+            port: target.port,
+        },
+        addrs,
     };
-    let (entry, lookup) = ctx.robots.rules(&key).await;
+    let key = &server.name;
+    let (entry, lookup) = ctx.robots.rules(&server).await;
     match lookup {
         Lookup::Hit => ctx.metrics.cache_hits.inc(),
         Lookup::Miss => ctx.metrics.cache_misses.inc(),
@@ -169,7 +171,7 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
                 .decide(policy, ctx.config.selector_reading)
                 .map_err(|e| Refusal::Malformed(e.to_string()))?;
             if !decision.allowed() {
-                let mut reason = refusal_reason(&key, &ctx.config.bot, policy, &decision);
+                let mut reason = refusal_reason(key, &ctx.config.bot, policy, &decision);
                 if stale.is_some() {
                     reason.push_str(" (cached copy; the host is unreachable now)");
                 }
@@ -189,13 +191,12 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
     }
     let delay = ctx.politeness.config().delay_for(crawl_delay);
     let asked = Instant::now();
-    let turn = ctx.politeness.admit(&key, Some(delay)).await;
+    let turn = ctx.politeness.admit(&server, Some(delay)).await;
     let waited = asked.elapsed();
     ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
     match turn {
         Ok(permit) => Ok(Admitted {
-            addrs,
-            key,
+            server,
             permit,
             waited,
         }),

@@ -235,6 +235,8 @@ pub fn split(answer: &[u8]) -> (String, Vec<u8>) {
 pub struct GopherOrigin {
     pub addr: SocketAddr,
     pub selectors: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// When each selector line arrived.
+    pub arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl GopherOrigin {
@@ -244,12 +246,15 @@ impl GopherOrigin {
         let addr = listener.local_addr().unwrap();
         let selectors = Arc::new(Mutex::new(Vec::new()));
         let recorded = selectors.clone();
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let arrived = arrivals.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (handler, recorded) = (handler.clone(), recorded.clone());
+                let (handler, recorded, arrived) =
+                    (handler.clone(), recorded.clone(), arrived.clone());
                 tokio::spawn(async move {
                     let mut stream = BufReader::new(stream);
                     let Ok(line) = robots_proxy::protocol::read_line(
@@ -261,6 +266,7 @@ impl GopherOrigin {
                     else {
                         return;
                     };
+                    arrived.lock().unwrap().push(std::time::Instant::now());
                     recorded.lock().unwrap().push(line.clone());
                     match handler(&line) {
                         Reply::Bytes(b) => {
@@ -276,7 +282,17 @@ impl GopherOrigin {
                 });
             }
         });
-        GopherOrigin { addr, selectors }
+        GopherOrigin {
+            addr,
+            selectors,
+            arrivals,
+        }
+    }
+
+    /// Gaps between consecutive selector arrivals, in seconds.
+    pub fn gaps(&self) -> Vec<f64> {
+        let a = self.arrivals.lock().unwrap();
+        a.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect()
     }
 
     /// `gopher://127.0.0.1:PORT/` + type and selector.
