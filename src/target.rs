@@ -169,27 +169,30 @@ impl Target {
     /// The canonical URL: what the proxy forwards upstream (Gemini) and logs.
     /// The default port is left out, as clients usually write it.
     pub fn url(&self) -> String {
-        let mut url = format!("{}://{}", self.scheme.as_str(), self.host);
-        if self.port != self.scheme.default_port() {
-            url.push_str(&format!(":{}", self.port));
-        }
         match &self.resource {
-            Resource::Path(p) => url.push_str(p),
+            Resource::Path(p) => {
+                let mut url = format!("{}://{}", self.scheme.as_str(), self.host);
+                if self.port != self.scheme.default_port() {
+                    url.push_str(&format!(":{}", self.port));
+                }
+                url.push_str(p);
+                url
+            }
             Resource::Gopher {
                 item_type,
                 selector,
                 search,
             } => {
-                url.push('/');
-                url.push(*item_type as char);
-                normalize(selector, Mode::Url, &mut url);
+                // Every byte a URL would change is escaped, `%` included: the
+                // selector is sent as it is, so its URL must give it back exactly.
+                let mut url = gopher_url(&self.host, self.port, *item_type, selector);
                 if let Some(search) = search {
                     url.push_str("%09");
-                    normalize(search, Mode::Url, &mut url);
+                    push_url_escaped(&mut url, search);
                 }
+                url
             }
         }
-        url
     }
 
     /// The path or selector the rules see, as bytes.
@@ -458,6 +461,46 @@ fn gopher_checked(
     })
 }
 
+/// Bytes kept as they are in the selector part of a Gopher URL; everything
+/// else is percent-encoded (RFC 4266 §2.1), `%`, `?`, `#` and tab included.
+fn url_safe(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b)
+}
+
+/// `gopher://host[:port]/<type><selector>` with the selector percent-encoded.
+pub fn gopher_url(host: &str, port: u16, item_type: u8, selector: &[u8]) -> String {
+    let mut url = String::with_capacity(16 + host.len() + selector.len() * 2);
+    url.push_str("gopher://");
+    if host.contains(':') && !host.starts_with('[') {
+        url.push('[');
+        url.push_str(host);
+        url.push(']');
+    } else {
+        url.push_str(host);
+    }
+    if port != 70 {
+        url.push_str(&format!(":{port}"));
+    }
+    url.push('/');
+    if item_type.is_ascii_graphic() && url_safe(item_type) {
+        url.push(item_type as char);
+    } else {
+        url.push_str(&format!("%{item_type:02X}"));
+    }
+    push_url_escaped(&mut url, selector);
+    url
+}
+
+fn push_url_escaped(url: &mut String, bytes: &[u8]) {
+    for &b in bytes {
+        if url_safe(b) {
+            url.push(b as char);
+        } else {
+            url.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
 /// Decodes every valid `%XX`; a stray `%` stays as it is.
 pub fn percent_decode(input: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(input.len());
@@ -663,6 +706,10 @@ mod tests {
         assert_eq!(t.matched_path(), b"robots.txt");
         let t = Target::parse("gopher://example.org/1/a%20b").unwrap();
         assert_eq!(t.matched_path(), b"/a b");
+        // A selector holding an escape keeps it through the canonical URL.
+        let t = Target::parse("gopher://example.org/0/x%2541%2520y").unwrap();
+        assert_eq!(t.matched_path(), b"/x%41%20y");
+        assert_eq!(Target::parse(&t.url()).unwrap(), t);
     }
 
     #[test]

@@ -352,3 +352,44 @@ fn huge_and_binary_robots_files_are_handled() {
     .unwrap();
     assert_eq!(out, "disallow\t/private\nallow\t/beyond-the-limit\n");
 }
+
+/// A target is a URL only when it starts with an RFC 3986 scheme and `://`;
+/// a path or selector holding `://` later is decided as written.
+#[test]
+fn a_target_is_a_url_only_when_it_starts_with_a_scheme() {
+    let robots = "User-agent: *\nDisallow: /a/\nDisallow: URL:\n";
+    let (out, code) = check_stdin(
+        robots,
+        "bot",
+        &[
+            "/a/TEXT%20http://x/",
+            "URL:http://x/",
+            "/b/http://x/",
+            "svn+ssh://h/a/x",
+        ],
+    );
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            "disallow\t/a/TEXT%20http://x/\ndisallow\tURL:http://x/\nallow\t/b/http://x/\n\
+             error\tsvn+ssh://h/a/x\tunsupported scheme \"svn+ssh\"\n",
+            1
+        )
+    );
+}
+
+/// An empty `--agent`: no own group, so the virtual agents' groups and `*` apply.
+#[test]
+fn an_empty_agent_is_accepted() {
+    let (out, code) = check_stdin(ROBOTS, "", &["/private/x", "/about"]);
+    assert_eq!(
+        (out.as_str(), code),
+        ("disallow\t/private/x\ndisallow\t/about\n", 0)
+    );
+    let (out, _) = check_stdin(
+        ROBOTS,
+        "",
+        &["--virtual-agent", "indexer", "/private/x", "/noindex/y"],
+    );
+    assert_eq!(out, "allow\t/private/x\ndisallow\t/noindex/y\n");
+}

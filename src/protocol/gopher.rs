@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+pub use crate::target::gopher_url;
 use crate::target::{Resource, Scheme, Target, TargetError};
 
 /// A selector line longer than this is refused. RFC 1436 selectors are at most
@@ -122,42 +123,6 @@ fn is_gopher_item(item_type: u8, selector: &[u8]) -> bool {
         b'h' => !selector.starts_with(b"URL:"),
         _ => true,
     }
-}
-
-/// Bytes kept as they are in the selector part of a Gopher URL; everything
-/// else is percent-encoded (RFC 4266 §2.1), `%`, `?`, `#` and tab included.
-fn url_safe(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b)
-}
-
-/// `gopher://host[:port]/<type><selector>` with the selector percent-encoded.
-pub fn gopher_url(host: &str, port: u16, item_type: u8, selector: &[u8]) -> String {
-    let mut url = String::with_capacity(16 + host.len() + selector.len() * 2);
-    url.push_str("gopher://");
-    if host.contains(':') && !host.starts_with('[') {
-        url.push('[');
-        url.push_str(host);
-        url.push(']');
-    } else {
-        url.push_str(host);
-    }
-    if port != 70 {
-        url.push_str(&format!(":{port}"));
-    }
-    url.push('/');
-    if item_type.is_ascii_graphic() && url_safe(item_type) {
-        url.push(item_type as char);
-    } else {
-        url.push_str(&format!("%{item_type:02X}"));
-    }
-    for &b in selector {
-        if url_safe(b) {
-            url.push(b as char);
-        } else {
-            url.push_str(&format!("%{b:02X}"));
-        }
-    }
-    url
 }
 
 /// The longest menu line the rewriter holds while waiting for its end; a longer
