@@ -4,11 +4,13 @@
 //! Most cases run in-process; a few run the built binary, because the exit code
 //! and the messages on stderr are part of the contract.
 
-use std::io::{Cursor, Write};
+use std::io::Cursor;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+
+mod common;
 
 use clap::Parser;
+use common::binary;
 use robots_proxy::check;
 use robots_proxy::cli::{Cli, Command as Sub};
 
@@ -57,23 +59,6 @@ fn check_stdin(robots: &str, agent: &str, rest: &[&str]) -> (String, u8) {
         .chain(rest.iter().copied())
         .collect();
     check_in_process(&args, robots).unwrap()
-}
-
-fn binary(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 #[test]

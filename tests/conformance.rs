@@ -13,6 +13,9 @@
 //! the reason (the README's "Conformance" lists the same); a listed case that
 //! starts agreeing fails the test too, so the lists stay true.
 
+mod common;
+
+use common::binary;
 use robots_proxy::check::decide_target;
 use robots_proxy::robots::{BotProfile, RobotsTxt};
 use robots_proxy::spelling::SelectorReading;
@@ -213,25 +216,13 @@ fn crawler_commons_verdicts() {
 /// with the full URL, as a user would run it.
 #[test]
 fn google_rfc_required_cases_through_the_check_command() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let mut ran = 0;
     for case in cases(&GOOGLE).iter().filter(|c| c.rfc_required) {
         let url = full_url(&case.url);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-            .args(["check", "--robots", "-", "--agent", &case.agent, url])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(case.robots.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = binary(
+            &["check", "--robots", "-", "--agent", &case.agent, url],
+            &case.robots,
+        );
         let verdict = if case.allowed { "allow" } else { "disallow" };
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),

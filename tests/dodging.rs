@@ -66,14 +66,6 @@ fn origin_reply(selector: &[u8]) -> Reply {
     }
 }
 
-fn first_line(answer: &[u8]) -> String {
-    let end = answer
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .unwrap_or(answer.len());
-    String::from_utf8_lossy(&answer[..end]).into_owned()
-}
-
 /// `gopher://127.0.0.1:PORT/0` + the selector, percent-encoded as a URL must be
 /// (so that the URL layer's decoding gives back exactly `selector`).
 fn url_for(origin: &GopherOrigin, selector: &str) -> String {
@@ -88,25 +80,31 @@ fn url_for(origin: &GopherOrigin, selector: &str) -> String {
     origin.url(&format!("0{encoded}"))
 }
 
+/// Asserts that `answer` is a refusal of the kind `want` (`3403 Forbidden:
+/// robots.txt`, `3400 Bad Request`).
+fn assert_refused(answer: &[u8], want: &str, what: &str) {
+    assert!(
+        first_line(answer).starts_with(want),
+        "{what}: {}",
+        first_line(answer)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_spelling_class_is_refused_on_the_gopher_listener() {
     let origin = GopherOrigin::start(origin_reply).await;
     let proxy = start_proxy(test_config()).await;
     for (class, sel) in REFUSED {
         let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
-        assert!(
-            first_line(&answer).starts_with("3403 Forbidden: robots.txt"),
-            "{class}: {sel}: {}",
-            first_line(&answer)
+        assert_refused(
+            &answer,
+            "3403 Forbidden: robots.txt",
+            &format!("{class}: {sel}"),
         );
     }
     for sel in BAD {
         let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
-        assert!(
-            first_line(&answer).starts_with("3400 Bad Request"),
-            "{sel}: {}",
-            first_line(&answer)
-        );
+        assert_refused(&answer, "3400 Bad Request", sel);
     }
     assert_eq!(
         origin.all(),
@@ -131,28 +129,20 @@ async fn every_spelling_class_is_refused_through_socks5() {
     let socks = proxy.socks5_addr.unwrap();
     for (class, sel) in REFUSED {
         let answer = gopher_via_socks(socks, origin.addr, sel.as_bytes()).await;
-        assert!(
-            first_line(&answer).starts_with("3403 Forbidden: robots.txt"),
-            "{class}: {sel}: {}",
-            first_line(&answer)
+        assert_refused(
+            &answer,
+            "3403 Forbidden: robots.txt",
+            &format!("{class}: {sel}"),
         );
     }
     for sel in BAD {
         let answer = gopher_via_socks(socks, origin.addr, sel.as_bytes()).await;
-        assert!(
-            first_line(&answer).starts_with("3400 Bad Request"),
-            "{sel}: {}",
-            first_line(&answer)
-        );
+        assert_refused(&answer, "3400 Bad Request", sel);
     }
     // A raw NUL or CR inside the line.
     for raw in [&b"/sub\0x"[..], b"/sub\rx", b"/ok\tsearch\0"] {
         let answer = gopher_via_socks(socks, origin.addr, raw).await;
-        assert!(
-            first_line(&answer).starts_with("3400 Bad Request"),
-            "{raw:?}: {}",
-            first_line(&answer)
-        );
+        assert_refused(&answer, "3400 Bad Request", &format!("{raw:?}"));
     }
     assert_eq!(
         origin.all(),

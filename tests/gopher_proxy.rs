@@ -21,14 +21,6 @@ fn hole(selector: &[u8]) -> Reply {
     }
 }
 
-fn first_line(answer: &[u8]) -> String {
-    let end = answer
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .unwrap_or(answer.len());
-    String::from_utf8_lossy(&answer[..end]).into_owned()
-}
-
 /// Text and binary answers are relayed byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_and_binary_are_relayed_byte_for_byte() {

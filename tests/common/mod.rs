@@ -411,3 +411,32 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
             .and_then(|rest| rest.trim().parse().ok())
     })
 }
+
+/// The first line of an answer, without its line end.
+pub fn first_line(answer: &[u8]) -> String {
+    let end = answer
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(answer.len());
+    String::from_utf8_lossy(&answer[..end]).into_owned()
+}
+
+/// Runs the built `robots-proxy` with `args` and `stdin`; its output.
+pub fn binary(args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}

@@ -40,20 +40,25 @@ SPELLINGS = [
 ]
 
 
+def read_all(s):
+    """Everything the server sends until it closes (or the deadline passes)."""
+    chunks = []
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def ask(addr, data):
     host, port = addr.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall(data)
-        chunks = []
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks)
+        return read_all(s)
 
 
 def socks_ask(proxy, target, line):
@@ -68,16 +73,7 @@ def socks_ask(proxy, target, line):
         if len(reply) < 2 or reply[1] != 0:
             return b"socks reply %d" % (reply[1] if len(reply) > 1 else -1)
         s.sendall(line)
-        chunks = []
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks)
+        return read_all(s)
 
 
 def first_line(answer):
