@@ -86,6 +86,17 @@ impl PolitenessConfig {
     }
 }
 
+/// The longest wait the gate schedules: about a century. A Crawl-delay of
+/// 10^20 s or an upstream `44 18446744073709551615` means "not in our
+/// lifetime", and must not overflow the clock (`Instant + Duration` panics).
+pub const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// `t + d`, with `d` capped at [`NEVER`]: time arithmetic on numbers that came
+/// from outside saturates instead of panicking.
+pub fn after(t: Instant, d: Duration) -> Instant {
+    t + d.min(NEVER)
+}
+
 /// A request may not wait that long: answer "slow down, retry in N s".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlowDown {
@@ -141,7 +152,7 @@ impl Host {
 
     /// When the next request may start, as far as spacing goes.
     fn next_start(&self, max_delay: Option<Duration>) -> Option<Instant> {
-        let spaced = self.last_start.map(|t| t + self.spacing(max_delay));
+        let spaced = self.last_start.map(|t| after(t, self.spacing(max_delay)));
         match (spaced, self.not_before) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -303,8 +314,9 @@ impl Politeness {
             {
                 until_next
             } else {
-                until_next
-                    + spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32)
+                until_next.saturating_add(
+                    spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32),
+                )
             };
             if estimate > self.config.max_wait {
                 return Err(SlowDown {
@@ -323,7 +335,7 @@ impl Politeness {
             ticket,
             admitted: false,
         };
-        let deadline = Instant::now() + self.config.max_wait;
+        let deadline = after(Instant::now(), self.config.max_wait);
         loop {
             let sleep_until = {
                 let mut gates = self.lock();
@@ -388,7 +400,7 @@ impl Politeness {
         };
         match seconds {
             Some(s) => {
-                let until = Instant::now() + s;
+                let until = after(Instant::now(), s);
                 host.not_before = Some(host.not_before.map_or(until, |t| t.max(until)));
             }
             None => {
@@ -769,6 +781,35 @@ mod tests {
                 .await
                 .unwrap(),
         );
+        assert_eq!(t0.elapsed(), Duration::ZERO);
+    }
+
+    /// Hostile numbers (a Crawl-delay of 10^20 s, an upstream `44` of u64::MAX
+    /// seconds) saturate: the gate answers "slow down" and stays usable, and the
+    /// sweeper keeps working.
+    #[tokio::test(start_paused = true)]
+    async fn hostile_numbers_saturate_instead_of_panicking() {
+        let gate = Politeness::new(PolitenessConfig {
+            max_wait: Duration::MAX,
+            ..config()
+        });
+        let k = key("a");
+        let id = gate.admit(&k, Some(Duration::MAX)).await.unwrap().gate();
+        gate.slow_down(id, Some(Duration::from_secs(u64::MAX)));
+        for _ in 0..70 {
+            gate.slow_down(id, None);
+        }
+        gate.sweep();
+        let short = Politeness::new(config());
+        let id = short.admit(&k, Some(Duration::MAX)).await.unwrap().gate();
+        let refused = short.admit(&k, Some(Duration::MAX)).await.err().unwrap();
+        assert!(refused.retry_after >= Duration::from_secs(86_400 * 365));
+        short.slow_down(id, Some(Duration::from_secs(u64::MAX)));
+        short.sweep();
+        assert_eq!(short.usage().0, 1, "the gate is still remembered");
+        // Other hosts are untouched.
+        let t0 = Instant::now();
+        drop(short.admit(&key("b"), None).await.unwrap());
         assert_eq!(t0.elapsed(), Duration::ZERO);
     }
 

@@ -245,3 +245,36 @@ async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
         assert!(*gap >= 0.095, "gaps {gaps:?}");
     }
 }
+
+/// Hostile numbers from outside cannot crash the proxy: a robots.txt with
+/// `Crawl-delay: 99999999999999999999` and an upstream answering
+/// `44 18446744073709551615` each get slow-down answers, and the proxy goes on
+/// serving other hosts (time arithmetic saturates at about a century).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
+    let huge_delay = capsule(
+        "User-agent: *\nCrawl-delay: 99999999999999999999\n",
+        "20 text/gemini",
+    )
+    .await;
+    let huge_44 = capsule("User-agent: *\nDisallow:\n", "44 18446744073709551615").await;
+    let fine = capsule("User-agent: *\nDisallow:\n", "20 text/gemini").await;
+    let proxy = start_proxy(config_with("examplebot", &[])).await;
+    let addr = proxy.gemini_addr;
+
+    let (header, _) = gemini(addr, &huge_delay.url("/page")).await;
+    let secs: u64 = header
+        .strip_prefix("44 ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{header}"));
+    assert!(secs > 86_400 * 365, "{header}");
+
+    let (header, _) = gemini(addr, &huge_44.url("/busy")).await;
+    assert_eq!(header, "44 18446744073709551615", "relayed as it came");
+    let (header, _) = gemini(addr, &huge_44.url("/page")).await;
+    assert!(header.starts_with("44 "), "{header}");
+
+    // Nothing broke: the sweeper and other hosts carry on.
+    proxy.context.politeness.sweep();
+    assert_eq!(gemini(addr, &fine.url("/page")).await.0, "20 text/gemini");
+}
