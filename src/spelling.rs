@@ -109,7 +109,7 @@ pub fn gopher_spellings(
                     rooted.push(b'/');
                     rooted.extend_from_slice(&form[bare..]);
                     let rooted = fold_path(&rooted).into_owned();
-                    add(rooted[1..].to_vec());
+                    add(rooted.get(1..).unwrap_or_default().to_vec());
                     add(rooted);
                 }
                 SelectorReading::Literal => add(fold_path(&form).into_owned()),

@@ -18,6 +18,32 @@ proptest! {
         let _ = policy.explain(&d).to_string();
     }
 
+    /// Any selector bytes: the spellings never panic; a selector that can be
+    /// decided is decided no more leniently than as written, in either reading,
+    /// and the literal reading never refuses what the safe one allows.
+    #[test]
+    fn any_selector_decides_over_its_spellings(
+        selector in proptest::collection::vec(
+            prop::sample::select(b"/%25Fab.?\t0x\x00rs".to_vec()), 0..40),
+        rule in "(/|\\*)[a-z%/.]{0,6}",
+    ) {
+        use robots_proxy::spelling::{decide_selector, gopher_spellings};
+        let policy = RobotsTxt::parse(format!("User-agent: *\nDisallow: {rule}\n").as_bytes())
+            .policy(&BotProfile::new("bot"));
+        match gopher_spellings(&selector, SelectorReading::Safe) {
+            Ok(all) => {
+                prop_assert_eq!(&all[0], &selector);
+                let safe = decide_selector(&policy, &selector, SelectorReading::Safe).unwrap();
+                let literal = decide_selector(&policy, &selector, SelectorReading::Literal).unwrap();
+                let written = policy.decide_bytes(&selector);
+                let robots_itself = policy.explain(&written).robots_txt_itself;
+                prop_assert!(robots_itself || written.allowed() || !safe.allowed());
+                prop_assert!(robots_itself || literal.allowed() || !safe.allowed());
+            }
+            Err(_) => prop_assert!(decide_selector(&policy, &selector, SelectorReading::Safe).is_err()),
+        }
+    }
+
     #[test]
     fn robots_like_junk_parses(
         lines in proptest::collection::vec((
