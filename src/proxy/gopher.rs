@@ -80,7 +80,8 @@ pub async fn serve_line(
             (None, answer(client.get_mut(), &refusal).await)
         }
         Err(e) => {
-            tracing::info!(%peer, error = %e, "no selector line; closed");
+            // As before on the Gopher listener: a scanner that sends nothing is no request.
+            tracing::debug!(%peer, error = %e, "no selector line; closed");
             return;
         }
     };
