@@ -38,7 +38,7 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     if args.check_config {
-        print!("{}", config.to_toml());
+        print!("{}", config.to_toml_redacted());
         return ExitCode::SUCCESS;
     }
     // RUST_LOG, when set, overrides the configured level.

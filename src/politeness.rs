@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::target::{HostKey, Server};
 
@@ -443,6 +444,23 @@ impl Politeness {
         });
     }
 
+    /// Runs [`Politeness::sweep`] every `every` until `stop`. A sweep that
+    /// panics (it should not: its arithmetic saturates) is logged and the next
+    /// one runs anyway, so idle hosts are always forgotten in the end.
+    pub async fn sweeper(self: Arc<Self>, every: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(every) => {
+                    let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sweep()));
+                    if swept.is_err() {
+                        tracing::error!("politeness sweep panicked; the next one runs as planned");
+                    }
+                }
+            }
+        }
+    }
+
     /// Hosts remembered and requests waiting, for metrics and tests.
     pub fn usage(&self) -> (usize, usize) {
         let gates = self.lock();
@@ -813,6 +831,36 @@ mod tests {
         assert_eq!(t0.elapsed(), Duration::ZERO);
     }
 
+    /// The background sweeper keeps forgetting idle hosts after a hostile entry
+    /// (a century of spacing) that it must keep.
+    #[tokio::test(start_paused = true)]
+    async fn the_sweeper_keeps_sweeping_past_a_hostile_entry() {
+        let gate = Politeness::new(config());
+        let stop = CancellationToken::new();
+        let sweeper = tokio::spawn(gate.clone().sweeper(Duration::from_secs(30), stop.clone()));
+        drop(
+            gate.admit(&key("hostile"), Some(Duration::MAX))
+                .await
+                .unwrap(),
+        );
+        for round in 0..3 {
+            drop(
+                gate.admit(&key(&format!("idle{round}")), Some(Duration::ZERO))
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(gate.usage().0, 2);
+            tokio::time::sleep(Duration::from_secs(31)).await;
+            assert_eq!(
+                gate.usage().0,
+                1,
+                "round {round}: the idle host is forgotten"
+            );
+        }
+        stop.cancel();
+        sweeper.await.unwrap();
+    }
+
     #[test]
     fn delay_is_clamped() {
         let c = PolitenessConfig {
@@ -835,5 +883,101 @@ mod tests {
             unbounded.delay_for(Some(Duration::from_secs(3600))),
             Duration::from_secs(3600)
         );
+    }
+
+    /// What a hostile upstream or robots.txt can feed the gate, with any config
+    /// the resolver accepts (and beyond: `Duration::MAX` everywhere).
+    #[derive(Clone, Debug)]
+    enum Step {
+        Admit { host: u8, delay: Option<Duration> },
+        SlowDown { host: u8, seconds: Option<Duration> },
+        Recovered { host: u8 },
+        Sweep,
+        Advance(Duration),
+    }
+
+    fn extreme_duration() -> impl proptest::strategy::Strategy<Value = Duration> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Duration::ZERO),
+            Just(Duration::MAX),
+            Just(NEVER),
+            (0u64..=u64::MAX).prop_map(Duration::from_secs),
+            (0u64..100_000).prop_map(Duration::from_millis),
+        ]
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u8..4, proptest::option::of(extreme_duration()))
+                .prop_map(|(host, delay)| Step::Admit { host, delay }),
+            (0u8..4, proptest::option::of(extreme_duration()))
+                .prop_map(|(host, seconds)| Step::SlowDown { host, seconds }),
+            (0u8..4).prop_map(|host| Step::Recovered { host }),
+            Just(Step::Sweep),
+            (0u64..1_000_000).prop_map(|ms| Step::Advance(Duration::from_millis(ms))),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any sequence of admissions, slow-downs, sweeps and clock jumps, with
+        /// extreme numbers everywhere: nothing panics, an admitted request never
+        /// waited longer than `max_wait`, and a refusal names a retry time.
+        #[test]
+        fn the_gate_survives_extreme_numbers(
+            default_delay in extreme_duration(),
+            min_delay in extreme_duration(),
+            max_wait in extreme_duration(),
+            concurrency in 1usize..4,
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let gate = Politeness::new(PolitenessConfig {
+                    default_delay,
+                    min_delay,
+                    max_delay: None,
+                    per_host_concurrency: concurrency,
+                    max_wait,
+                    key: GateBy::Host,
+                });
+                let mut ids = std::collections::HashMap::new();
+                for step in steps {
+                    match step {
+                        Step::Admit { host, delay } => {
+                            let server = key(&format!("h{host}"));
+                            let started = Instant::now();
+                            // A wait the gate accepted can be long: let the
+                            // paused clock run it out, bounded by max_wait.
+                            match gate.admit(&server, delay.map(|d| gate.config().delay_for(Some(d)))).await {
+                                Ok(permit) => {
+                                    assert!(started.elapsed() <= max_wait.min(NEVER));
+                                    ids.insert(host, permit.gate());
+                                }
+                                Err(slow) => assert!(slow.retry_after > Duration::ZERO),
+                            }
+                        }
+                        Step::SlowDown { host, seconds } => {
+                            if let Some(id) = ids.get(&host) {
+                                gate.slow_down(*id, seconds);
+                            }
+                        }
+                        Step::Recovered { host } => {
+                            if let Some(id) = ids.get(&host) {
+                                gate.recovered(*id);
+                            }
+                        }
+                        Step::Sweep => gate.sweep(),
+                        Step::Advance(d) => tokio::time::advance(d).await,
+                    }
+                }
+            });
+        }
     }
 }

@@ -27,8 +27,10 @@ use crate::upstream::Upstream;
 
 #[derive(Debug, Error)]
 pub enum StartError {
-    #[error("listening on {addr}: {source}")]
+    #[error("the {listener} listener ({key}) cannot listen on {addr}: {source}")]
     Bind {
+        listener: &'static str,
+        key: &'static str,
         addr: SocketAddr,
         source: std::io::Error,
     },
@@ -65,12 +67,15 @@ impl Proxy {
         let cert_fingerprint = tls::fingerprint(&identity.chain[0]);
         let acceptor = TlsAcceptor::from(tls::server_config(identity)?);
 
-        let (gemini_listener, gemini_addr) = bind(config.gemini_listen).await?;
-        let (gopher_listener, gopher_addr) = bind(config.gopher_listen).await?;
-        let (metrics_listener, metrics_addr) = bind(config.metrics_listen).await?;
+        let (gemini_listener, gemini_addr) =
+            bind("Gemini", "listen.gemini", config.gemini_listen).await?;
+        let (gopher_listener, gopher_addr) =
+            bind("Gopher", "listen.gopher", config.gopher_listen).await?;
+        let (metrics_listener, metrics_addr) =
+            bind("metrics", "listen.metrics", config.metrics_listen).await?;
         let socks5 = match config.socks5_listen {
             Some(addr) => Some((
-                bind(addr).await?,
+                bind("SOCKS5", "listen.socks5", addr).await?,
                 Arc::new(tls::Authority::load_or_generate(&config.state_dir)?),
             )),
             None => None,
@@ -146,15 +151,7 @@ impl Proxy {
             tracker.clone(),
         ));
         // Forget idle hosts now and then: per-host state stays bounded.
-        let sweeper_stop = shutdown.clone();
-        tracker.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = sweeper_stop.cancelled() => break,
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => politeness.sweep(),
-                }
-            }
-        });
+        tracker.spawn(politeness.sweeper(std::time::Duration::from_secs(30), shutdown.clone()));
         Ok(Proxy {
             gemini_addr,
             gopher_addr,
@@ -185,8 +182,17 @@ impl Proxy {
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
-    let bind_err = |source| StartError::Bind { addr, source };
+async fn bind(
+    listener: &'static str,
+    key: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), StartError> {
+    let bind_err = |source| StartError::Bind {
+        listener,
+        key,
+        addr,
+        source,
+    };
     let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
     let local = listener.local_addr().map_err(bind_err)?;
     Ok((listener, local))

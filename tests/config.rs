@@ -127,3 +127,236 @@ fn valid_configs_resolve() {
     }
     assert!(checked >= 2, "found only {checked} valid configs");
 }
+
+/// Values an operator might write by mistake, or an attacker who controls the
+/// file might write on purpose: each is refused at the config boundary with
+/// the key and the bound, rather than accepted and then panicking a clock, a
+/// cache or a semaphore later.
+#[test]
+fn absurd_values_are_refused_naming_the_key_and_the_bound() {
+    let cases = [
+        ("[robots]\nttl = \"400000d\"", "robots.ttl: \"400000d\" is out of range: from 1s to 365d"),
+        ("[robots]\nttl = \"0s\"", "robots.ttl: \"0s\" is out of range: from 1s to 365d"),
+        ("[robots]\nmax_stale = \"1e30d\"", "robots.max_stale: invalid duration"),
+        ("[robots]\nmax_stale = \"99999999999999999999d\"", "robots.max_stale: \"99999999999999999999d\" is out of range: at most 365d"),
+        ("[robots]\nunreachable_retry = \"0s\"", "robots.unreachable_retry: \"0s\" is out of range: from 1s to 7d"),
+        ("[robots]\nfetch_timeout = \"2h\"", "robots.fetch_timeout: \"2h\" is out of range: from 1ms to 1h"),
+        ("[robots]\ncache_bytes = 9223372036854775807", "robots.cache_bytes: 9223372036854775807 is out of range: from 1048576 to 1099511627776"),
+        ("[robots]\ncache_bytes = 1000", "robots.cache_bytes: 1000 is out of range"),
+        ("[limits]\nmax_connections = 4611686018427387904", "limits.max_connections: 4611686018427387904 is out of range: from 1 to 1048576"),
+        ("[limits]\nrequest_timeout = \"200000000000000d\"", "limits.request_timeout: \"200000000000000d\" is out of range: from 1ms to 1h"),
+        ("[limits]\nconnect_timeout = \"0ms\"", "limits.connect_timeout: \"0ms\" is out of range"),
+        ("[limits]\nidle_timeout = \"30d\"", "limits.idle_timeout: \"30d\" is out of range: from 1ms to 1d"),
+        ("[limits]\nshutdown_grace = \"9999h\"", "limits.shutdown_grace: \"9999h\" is out of range: at most 1h"),
+        ("[politeness]\nper_host_concurrency = 4294967296", "politeness.per_host_concurrency: 4294967296 is out of range: from 1 to 1024"),
+        ("[politeness]\nper_host_concurrency = 0", "politeness.per_host_concurrency: 0 is out of range"),
+        ("[politeness]\ndefault_delay = \"400000d\"", "politeness.default_delay: \"400000d\" is out of range: at most 1d"),
+        ("[politeness]\nmin_delay = \"2d\"", "politeness.min_delay: \"2d\" is out of range: at most 1d"),
+        ("[politeness]\nmax_delay = \"2d\"", "politeness.max_delay: \"2d\" is out of range: at most 1d"),
+        ("[politeness]\nmax_wait = \"200000000000000d\"", "politeness.max_wait: \"200000000000000d\" is out of range: at most 1d"),
+        ("[metrics]\nper_host = true\nper_host_limit = 0", "metrics.per_host_limit: 0 is out of range: from 1 to 100000"),
+        ("[metrics]\nper_host = true\nper_host_limit = 10000000", "metrics.per_host_limit: 10000000 is out of range"),
+        ("[log]\nlevel = \"verbose\"", "log.level: \"verbose\" is not a level"),
+        ("[log]\nlevel = \"robots_proxy=loud\"", "log.level: \"robots_proxy=loud\" is not a level"),
+        ("[log]\nlevel = \"\"", "log.level: \"\" is not a level"),
+    ];
+    for (text, expect) in cases {
+        let err = RawConfig::parse(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .resolve(&RunArgs::default())
+            .expect_err(text)
+            .to_string();
+        assert!(
+            err.starts_with(expect),
+            "{text:?}: {err:?} should start with {expect:?}"
+        );
+    }
+    // A flag names itself, not the key.
+    let flags = RunArgs {
+        max_wait: Some("200000000000000d".into()),
+        ..RunArgs::default()
+    };
+    let err = RawConfig::default()
+        .resolve(&flags)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("--max-wait: \"200000000000000d\" is out of range"),
+        "{err}"
+    );
+    // Levels and filters that mean something still pass.
+    for level in ["warn", "DEBUG", "robots_proxy=debug,info", "off"] {
+        let text = format!("[log]\nlevel = {level:?}");
+        RawConfig::parse(&text)
+            .unwrap()
+            .resolve(&RunArgs::default())
+            .unwrap();
+    }
+}
+
+/// The binary: `--check-config` exits 2 on an absurd value and names it, and
+/// prints SOCKS5 passwords as a placeholder.
+#[test]
+fn check_config_refuses_absurd_values_and_redacts_passwords() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("check-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(["run", "--check-config", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let absurd = run("absurd.toml", "[robots]\nttl = \"400000d\"\n");
+    assert_eq!(absurd.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&absurd.stderr);
+    assert!(
+        stderr.contains("robots.ttl: \"400000d\" is out of range: from 1s to 365d"),
+        "{stderr}"
+    );
+
+    let users = run(
+        "users.toml",
+        "[socks5]\nusers = [{ name = \"crawler\", password = \"hunter2-secret\" }]\n",
+    );
+    assert_eq!(users.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&users.stdout);
+    assert!(stdout.contains("name = \"crawler\""), "{stdout}");
+    assert!(!stdout.contains("hunter2-secret"), "{stdout}");
+    assert!(stdout.contains("(redacted)"), "{stdout}");
+}
+
+/// The largest value of every bounded key is safe to run with: the proxy
+/// starts, serves a request and shuts down (a bound that still panics
+/// somewhere downstream would fail here).
+#[tokio::test]
+async fn the_proxy_runs_at_every_upper_bound() {
+    let text = r#"
+[listen]
+gemini = "127.0.0.1:0"
+gopher = "127.0.0.1:0"
+metrics = "127.0.0.1:0"
+[robots]
+ttl = "365d"
+max_stale = "365d"
+unreachable_retry = "7d"
+fetch_timeout = "1h"
+cache_bytes = 1099511627776
+[limits]
+max_connections = 1048576
+request_timeout = "1h"
+connect_timeout = "1h"
+idle_timeout = "1d"
+shutdown_grace = "1h"
+[politeness]
+default_delay = "1d"
+min_delay = "1d"
+max_delay = "1d"
+per_host_concurrency = 1024
+max_wait = "1d"
+[metrics]
+per_host = true
+per_host_limit = 100000
+"#;
+    let flags = RunArgs {
+        state_dir: Some(
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("bounds-{}", std::process::id())),
+        ),
+        ..RunArgs::default()
+    };
+    let config = RawConfig::parse(text).unwrap().resolve(&flags).unwrap();
+    let proxy = robots_proxy::server::Proxy::start(config).await.unwrap();
+    // A Gopher request for an unreachable private address: refused at once
+    // (private upstreams are not allowed), through politeness and the cache.
+    let mut stream = tokio::net::TcpStream::connect(proxy.gopher_addr)
+        .await
+        .unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(b"gopher://127.0.0.1:1/1/\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with('3'), "{answer:?}");
+    proxy.shutdown();
+}
+
+mod extremes {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DURATION_KEYS: &[(&str, &str)] = &[
+        ("robots", "ttl"),
+        ("robots", "max_stale"),
+        ("robots", "unreachable_retry"),
+        ("robots", "fetch_timeout"),
+        ("limits", "request_timeout"),
+        ("limits", "connect_timeout"),
+        ("limits", "idle_timeout"),
+        ("limits", "shutdown_grace"),
+        ("politeness", "default_delay"),
+        ("politeness", "min_delay"),
+        ("politeness", "max_wait"),
+    ];
+    const COUNT_KEYS: &[(&str, &str)] = &[
+        ("robots", "cache_bytes"),
+        ("limits", "max_connections"),
+        ("politeness", "per_host_concurrency"),
+    ];
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        /// Any number with any unit, in any duration key: either refused naming
+        /// that key, or accepted as at most a year.
+        #[test]
+        fn any_duration_is_bounded_or_refused_by_name(
+            key in proptest::sample::select(DURATION_KEYS),
+            number in prop_oneof![any::<u64>().prop_map(|n| n.to_string()), "[0-9]{1,30}(\\.[0-9]{1,5})?"],
+            unit in proptest::sample::select(&["ms", "s", "m", "h", "d", "", "x"][..]),
+        ) {
+            let text = format!("[{}]\n{} = \"{number}{unit}\"", key.0, key.1);
+            match RawConfig::parse(&text).unwrap().resolve(&RunArgs::default()) {
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(e.starts_with(&format!("{}.{}: ", key.0, key.1)), "{e}");
+                }
+                Ok(c) => {
+                    for d in [c.robots.ttl, c.robots.max_stale, c.robots.unreachable_retry,
+                              c.robots.fetch_timeout, c.limits.request_timeout,
+                              c.limits.connect_timeout, c.limits.idle_timeout,
+                              c.limits.shutdown_grace, c.politeness.default_delay,
+                              c.politeness.min_delay, c.politeness.max_wait] {
+                        prop_assert!(d <= YEAR);
+                    }
+                }
+            }
+        }
+
+        /// Any non-negative TOML integer in a count key: refused naming the key,
+        /// or accepted within the bound the README gives.
+        #[test]
+        fn any_count_is_bounded_or_refused_by_name(
+            key in proptest::sample::select(COUNT_KEYS),
+            n in prop_oneof![0i64..=i64::MAX, 0i64..5000],
+        ) {
+            let text = format!("[{}]\n{} = {n}", key.0, key.1);
+            match RawConfig::parse(&text).unwrap().resolve(&RunArgs::default()) {
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(e.starts_with(&format!("{}.{}: {n} is out of range", key.0, key.1)), "{e}");
+                }
+                Ok(c) => {
+                    prop_assert!(c.robots.cache_bytes <= 1 << 40);
+                    prop_assert!(c.limits.max_connections <= 1 << 20);
+                    prop_assert!(c.politeness.per_host_concurrency <= 1024);
+                }
+            }
+        }
+    }
+}

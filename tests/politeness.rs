@@ -239,11 +239,15 @@ async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
     }
     // Two robots.txt hosts (127.0.0.1 and localhost), sixteen pages.
     assert_eq!(origin.count(b"robots.txt"), 2, "{:?}", origin.all());
+    // One gate for all eight names, and 18 starts spaced by it. Arrival gaps at
+    // the origin carry each connection's own latency, so the span of all of
+    // them is checked rather than each gap (only the first and last latencies
+    // can shorten it).
+    assert_eq!(proxy.context.politeness.usage().0, 1, "one gate");
     let gaps = origin.gaps();
     assert_eq!(gaps.len(), 17);
-    for gap in &gaps {
-        assert!(*gap >= 0.095, "gaps {gaps:?}");
-    }
+    let span: f64 = gaps.iter().sum();
+    assert!(span >= 1.6, "gaps {gaps:?}");
 }
 
 /// Hostile numbers from outside cannot crash the proxy: a robots.txt with

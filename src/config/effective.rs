@@ -25,8 +25,19 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 impl Config {
-    /// The effective configuration as a TOML file (what `run --check-config` prints).
+    /// What `run --check-config` prints: [`Config::to_toml`] with SOCKS5
+    /// passwords replaced by a placeholder, so the output can be pasted into an
+    /// issue or a log safely.
+    pub fn to_toml_redacted(&self) -> String {
+        self.toml(true)
+    }
+
+    /// The effective configuration as a TOML file that reads back to this `Config`.
     pub fn to_toml(&self) -> String {
+        self.toml(false)
+    }
+
+    fn toml(&self, redact: bool) -> String {
         let d = format_duration;
         let quote = |s: &str| format!("{s:?}");
         let list = |items: &[String]| {
@@ -61,7 +72,10 @@ impl Config {
                 out.push_str(&format!(
                     "  {{ name = {}, password = {} }},\n",
                     quote(name),
-                    quote(password)
+                    match redact {
+                        true => quote("(redacted)"),
+                        false => quote(password),
+                    }
                 ));
             }
             out.push_str("]\n\n");

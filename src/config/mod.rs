@@ -234,7 +234,8 @@ pub struct TlsConfig {
     pub hostnames: Vec<String>,
 }
 
-/// Parses `500ms`, `10s`, `1.5s`, `5m`, `24h`, `7d`, `0s`.
+/// Parses `500ms`, `10s`, `1.5s`, `5m`, `24h`, `7d`, `0s`; a number too large
+/// for a `Duration` gives `Duration::MAX` (which no key accepts).
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
@@ -248,23 +249,91 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         "d" => value * 86400.0,
         _ => return None,
     };
-    Duration::try_from_secs_f64(seconds).ok()
+    // Too long for a Duration is still a duration, just out of every key's range.
+    Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
 }
 
+/// The range a duration key accepts: beyond it a value is a mistake (a year of
+/// Crawl-delay, a timeout of centuries) that would also overflow the clocks and
+/// caches it feeds. Zero is allowed where `min` is zero.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    min: Duration,
+    max: Duration,
+}
+
+const DAY: u64 = 86_400;
+
+/// A duration key: `default` when unset, else parsed and checked against `span`;
+/// an error names the key and the bound.
 fn duration(
     key: &'static str,
     value: Option<&str>,
     default: Duration,
+    span: Span,
 ) -> Result<Duration, ConfigError> {
+    let Some(text) = value else {
+        return Ok(default);
+    };
+    let d = parse_duration(text).ok_or_else(|| {
+        invalid(
+            key,
+            format!("invalid duration {text:?} (write e.g. 500ms, 10s, 5m, 24h, 7d)"),
+        )
+    })?;
+    if d < span.min || d > span.max {
+        let range = match span.min.is_zero() {
+            true => format!("at most {}", format_duration(span.max)),
+            false => format!(
+                "from {} to {}",
+                format_duration(span.min),
+                format_duration(span.max)
+            ),
+        };
+        return Err(invalid(key, format!("{text:?} is out of range: {range}")));
+    }
+    Ok(d)
+}
+
+/// A count key: `default` when unset, else within `min..=max`.
+fn count<T: Copy + PartialOrd + std::fmt::Display>(
+    key: &'static str,
+    value: Option<T>,
+    default: T,
+    (min, max): (T, T),
+) -> Result<T, ConfigError> {
     match value {
         None => Ok(default),
-        Some(text) => parse_duration(text).ok_or_else(|| {
-            invalid(
-                key,
-                format!("invalid duration {text:?} (write e.g. 500ms, 10s, 5m, 24h, 7d)"),
-            )
-        }),
+        Some(v) if v >= min && v <= max => Ok(v),
+        Some(v) => Err(invalid(
+            key,
+            format!("{v} is out of range: from {min} to {max}"),
+        )),
     }
+}
+
+const fn span(min_ms: u64, max_s: u64) -> Span {
+    Span {
+        min: Duration::from_millis(min_ms),
+        max: Duration::from_secs(max_s),
+    }
+}
+
+/// Every bound in one place (the README's configuration section lists them).
+mod bound {
+    use super::{span, Span, DAY};
+    pub const TTL: Span = span(1000, 365 * DAY);
+    pub const MAX_STALE: Span = span(0, 365 * DAY);
+    pub const UNREACHABLE_RETRY: Span = span(1000, 7 * DAY);
+    pub const TIMEOUT: Span = span(1, 3600);
+    pub const IDLE_TIMEOUT: Span = span(1, DAY);
+    pub const SHUTDOWN_GRACE: Span = span(0, 3600);
+    pub const DELAY: Span = span(0, DAY);
+    pub const MAX_WAIT: Span = span(0, DAY);
+    pub const CACHE_BYTES: (u64, u64) = (1 << 20, 1 << 40);
+    pub const MAX_CONNECTIONS: (usize, usize) = (1, 1 << 20);
+    pub const PER_HOST_CONCURRENCY: (usize, usize) = (1, 1024);
+    pub const PER_HOST_LIMIT: (usize, usize) = (1, 100_000);
 }
 
 /// A value set by a flag of `run` or by a file key: the flag wins. Returns the
@@ -297,6 +366,26 @@ fn address(key: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
             format!("invalid address {value:?} (write e.g. 127.0.0.1:1965 or [::1]:1965)"),
         )
     })
+}
+
+/// A level, or a `tracing` filter whose every directive ends in `=LEVEL` or is
+/// a level. `EnvFilter` itself reads a lone word such as `verbose` as a target
+/// name, which would silence every other line: a typo must not do that.
+fn valid_log_filter(text: &str) -> bool {
+    let level = |l: &str| {
+        ["off", "error", "warn", "info", "debug", "trace"]
+            .iter()
+            .any(|k| l.eq_ignore_ascii_case(k))
+    };
+    !text.trim().is_empty()
+        && text.split(',').all(|directive| {
+            let directive = directive.trim();
+            match directive.rsplit_once('=') {
+                Some((target, l)) => !target.is_empty() && level(l),
+                None => level(directive),
+            }
+        })
+        && tracing_subscriber::EnvFilter::try_new(text).is_ok()
 }
 
 /// Where state lives when neither the config nor `--state-dir` says.
@@ -436,80 +525,77 @@ impl RawConfig {
                 ))
             }
         };
-        let cache_bytes = r.cache_bytes.unwrap_or(64 * 1024 * 1024);
-        if cache_bytes < 1024 * 1024 {
-            return Err(invalid("robots.cache_bytes", "at least 1048576 (1 MiB)"));
-        }
+        let cache_bytes = count(
+            "robots.cache_bytes",
+            r.cache_bytes,
+            64 * 1024 * 1024,
+            bound::CACHE_BYTES,
+        )?;
         let robots = RobotsConfig {
             ttl: duration(
                 "robots.ttl",
                 r.ttl.as_deref(),
-                Duration::from_secs(24 * 3600),
+                Duration::from_secs(DAY),
+                bound::TTL,
             )?,
             cache_bytes,
             max_stale: duration(
                 "robots.max_stale",
                 r.max_stale.as_deref(),
-                Duration::from_secs(7 * 86400),
+                Duration::from_secs(7 * DAY),
+                bound::MAX_STALE,
             )?,
             unreachable_retry: duration(
                 "robots.unreachable_retry",
                 r.unreachable_retry.as_deref(),
                 Duration::from_secs(60),
+                bound::UNREACHABLE_RETRY,
             )?,
             on_unreachable,
             fetch_timeout: duration(
                 "robots.fetch_timeout",
                 r.fetch_timeout.as_deref(),
                 Duration::from_secs(15),
+                bound::TIMEOUT,
             )?,
             name_bot_in_request: r.name_bot_in_request.unwrap_or(false),
         };
-        if robots.ttl.is_zero() {
-            return Err(invalid("robots.ttl", "must be more than 0s"));
-        }
-        if robots.fetch_timeout.is_zero() {
-            return Err(invalid("robots.fetch_timeout", "must be more than 0s"));
-        }
 
         let l = &self.limits;
         let limits = Limits {
-            max_connections: l.max_connections.unwrap_or(1024),
+            max_connections: count(
+                "limits.max_connections",
+                l.max_connections,
+                1024,
+                bound::MAX_CONNECTIONS,
+            )?,
             request_timeout: duration(
                 "limits.request_timeout",
                 l.request_timeout.as_deref(),
                 Duration::from_secs(10),
+                bound::TIMEOUT,
             )?,
             connect_timeout: duration(
                 "limits.connect_timeout",
                 l.connect_timeout.as_deref(),
                 Duration::from_secs(10),
+                bound::TIMEOUT,
             )?,
             idle_timeout: duration(
                 "limits.idle_timeout",
                 l.idle_timeout.as_deref(),
                 Duration::from_secs(60),
+                bound::IDLE_TIMEOUT,
             )?,
             shutdown_grace: duration(
                 "limits.shutdown_grace",
                 l.shutdown_grace.as_deref(),
                 Duration::from_secs(10),
+                bound::SHUTDOWN_GRACE,
             )?,
             allow_private_upstreams: flags.allow_private_upstreams
                 || l.allow_private_upstreams.unwrap_or(false),
         };
-        if limits.max_connections == 0 {
-            return Err(invalid("limits.max_connections", "must be at least 1"));
-        }
-        for (key, d) in [
-            ("limits.request_timeout", limits.request_timeout),
-            ("limits.connect_timeout", limits.connect_timeout),
-            ("limits.idle_timeout", limits.idle_timeout),
-        ] {
-            if d.is_zero() {
-                return Err(invalid(key, "must be more than 0s"));
-            }
-        }
 
         let tls = TlsConfig {
             cert_and_key: match (self.tls.cert, self.tls.key) {
@@ -547,11 +633,17 @@ impl RawConfig {
             ("politeness.max_wait", &p.max_wait),
         );
         let politeness = PolitenessConfig {
-            default_delay: duration(default_key, default_text, Duration::from_secs(1))?,
+            default_delay: duration(
+                default_key,
+                default_text,
+                Duration::from_secs(1),
+                bound::DELAY,
+            )?,
             min_delay: duration(
                 "politeness.min_delay",
                 p.min_delay.as_deref(),
                 Duration::ZERO,
+                bound::DELAY,
             )?,
             max_delay: match p.max_delay.as_deref() {
                 None | Some("") => None,
@@ -559,10 +651,21 @@ impl RawConfig {
                     "politeness.max_delay",
                     Some(text),
                     Duration::ZERO,
+                    bound::DELAY,
                 )?),
             },
-            per_host_concurrency: p.per_host_concurrency.unwrap_or(1),
-            max_wait: duration(wait_key, wait_text, Duration::from_secs(60))?,
+            per_host_concurrency: count(
+                "politeness.per_host_concurrency",
+                p.per_host_concurrency,
+                1,
+                bound::PER_HOST_CONCURRENCY,
+            )?,
+            max_wait: duration(
+                wait_key,
+                wait_text,
+                Duration::from_secs(60),
+                bound::MAX_WAIT,
+            )?,
             key: match p.key.as_deref() {
                 None | Some("address") => GateBy::Address,
                 Some("host") => GateBy::Host,
@@ -574,12 +677,6 @@ impl RawConfig {
                 }
             },
         };
-        if politeness.per_host_concurrency == 0 {
-            return Err(invalid(
-                "politeness.per_host_concurrency",
-                "must be at least 1",
-            ));
-        }
         if let Some(max) = politeness.max_delay {
             if max < politeness.min_delay {
                 return Err(invalid(
@@ -604,10 +701,13 @@ impl RawConfig {
             }
         };
         let log_level = self.log.level.unwrap_or_else(|| "info".to_string());
-        if tracing_subscriber::EnvFilter::try_new(&log_level).is_err() {
+        if !valid_log_filter(&log_level) {
             return Err(invalid(
                 "log.level",
-                format!("{log_level:?} is not a level or filter (e.g. info, debug)"),
+                format!(
+                    "{log_level:?} is not a level (off, error, warn, info, debug, trace) \
+                     or a filter of TARGET=LEVEL directives"
+                ),
             ));
         }
 
@@ -616,8 +716,12 @@ impl RawConfig {
             self.metrics.per_host_limit,
         ) {
             (false, _) => None,
-            (true, Some(0)) => return Err(invalid("metrics.per_host_limit", "must be at least 1")),
-            (true, limit) => Some(limit.unwrap_or(100)),
+            (true, limit) => Some(count(
+                "metrics.per_host_limit",
+                limit,
+                100,
+                bound::PER_HOST_LIMIT,
+            )?),
         };
 
         let state_dir = flags
