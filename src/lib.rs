@@ -8,7 +8,8 @@
 //! - [`check`]: the `robots-proxy check` command over the two above.
 //! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
 //! - [`server`]: listeners, connection cap, shutdown; [`proxy`]: one request, parse → relay.
-//! - [`protocol`]: wire formats; [`upstream`]: connecting out (address rules, TLS, TOFU);
+//! - [`protocol`]: wire formats; [`upstream`]: connecting out (resolve, TLS, TOFU);
+//!   [`egress`]: where the proxy may connect (special-purpose ranges, ports, itself);
 //!   [`tls`]: certificates and verifiers.
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 
@@ -17,6 +18,7 @@ pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod egress;
 pub mod fetch;
 pub mod metrics;
 pub mod politeness;

@@ -36,8 +36,40 @@ pub fn decision_index(decision: &str) -> usize {
     }
 }
 
+/// Why a connection was closed without a request being served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// SOCKS5 `CONNECT` to a port or address the proxy does not connect to.
+    Destination,
+    /// An HTTP request line.
+    Http,
+    /// TLS whose client offered only HTTP (ALPN), or to a port of `socks5.https_ports`.
+    Https,
+    /// The client address already holds `limits.max_connections_per_client`.
+    ClientCap,
+}
+
+impl Rejection {
+    pub const ALL: [Rejection; 4] = [
+        Rejection::Destination,
+        Rejection::Http,
+        Rejection::Https,
+        Rejection::ClientCap,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Destination => "destination",
+            Rejection::Http => "http",
+            Rejection::Https => "https",
+            Rejection::ClientCap => "client-cap",
+        }
+    }
+}
+
 pub struct Metrics {
     pub registry: Registry,
+    rejected: IntCounterVec,
     requests: Vec<[IntCounter; 4]>,
     robots_fetches: Vec<[IntCounter; 4]>,
     pub cache_hits: IntCounter,
@@ -144,7 +176,14 @@ impl Metrics {
             &["class"],
         );
 
+        let rejected = counter_vec(
+            "robots_proxy_connections_rejected_total",
+            "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap).",
+            &["listener", "reason"],
+        );
+
         Metrics {
+            rejected,
             requests,
             robots_fetches,
             cache_hits: counter(
@@ -205,6 +244,13 @@ impl Metrics {
             }),
             registry,
         }
+    }
+
+    /// A connection closed without serving a request.
+    pub fn rejected(&self, listener: &str, why: Rejection) {
+        self.rejected
+            .with_label_values(&[listener, why.as_str()])
+            .inc();
     }
 
     pub fn request(&self, protocol: usize, decision: &str) {

@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cache::RobotsCache;
 use crate::config::Config;
+use crate::egress::Reach;
 use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
 use crate::fetch::{ByScheme, Polite};
@@ -84,14 +85,15 @@ impl Proxy {
         let ca_cert_path = socks5.as_ref().map(|(_, ca)| ca.cert_path.clone());
 
         let limits = &config.limits;
-        let upstream = Arc::new(Upstream::new(
-            limits.allow_private_upstreams,
-            limits.connect_timeout,
-            [gemini_addr, gopher_addr, metrics_addr]
+        let reach = Reach {
+            allow_private: limits.allow_private_upstreams,
+            ports: limits.upstream_ports.clone(),
+            own: [gemini_addr, gopher_addr, metrics_addr]
                 .into_iter()
                 .chain(socks5_addr)
                 .collect(),
-        )?);
+        };
+        let upstream = Arc::new(Upstream::new(reach, limits.connect_timeout)?);
         let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
             .then(|| config.bot.token().to_string());
         let politeness = Politeness::new(config.politeness.clone());

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use crate::egress::Reach;
 use crate::tls;
 
 /// Why an upstream could not be reached. All of these are the upstream's (or
@@ -21,8 +22,8 @@ use crate::tls;
 pub enum UpstreamError {
     #[error("cannot resolve {host}: {detail}")]
     Resolve { host: String, detail: String },
-    #[error("{host} resolves only to addresses the proxy does not connect to ({addrs}); see --allow-private-upstreams")]
-    Refused { host: String, addrs: String },
+    #[error("{host}: the proxy does not connect there: {why}")]
+    Refused { host: String, why: String },
     #[error("cannot connect to {addr}: {detail}")]
     Connect { addr: String, detail: String },
     #[error("no answer from {what} within {after:?}")]
@@ -40,68 +41,39 @@ pub enum UpstreamError {
     },
 }
 
-/// Addresses a crawler proxy must not be a way into: loopback, private,
-/// link-local, shared (CGNAT), unspecified, multicast, broadcast, unique-local,
-/// documentation; IPv4-mapped IPv6 addresses are judged as their IPv4 address.
-pub fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || o[0] >= 240
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local
-                || (s[0] & 0xffc0) == 0xfe80 // link local
-                || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        }
-    }
-}
-
 /// Everything needed to reach upstreams; shared by all connections.
 pub struct Upstream {
     connector: TlsConnector,
-    allow_internal: bool,
+    /// Which addresses and ports may be connected to.
+    reach: Reach,
     connect_timeout: Duration,
-    /// The proxy's own listening addresses: a request that would loop back is refused.
-    own_addrs: Vec<SocketAddr>,
     /// host:port → SHA-256 of the certificate first seen (trust on first use).
     pins: Mutex<HashMap<(String, u16), String>>,
 }
 
 impl Upstream {
-    pub fn new(
-        allow_internal: bool,
-        connect_timeout: Duration,
-        own_addrs: Vec<SocketAddr>,
-    ) -> Result<Upstream, tls::TlsError> {
+    pub fn new(reach: Reach, connect_timeout: Duration) -> Result<Upstream, tls::TlsError> {
         Ok(Upstream {
             connector: TlsConnector::from(tls::client_config()?),
-            allow_internal,
+            reach,
             connect_timeout,
-            own_addrs,
             pins: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Resolves `host` and keeps the addresses the proxy may connect to.
+    /// The rules every upstream address is checked against.
+    pub fn reach(&self) -> &Reach {
+        &self.reach
+    }
+
+    /// Resolves `host` and keeps the addresses the proxy may connect to. The
+    /// port is checked first: a refused port is not even resolved.
     pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, UpstreamError> {
+        let refused = |why| UpstreamError::Refused {
+            host: host.to_string(),
+            why,
+        };
+        self.reach.check_port(port).map_err(refused)?;
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         let found: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
@@ -119,37 +91,28 @@ impl Upstream {
                     .collect()
             }
         };
+        let mut why = Vec::new();
         let allowed: Vec<SocketAddr> = found
             .iter()
             .copied()
-            .filter(|a| self.allow_internal || !is_internal(a.ip()))
-            .filter(|a| !self.is_own(*a))
+            .filter(|a| match self.reach.check(*a) {
+                Ok(()) => true,
+                Err(e) => {
+                    why.push(e);
+                    false
+                }
+            })
             .collect();
         if allowed.is_empty() {
-            return Err(if found.is_empty() {
-                UpstreamError::Resolve {
+            return Err(match why.is_empty() {
+                true => UpstreamError::Resolve {
                     host: host.to_string(),
                     detail: "no addresses".into(),
-                }
-            } else {
-                UpstreamError::Refused {
-                    host: host.to_string(),
-                    addrs: found
-                        .iter()
-                        .map(|a| a.ip().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }
+                },
+                false => refused(why.join("; ")),
             });
         }
         Ok(allowed)
-    }
-
-    fn is_own(&self, addr: SocketAddr) -> bool {
-        self.own_addrs.iter().any(|own| {
-            own.port() == addr.port()
-                && (own.ip() == addr.ip() || (own.ip().is_unspecified() && is_internal(addr.ip())))
-        })
     }
 
     /// TCP to the first of `addrs` that answers, within the connect deadline each.
@@ -253,69 +216,85 @@ pub type SharedUpstream = Arc<Upstream>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::PortSet;
 
-    #[test]
-    fn internal_addresses() {
-        let internal = [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.1.1",
-            "0.0.0.0",
-            "100.64.0.1",
-            "224.0.0.1",
-            "255.255.255.255",
-            "::1",
-            "::",
-            "fc00::1",
-            "fd12::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "::ffff:10.0.0.1",
-            "2001:db8::1",
-            "192.0.2.1",
-            "0.1.2.3",
-            "240.0.0.1",
-        ];
-        let external = [
-            "1.1.1.1",
-            "93.184.216.34",
-            "172.32.0.1",
-            "100.128.0.1",
-            "2606:4700::1111",
-            "::ffff:8.8.8.8",
-        ];
-        for a in internal {
-            assert!(is_internal(a.parse().unwrap()), "{a} is internal");
-        }
-        for a in external {
-            assert!(!is_internal(a.parse().unwrap()), "{a} is external");
-        }
+    fn upstream(allow_private: bool, own: Vec<SocketAddr>) -> Upstream {
+        let reach = Reach {
+            allow_private,
+            ports: PortSet::default_set(),
+            own,
+        };
+        Upstream::new(reach, Duration::from_secs(1)).unwrap()
     }
 
     #[tokio::test]
     async fn internal_upstreams_are_refused_unless_allowed() {
-        let strict = Upstream::new(false, Duration::from_secs(1), vec![]).unwrap();
+        let strict = upstream(false, vec![]);
         let err = strict.resolve("127.0.0.1", 1965).await.unwrap_err();
         assert!(matches!(err, UpstreamError::Refused { .. }), "{err}");
         let err = strict.resolve("localhost", 1965).await.unwrap_err();
         assert!(matches!(err, UpstreamError::Refused { .. }), "{err}");
-        let open = Upstream::new(true, Duration::from_secs(1), vec![]).unwrap();
+        let open = upstream(true, vec![]);
         assert_eq!(
             open.resolve("127.0.0.1", 1965).await.unwrap(),
             vec!["127.0.0.1:1965".parse().unwrap()]
         );
+        // Allowing private upstreams opens private ranges only.
+        for never in [
+            "0.0.0.0",
+            "[::]",
+            "224.0.0.1",
+            "[64:ff9b::a00:1]",
+            "198.18.0.1",
+        ] {
+            let err = open.resolve(never, 1965).await.unwrap_err();
+            assert!(
+                matches!(err, UpstreamError::Refused { .. }),
+                "{never}: {err}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn refused_ports_are_not_even_resolved() {
+        let open = upstream(true, vec![]);
+        for port in [22, 25, 6379, 11211] {
+            let err = open.resolve("localhost", port).await.unwrap_err();
+            assert!(err.to_string().contains("limits.upstream_ports"), "{err}");
+        }
     }
 
     #[tokio::test]
     async fn the_proxy_itself_is_never_an_upstream() {
         let own: SocketAddr = "127.0.0.1:1965".parse().unwrap();
-        let up = Upstream::new(true, Duration::from_secs(1), vec![own]).unwrap();
-        assert!(matches!(
-            up.resolve("127.0.0.1", 1965).await,
-            Err(UpstreamError::Refused { .. })
-        ));
+        let up = upstream(true, vec![own]);
+        for spelling in ["127.0.0.1", "[::ffff:127.0.0.1]", "localhost"] {
+            let r = up.resolve(spelling, 1965).await;
+            if spelling == "localhost" {
+                // ::1 is another socket than 127.0.0.1:1965; only it may remain.
+                if let Ok(addrs) = r {
+                    assert!(addrs.iter().all(|a| a.ip().is_ipv6()), "{addrs:?}");
+                }
+                continue;
+            }
+            assert!(
+                matches!(r, Err(UpstreamError::Refused { .. })),
+                "{spelling}: {r:?}"
+            );
+        }
         assert!(up.resolve("127.0.0.1", 1966).await.is_ok());
+        // A listener on every address is reached by each of this machine's addresses.
+        let any = upstream(
+            true,
+            vec![
+                "0.0.0.0:7070".parse().unwrap(),
+                "[::]:7071".parse().unwrap(),
+            ],
+        );
+        for spelling in ["127.0.0.1", "127.0.0.2", "[::ffff:127.0.0.1]"] {
+            assert!(any.resolve(spelling, 7070).await.is_err(), "{spelling}");
+        }
+        assert!(any.resolve("[::1]", 7071).await.is_err());
+        assert!(any.resolve("127.0.0.1", 7072).await.is_ok());
     }
 }

@@ -368,7 +368,7 @@ async fn private_upstreams_are_refused_by_default() {
     ] {
         let (header, _) = gemini(proxy.gemini_addr, &url).await;
         assert!(header.starts_with("53 "), "{header}");
-        assert!(header.contains("does not connect to"), "{header}");
+        assert!(header.contains("does not connect there"), "{header}");
     }
     assert!(origin.all().is_empty());
 }

@@ -353,7 +353,7 @@ async fn private_upstreams_are_refused_by_default() {
     let proxy = start_proxy(config).await;
     let answer = gopher(proxy.gopher_addr, origin.url("1/").as_bytes()).await;
     assert!(
-        first_line(&answer).starts_with("3403 Forbidden: 127.0.0.1 resolves only to addresses"),
+        first_line(&answer).starts_with("3403 Forbidden: 127.0.0.1: the proxy does not connect there: 127.0.0.1 is in 127.0.0.0/8 loopback (see --allow-private-upstreams)"),
         "{}",
         first_line(&answer)
     );

@@ -66,8 +66,11 @@ impl Config {
                 None => "# socks5: off\n".to_string(),
             }
         ));
-        if !self.socks5_users.is_empty() {
-            out.push_str("[socks5]\nusers = [\n");
+        out.push_str(&format!(
+            "[socks5]\nhttps_ports = {}\nusers = [\n",
+            list(&self.socks5_https_ports.items())
+        ));
+        {
             for (name, password) in &self.socks5_users {
                 out.push_str(&format!(
                     "  {{ name = {}, password = {} }},\n",
@@ -140,13 +143,14 @@ impl Config {
         }
         let l = &self.limits;
         out.push_str(&format!(
-            "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\n\n",
+            "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\nupstream_ports = {}\n\n",
             l.max_connections,
             quote(&d(l.request_timeout)),
             quote(&d(l.connect_timeout)),
             quote(&d(l.idle_timeout)),
             quote(&d(l.shutdown_grace)),
-            l.allow_private_upstreams
+            l.allow_private_upstreams,
+            list(&l.upstream_ports.items())
         ));
         out.push_str("[tls]\n");
         if let Some((cert, key)) = &self.tls.cert_and_key {

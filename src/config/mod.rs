@@ -13,6 +13,7 @@ pub use effective::format_duration;
 use thiserror::Error;
 
 use crate::cli::RunArgs;
+use crate::egress::PortSet;
 use crate::politeness::{GateBy, PolitenessConfig};
 use crate::robots::{valid_product_token, BotProfile};
 use crate::spelling::SelectorReading;
@@ -111,6 +112,7 @@ pub struct RawListen {
 #[serde(deny_unknown_fields)]
 pub struct RawSocks5 {
     pub users: Option<Vec<RawSocksUser>>,
+    pub https_ports: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -156,6 +158,7 @@ pub struct RawLimits {
     pub idle_timeout: Option<String>,
     pub shutdown_grace: Option<String>,
     pub allow_private_upstreams: Option<bool>,
+    pub upstream_ports: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,6 +190,8 @@ pub struct Config {
     pub socks5_listen: Option<SocketAddr>,
     /// Username/password pairs (RFC 1929); empty: no authentication.
     pub socks5_users: Vec<(String, String)>,
+    /// TLS through SOCKS5 to these ports is HTTPS, not Gemini: closed at once.
+    pub socks5_https_ports: PortSet,
     /// Host and port rewritten Gopher menus point at; `None`: the listener's own.
     pub gopher_public_host: Option<String>,
     pub gopher_public_port: Option<u16>,
@@ -224,6 +229,8 @@ pub struct Limits {
     pub idle_timeout: Duration,
     pub shutdown_grace: Duration,
     pub allow_private_upstreams: bool,
+    /// Ports upstream connections may go to.
+    pub upstream_ports: PortSet,
 }
 
 #[derive(Clone, Debug)]
@@ -450,6 +457,10 @@ impl RawConfig {
             (name, Some(text)) => Some(address(name, text)?),
             (_, None) => None,
         };
+        let socks5_https_ports = match &self.socks5.https_ports {
+            None => PortSet::parse(&["443", "8443"]).expect("the default parses"),
+            Some(items) => PortSet::parse(items).map_err(|e| invalid("socks5.https_ports", e))?,
+        };
         let mut socks5_users = Vec::new();
         for user in self.socks5.users.unwrap_or_default() {
             if user.name.is_empty() || user.name.len() > 255 || user.password.len() > 255 {
@@ -595,6 +606,16 @@ impl RawConfig {
             )?,
             allow_private_upstreams: flags.allow_private_upstreams
                 || l.allow_private_upstreams.unwrap_or(false),
+            upstream_ports: match &l.upstream_ports {
+                None => PortSet::default_set(),
+                Some(items) => match PortSet::parse(items) {
+                    Ok(set) if set.is_empty() => {
+                        return Err(invalid("limits.upstream_ports", "allows no port"))
+                    }
+                    Ok(set) => set,
+                    Err(e) => return Err(invalid("limits.upstream_ports", e)),
+                },
+            },
         };
 
         let tls = TlsConfig {
@@ -737,6 +758,7 @@ impl RawConfig {
             metrics_listen,
             socks5_listen,
             socks5_users,
+            socks5_https_ports,
             gopher_public_host,
             gopher_public_port: self.gopher.public_port,
             selector_reading: if self.gopher.literal_selectors.unwrap_or(false) {

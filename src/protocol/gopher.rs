@@ -29,6 +29,26 @@ pub enum BadRequest {
     NotUtf8,
     #[error("{0}")]
     Target(#[from] TargetError),
+    /// An HTTP request line: a web client pointed at a Gopher port (or through
+    /// the SOCKS5 drop-in, which is for Gemini and Gopher only).
+    #[error("an HTTP request; this proxy is for Gemini and Gopher only")]
+    Http,
+}
+
+/// `METHOD SP TARGET SP HTTP/x`: an HTTP/1 request line (or HTTP/2's preface
+/// `PRI * HTTP/2.0`). No Gopher selector or Gopher URL has this shape by chance:
+/// an upper-case word, one space, a word, one space, and `HTTP/`.
+pub fn looks_like_http(line: &[u8]) -> bool {
+    let mut parts = line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    (1..=16).contains(&method.len())
+        && method.iter().all(u8::is_ascii_uppercase)
+        && !target.is_empty()
+        && version.starts_with(b"HTTP/")
 }
 
 /// Splits a request line at its first tab: what follows (search terms, or a
@@ -47,6 +67,9 @@ fn split_tab(line: &[u8]) -> Result<(&[u8], Option<Vec<u8>>), BadRequest> {
 /// Parses the selector line a client sent the proxy (its line end removed):
 /// `gopher://host[:port]/<type><selector>`, search terms after `%09` or a tab.
 pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
+    if looks_like_http(line) {
+        return Err(BadRequest::Http);
+    }
     let (url, after_tab) = split_tab(line)?;
     let url = std::str::from_utf8(url).map_err(|_| BadRequest::NotUtf8)?;
     let target = match Target::parse(url) {
@@ -66,6 +89,9 @@ pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
 /// What follows a tab is passed on as it is; the selector is checked as a
 /// URL's selector is, so both reach one decision.
 pub fn parse_selector_line(host: &str, port: u16, line: &[u8]) -> Result<Request, BadRequest> {
+    if looks_like_http(line) {
+        return Err(BadRequest::Http);
+    }
     let (selector, after_tab) = split_tab(line)?;
     let target = Target::gopher(host.to_string(), port, selector.to_vec(), None)?;
     Ok(Request { target, after_tab })

@@ -27,7 +27,8 @@ pub mod reply {
 /// Where the client asked to go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Destination {
-    /// A hostname as sent, or an IP address in text form (IPv6 without brackets).
+    /// A hostname as sent, or an IP address as a URL writes it (IPv6 in
+    /// brackets, so it is a valid URL host for the rest of the proxy).
     pub host: String,
     pub port: u16,
 }
@@ -141,7 +142,7 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         4 => {
             let mut a = [0u8; 16];
             read_exact(s, &mut a).await?;
-            Ipv6Addr::from(a).to_string()
+            format!("[{}]", Ipv6Addr::from(a))
         }
         other => {
             let _ = send_reply(s, reply::ADDRESS_TYPE_NOT_SUPPORTED).await;
@@ -220,7 +221,7 @@ mod tests {
         assert_eq!(
             r,
             Ok(Destination {
-                host: "::1".into(),
+                host: "[::1]".into(),
                 port: 7070
             })
         );

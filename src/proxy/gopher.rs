@@ -13,6 +13,7 @@ use super::{
     admit_while_connected, client_left, close, log, stream, Admitted, Context, Hangup, Outcome,
     Refusal,
 };
+use crate::metrics::Rejection;
 use crate::protocol::gopher::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
@@ -69,6 +70,14 @@ pub async fn serve_line(
             Ok(request) => {
                 let outcome = process(&mut client, &request, ctx, rewrite_menus).await;
                 (Some(request), outcome)
+            }
+            Err(BadRequest::Http) => {
+                // A web client: no Gopher answer would mean anything to it.
+                let listener = if rewrite_menus { "gopher" } else { "socks5" };
+                tracing::info!(%peer, listener, "an HTTP request; closed (Gemini and Gopher only)");
+                ctx.metrics.rejected(listener, Rejection::Http);
+                close(client.get_mut()).await;
+                return;
             }
             Err(e) => {
                 let refusal = Refusal::Malformed(e.to_string());

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::LazyConfigAcceptor;
 
 use super::{close, gemini, gopher, Context};
+use crate::metrics::Rejection;
 use crate::protocol::gopher::parse_selector_line;
 use crate::protocol::socks5::{handshake, looks_like_tls, reply, send_reply};
 use crate::target::canonical_host;
@@ -49,6 +50,24 @@ pub async fn serve(
             return;
         }
     };
+    // The proxy's own rules on where it connects, told in SOCKS terms (0x02,
+    // "not allowed by ruleset") before the client sends anything: the port
+    // always, the address when the client gave one.
+    let reach = ctx.upstream.reach();
+    let ip = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>();
+    let refused = match ip {
+        Ok(ip) => reach.check(SocketAddr::new(ip, dest.port)),
+        Err(_) => reach.check_port(dest.port),
+    };
+    if let Err(why) = refused {
+        tracing::info!(%peer, host = %host, port = dest.port, %why, "SOCKS5 CONNECT refused");
+        ctx.metrics.rejected("socks5", Rejection::Destination);
+        let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
+        return;
+    }
     if send_reply(&mut stream, reply::SUCCEEDED).await.is_err() {
         return;
     }
@@ -62,6 +81,28 @@ pub async fn serve(
         }
     };
     if looks_like_tls(&first[..n]) {
+        let start = match tokio::time::timeout_at(
+            deadline,
+            LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream),
+        )
+        .await
+        {
+            Ok(Ok(start)) => start,
+            _ => {
+                tracing::debug!(%peer, "drop-in TLS: no ClientHello");
+                return;
+            }
+        };
+        // A web client: HTTP by ALPN and nothing else, or a port of socks5.https_ports.
+        let hello = start.client_hello();
+        let offers_gemini_or_nothing = hello.alpn().is_none_or(|mut protocols| {
+            protocols.any(|p| !matches!(p, b"h2" | b"http/1.1" | b"http/1.0"))
+        });
+        if !offers_gemini_or_nothing || ctx.config.socks5_https_ports.contains(dest.port) {
+            tracing::info!(%peer, host = %host, port = dest.port, "HTTPS through SOCKS5; closed (Gemini and Gopher only)");
+            ctx.metrics.rejected("socks5", Rejection::Https);
+            return;
+        }
         let config = match authority.server_config(&host) {
             Ok(c) => c,
             Err(e) => {
@@ -69,9 +110,7 @@ pub async fn serve(
                 return;
             }
         };
-        let tls = match tokio::time::timeout_at(deadline, TlsAcceptor::from(config).accept(stream))
-            .await
-        {
+        let tls = match tokio::time::timeout_at(deadline, start.into_stream(config)).await {
             Ok(Ok(tls)) => tls,
             _ => {
                 tracing::debug!(%peer, "drop-in TLS handshake failed");

@@ -1,0 +1,284 @@
+//! Where the proxy connects, tried from the attacker's side through every
+//! listener: special-purpose address ranges by any spelling, the proxy itself
+//! by any spelling, ports of line-based services, and web clients sent through
+//! the SOCKS5 drop-in. Each is refused before anything is sent upstream.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// Ranges that stay refused with private upstreams allowed (as in every test
+/// config): each spelling gets `53` on the Gemini listener and `3403` on the
+/// Gopher listener, naming the range; the origin hears nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn special_purpose_ranges_are_refused_by_any_spelling() {
+    let origin = GopherOrigin::start(|_| Reply::Bytes(b"page\r\n".to_vec())).await;
+    let proxy = start_proxy(test_config()).await;
+    let port = origin.addr.port();
+    let hosts = [
+        ("0.0.0.0", "this network"),
+        ("0", "this network"),
+        ("[::]", "unspecified"),
+        ("[::127.0.0.1]", "IPv4-compatible"),
+        (
+            "[64:ff9b::7f00:1]",
+            "NAT64 well-known prefix carrying 127.0.0.1",
+        ),
+        ("[64:ff9b:1::a00:1]", "NAT64 local-use"),
+        ("[2002:7f00:1::1]", "6to4 carrying 127.0.0.1"),
+        ("[2001::1]", "Teredo"),
+        ("198.18.0.1", "benchmarking"),
+        ("198.19.255.254", "benchmarking"),
+        ("192.0.0.170", "IETF protocol assignments"),
+        ("224.0.0.1", "multicast"),
+        ("255.255.255.255", "reserved"),
+        ("[ff02::1]", "multicast"),
+        ("[100::1]", "discard-only"),
+    ];
+    for (host, range) in hosts {
+        let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://{host}:{port}/")).await;
+        assert!(header.starts_with("53 "), "{host}: {header}");
+        assert!(
+            header.contains(range),
+            "{host}: {header} should name {range:?}"
+        );
+        let answer = gopher(
+            proxy.gopher_addr,
+            format!("gopher://{host}:{port}/0/x").as_bytes(),
+        )
+        .await;
+        let line = first_line(&answer);
+        assert!(line.starts_with("3403 Forbidden"), "{host}: {line}");
+        assert!(line.contains(range), "{host}: {line}");
+    }
+    assert!(origin.all().is_empty(), "{:?}", origin.all());
+}
+
+/// The proxy never connects to one of its own listeners, whatever the
+/// spelling (with private upstreams allowed, loopback is otherwise fine).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_never_connects_to_itself() {
+    let proxy = start_proxy(test_config()).await;
+    let socks = proxy.socks5_addr.unwrap();
+    for port in [
+        proxy.gemini_addr.port(),
+        proxy.gopher_addr.port(),
+        proxy.metrics_addr.port(),
+        socks.port(),
+    ] {
+        for host in [
+            "127.0.0.1",
+            "[::ffff:127.0.0.1]",
+            "127.1",
+            "2130706433",
+            "0x7f.0.0.1",
+            "localhost",
+        ] {
+            let (header, _) = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                gemini(proxy.gemini_addr, &format!("gemini://{host}:{port}/")),
+            )
+            .await
+            .expect("answered at once");
+            assert!(
+                header.starts_with("53 ") || header.starts_with("43 "),
+                "{host}:{port}: {header}"
+            );
+            if host != "localhost" {
+                assert!(header.contains("is this proxy"), "{host}:{port}: {header}");
+            }
+            let answer = gopher(
+                proxy.gopher_addr,
+                format!("gopher://{host}:{port}/0/x").as_bytes(),
+            )
+            .await;
+            let line = first_line(&answer);
+            assert!(line.starts_with('3'), "{host}:{port}: {line}");
+            assert!(!line.contains("page"), "{line}");
+        }
+        let (_, code) = socks_connect(socks, "127.0.0.1", port, None).await;
+        assert_eq!(code, 0x02, "SOCKS5 CONNECT to the proxy's own port {port}");
+    }
+}
+
+/// A listener on every address is reached through any address of this
+/// machine: 127.0.0.2 and the like are the proxy too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_on_all_addresses_is_itself_by_every_local_address() {
+    let mut config = test_config();
+    config.gopher_listen = "0.0.0.0:0".parse().unwrap();
+    config.gopher_public_host = Some("127.0.0.1".into());
+    let proxy = start_proxy(config).await;
+    let port = proxy.gopher_addr.port();
+    for host in [
+        "127.0.0.1",
+        "127.0.0.2",
+        "127.255.0.9",
+        "[::ffff:127.0.0.3]",
+    ] {
+        let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://{host}:{port}/")).await;
+        assert!(
+            header.starts_with("53 ") && header.contains("is this proxy"),
+            "{host}: {header}"
+        );
+    }
+}
+
+/// Ports of line-based services are refused on every listener: `53`, `3403`,
+/// SOCKS5 reply `0x02`; counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_of_other_services_are_refused_everywhere() {
+    let proxy = start_proxy(test_config()).await;
+    let socks = proxy.socks5_addr.unwrap();
+    for port in [22u16, 25, 53, 80, 443, 6379, 11211, 5432, 2375] {
+        let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://127.0.0.1:{port}/")).await;
+        assert!(
+            header.starts_with("53 ") && header.contains("limits.upstream_ports"),
+            "{port}: {header}"
+        );
+        let answer = gopher(
+            proxy.gopher_addr,
+            format!("gopher://localhost:{port}/0/FLUSHALL").as_bytes(),
+        )
+        .await;
+        let line = first_line(&answer);
+        assert!(
+            line.starts_with("3403 Forbidden") && line.contains("limits.upstream_ports"),
+            "{port}: {line}"
+        );
+        for host in ["127.0.0.1", "localhost"] {
+            let (_, code) = socks_connect(socks, host, port, None).await;
+            assert_eq!(code, 0x02, "SOCKS5 CONNECT {host}:{port}");
+        }
+    }
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "robots_proxy_connections_rejected_total{listener=\"socks5\",reason=\"destination\"}"
+        ),
+        Some(18.0)
+    );
+}
+
+/// SOCKS5 CONNECT to an IPv6 address (ATYP 4) works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socks5_connect_to_an_ipv6_address() {
+    let Ok(listener) = tokio::net::TcpListener::bind("[::1]:0").await else {
+        eprintln!("no IPv6 loopback here; skipped");
+        return;
+    };
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut line = Vec::new();
+            let mut b = [0u8; 1];
+            while s.read(&mut b).await.unwrap() == 1 && b[0] != b'\n' {
+                line.push(b[0]);
+            }
+            let answer: &[u8] = if line.starts_with(b"robots.txt") {
+                b""
+            } else {
+                b"v6 page\r\n"
+            };
+            s.write_all(answer).await.unwrap();
+        }
+    });
+    let proxy = start_proxy(test_config()).await;
+    let mut s = TcpStream::connect(proxy.socks5_addr.unwrap())
+        .await
+        .unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    let mut choice = [0u8; 2];
+    s.read_exact(&mut choice).await.unwrap();
+    let mut req = vec![5, 1, 0, 4];
+    req.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut reply = [0u8; 10];
+    s.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply[1], 0, "CONNECT [::1]:{port} succeeds");
+    s.write_all(b"/page\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    assert_eq!(answer, b"v6 page\r\n");
+    server.abort();
+}
+
+/// Web clients sent through the SOCKS5 drop-in are closed at once, with
+/// nothing sent upstream: an HTTP request line, TLS offering only HTTP by ALPN,
+/// TLS to a port of `socks5.https_ports`. The Gopher listener closes on an
+/// HTTP request line too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_clients_through_socks5_are_closed_at_once() {
+    let origin = GopherOrigin::start(|_| Reply::Bytes(b"page\r\n".to_vec())).await;
+    let proxy = start_proxy(test_config()).await;
+    let socks = proxy.socks5_addr.unwrap();
+    let quick = std::time::Duration::from_secs(3);
+
+    let (mut s, code) = socks_connect(socks, "127.0.0.1", origin.addr.port(), None).await;
+    assert_eq!(code, 0);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(quick, s.read_to_end(&mut answer))
+        .await
+        .expect("closed at once")
+        .ok();
+    assert!(answer.is_empty(), "{answer:?}");
+
+    let answer = gopher(proxy.gopher_addr, b"GET /index.html HTTP/1.0").await;
+    assert!(answer.is_empty(), "{answer:?}");
+
+    for (port, alpn) in [
+        (
+            origin.addr.port(),
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        ),
+        (8443, vec![]),
+    ] {
+        let (s, code) = socks_connect(socks, "127.0.0.1", port, None).await;
+        assert_eq!(code, 0);
+        let mut config = (*robots_proxy::tls::client_config().unwrap()).clone();
+        config.alpn_protocols = alpn;
+        let connector = TlsConnector::from(Arc::new(config));
+        let handshake = tokio::time::timeout(
+            quick,
+            connector.connect(ServerName::try_from("localhost").unwrap(), s),
+        )
+        .await
+        .expect("closed at once");
+        assert!(
+            handshake.is_err(),
+            "port {port}: the TLS handshake is not completed"
+        );
+    }
+    assert!(origin.all().is_empty(), "{:?}", origin.all());
+
+    // A Gemini client (no ALPN) on an ordinary port still gets through to TLS.
+    let (s, _) = socks_connect(socks, "127.0.0.1", origin.addr.port(), None).await;
+    let connector = TlsConnector::from(robots_proxy::tls::client_config().unwrap());
+    assert!(connector
+        .connect(ServerName::try_from("localhost").unwrap(), s)
+        .await
+        .is_ok());
+
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let count = |listener: &str, reason: &str| {
+        sample(
+            &metrics,
+            &format!("robots_proxy_connections_rejected_total{{listener=\"{listener}\",reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(count("socks5", "http"), Some(1.0));
+    assert_eq!(count("gopher", "http"), Some(1.0));
+    assert_eq!(count("socks5", "https"), Some(2.0));
+}
