@@ -70,6 +70,7 @@ impl Rejection {
 pub struct Metrics {
     pub registry: Registry,
     rejected: IntCounterVec,
+    truncated: IntCounterVec,
     requests: Vec<[IntCounter; 4]>,
     robots_fetches: Vec<[IntCounter; 4]>,
     pub cache_hits: IntCounter,
@@ -182,8 +183,15 @@ impl Metrics {
             &["listener", "reason"],
         );
 
+        let truncated = counter_vec(
+            "robots_proxy_upstream_truncated_total",
+            "Answers whose upstream failed mid-body; the client connection was cut (no TLS close_notify, or a TCP reset) so it can tell.",
+            &["protocol"],
+        );
+
         Metrics {
             rejected,
+            truncated,
             requests,
             robots_fetches,
             cache_hits: counter(
@@ -244,6 +252,11 @@ impl Metrics {
             }),
             registry,
         }
+    }
+
+    /// An answer cut short by its upstream.
+    pub fn truncated(&self, protocol: &str) {
+        self.truncated.with_label_values(&[protocol]).inc();
     }
 
     /// A connection closed without serving a request.

@@ -46,7 +46,14 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
     let meta = match rest {
         [] => "",
         [b' ', meta @ ..] => {
-            std::str::from_utf8(meta).map_err(|_| HeaderError("meta is not UTF-8"))?
+            let meta = std::str::from_utf8(meta).map_err(|_| HeaderError("meta is not UTF-8"))?;
+            // A CR, a NUL, an escape sequence… in the META is no header a
+            // client should be handed (it could end the line early or mislead
+            // a terminal): the answer is malformed.
+            if meta.chars().any(char::is_control) {
+                return Err(HeaderError("control character in meta"));
+            }
+            meta
         }
         _ => return Err(HeaderError("no space after the status")),
     };
@@ -161,7 +168,21 @@ mod tests {
             })
         );
         assert_eq!(parse_header(b"44 30").map(|h| h.class()), Ok(4));
-        for bad in [&b"2 x"[..], b"99 x", b"20x", b"", b"ab cd", b"20 \xff"] {
+        for bad in [
+            &b"2 x"[..],
+            b"99 x",
+            b"20x",
+            b"",
+            b"ab cd",
+            b"20 \xff",
+            b"20 text/gemini\r",
+            b"20 text/\rgemini",
+            b"30 gemini://a/\x00",
+            b"20 text/plain\x1b[2J",
+            b"20 text/plain\x7f",
+            b"20 text/plain\xc2\x85",
+            b"20 text/plain\tcharset=x",
+        ] {
             assert!(parse_header(bad).is_err(), "{bad:?}");
         }
     }

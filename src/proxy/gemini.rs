@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::{
-    admit_while_connected, ceil_secs, client_left, close, log, stream, Admitted, Context, Ended,
-    Hangup, Outcome, Refusal,
+    admit_while_connected, ceil_secs, client_left, finish, log, stream, Admitted, Context, Cut,
+    Ended, Hangup, Outcome, Refusal,
 };
 use crate::protocol::gemini::{
     header, parse_header, read_line, status, LineError, MAX_HEADER, MAX_URL,
@@ -60,7 +60,7 @@ pub async fn serve_tls<S>(
     started: Instant,
     deadline: Instant,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Cut + Unpin,
 {
     // The buffer is sized to the request it must hold: a waiting request costs
     // this much, not the 8 KiB default (design.md: ten thousand held connections).
@@ -85,7 +85,7 @@ pub async fn serve_tls<S>(
         started,
         &outcome,
     );
-    close(client.get_mut()).await;
+    finish(client.get_mut(), &outcome, &ctx.metrics, "gemini").await;
 }
 
 /// Writes the answer to a refusal.
@@ -254,5 +254,6 @@ where
         .observe(connecting.elapsed().as_secs_f64());
     outcome.bytes = head.len() as u64 + body;
     outcome.detail = ended.detail();
+    outcome.cut = ended == Ended::UpstreamFailed;
     Ok(outcome)
 }

@@ -10,8 +10,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{
-    admit_while_connected, client_left, close, log, stream, Admitted, Context, Hangup, Outcome,
-    Refusal,
+    admit_while_connected, client_left, close, finish, log, stream, Admitted, Context, Ended,
+    Hangup, Outcome, Refusal,
 };
 use crate::metrics::Rejection;
 use crate::protocol::gopher::{
@@ -102,7 +102,7 @@ pub async fn serve_line(
         started,
         &outcome,
     );
-    close(client.get_mut()).await;
+    finish(client.get_mut(), &outcome, &ctx.metrics, "gopher").await;
 }
 
 /// The shared checks, then the relay. `rewrite_menus`: menus answer to a client
@@ -186,6 +186,7 @@ async fn relay(
         status: None,
         detail: ended.detail(),
         bytes,
+        cut: ended == Ended::UpstreamFailed,
         ..Outcome::default()
     })
 }

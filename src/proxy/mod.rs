@@ -92,6 +92,47 @@ pub struct Outcome {
     pub bytes: u64,
     /// How long the request waited for its host's turn.
     pub waited: Duration,
+    /// The upstream failed mid-answer: the connection is cut rather than
+    /// closed cleanly, so the client can tell the answer is incomplete.
+    pub cut: bool,
+}
+
+/// A client connection that can be ended so that the client sees its answer
+/// is incomplete: Gemini without TLS `close_notify` (a clean TCP FIN after
+/// it would look like a whole answer), Gopher with a TCP reset (a plain close
+/// would look like a whole file).
+pub trait Cut {
+    fn cut(&mut self) -> impl std::future::Future<Output = ()> + Send;
+}
+
+impl Cut for tokio::net::TcpStream {
+    async fn cut(&mut self) {
+        // SO_LINGER 0: the close that follows (on drop) sends a reset.
+        let _ = self.set_zero_linger();
+    }
+}
+
+impl Cut for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+    async fn cut(&mut self) {
+        // Ends the TCP stream under TLS: no close_notify is ever sent.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.get_mut().0.shutdown()).await;
+    }
+}
+
+/// Ends a client connection after its answer: cleanly, or cut when the
+/// answer is incomplete (counted per protocol).
+pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
+    client: &mut S,
+    outcome: &Outcome,
+    metrics: &Metrics,
+    protocol: &'static str,
+) {
+    if outcome.cut {
+        metrics.truncated(protocol);
+        client.cut().await;
+    } else {
+        close(client).await;
+    }
 }
 
 /// The reason a refusal gives: the host, the bot, the rule and its line.
@@ -266,7 +307,9 @@ impl Ended {
     pub fn detail(self) -> String {
         match self {
             Ended::Complete => String::new(),
-            Ended::UpstreamFailed => "upstream stalled or failed mid-answer".into(),
+            Ended::UpstreamFailed => {
+                "upstream stalled or failed mid-answer; the client connection is cut".into()
+            }
             Ended::ClientGone => "client stopped reading".into(),
         }
     }

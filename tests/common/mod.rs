@@ -62,6 +62,32 @@ pub enum Reply {
     Delayed(Duration, Vec<u8>),
     /// Say nothing and keep the connection open.
     Silent,
+    /// Send these bytes, then reset the TCP connection (an upstream that fails
+    /// mid-answer: no TLS close_notify, no FIN).
+    Reset(Vec<u8>),
+}
+
+/// Writes `reply` to `io`, the one reply writer of both fake origins. Returns
+/// true when the connection must be reset rather than closed.
+async fn write_reply<S: tokio::io::AsyncWrite + Unpin>(io: &mut S, reply: Reply) -> bool {
+    match reply {
+        Reply::Bytes(b) => {
+            let _ = io.write_all(&b).await;
+        }
+        Reply::Delayed(d, b) => {
+            tokio::time::sleep(d).await;
+            let _ = io.write_all(&b).await;
+        }
+        Reply::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
+        Reply::Reset(b) => {
+            let _ = io.write_all(&b).await;
+            let _ = io.flush().await;
+            // Let the bytes leave before the reset overtakes them.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return true;
+        }
+    }
+    false
 }
 
 pub fn text(status_and_meta: &str, body: &str) -> Reply {
@@ -137,17 +163,9 @@ impl Origin {
                         .unwrap()
                         .push((std::time::Instant::now(), url.clone()));
                     recorded.lock().unwrap().push(url.clone());
-                    match handler(&url) {
-                        Reply::Bytes(b) => {
-                            let _ = tls.get_mut().write_all(&b).await;
-                        }
-                        Reply::Delayed(d, b) => {
-                            tokio::time::sleep(d).await;
-                            let _ = tls.get_mut().write_all(&b).await;
-                        }
-                        Reply::Silent => {
-                            tokio::time::sleep(Duration::from_secs(30)).await;
-                        }
+                    if write_reply(tls.get_mut(), handler(&url)).await {
+                        let _ = tls.get_ref().get_ref().0.set_zero_linger();
+                        return;
                     }
                     let _ = tls.get_mut().shutdown().await;
                 });
@@ -268,15 +286,9 @@ impl GopherOrigin {
                     };
                     arrived.lock().unwrap().push(std::time::Instant::now());
                     recorded.lock().unwrap().push(line.clone());
-                    match handler(&line) {
-                        Reply::Bytes(b) => {
-                            let _ = stream.get_mut().write_all(&b).await;
-                        }
-                        Reply::Delayed(d, b) => {
-                            tokio::time::sleep(d).await;
-                            let _ = stream.get_mut().write_all(&b).await;
-                        }
-                        Reply::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
+                    if write_reply(stream.get_mut(), handler(&line)).await {
+                        let _ = stream.get_ref().set_zero_linger();
+                        return;
                     }
                     let _ = stream.get_mut().shutdown().await;
                 });
