@@ -2,6 +2,7 @@
 //! proxy writes itself. Reading never waits forever and never buffers more than
 //! one header: the buffer is the length limit (agate does the same).
 
+use crate::target::{Scheme, Target, TargetError};
 use thiserror::Error;
 
 pub use super::{read_line, LineError};
@@ -61,6 +62,36 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
         status: digits,
         meta: meta.to_string(),
     })
+}
+
+/// A client's request line (its line end removed) → the Gemini target it
+/// names, or the reason for a `59`: UTF-8, an absolute `gemini://` URL, no
+/// userinfo, no fragment, and whatever [`Target::parse`] requires.
+pub fn parse_request(line: &[u8]) -> Result<Target, String> {
+    let url = std::str::from_utf8(line).map_err(|_| "the request is not UTF-8".to_string())?;
+    let target = match Target::parse(url) {
+        Ok(t) => t,
+        Err(TargetError::UnsupportedScheme(s)) => {
+            return Err(format!("this proxy fetches gemini:// URLs, not {s}://"))
+        }
+        Err(TargetError::NotAbsolute) => {
+            return Err("send an absolute gemini:// URL of the capsule to fetch".into())
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    if target.scheme != Scheme::Gemini {
+        return Err(format!(
+            "this listener fetches gemini:// URLs, not {}://",
+            target.scheme.as_str()
+        ));
+    }
+    if target.had_userinfo {
+        return Err("Gemini URLs carry no userinfo".into());
+    }
+    if target.had_fragment {
+        return Err("Gemini requests carry no fragment".into());
+    }
+    Ok(target)
 }
 
 /// A header the proxy writes: `NN META\r\n`, META cut to 1024 bytes on a character

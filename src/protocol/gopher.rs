@@ -151,20 +151,36 @@ fn is_gopher_item(item_type: u8, selector: &[u8]) -> bool {
     }
 }
 
-/// The longest menu line the rewriter holds while waiting for its end; a longer
-/// one is passed through as it is.
-const MAX_MENU_LINE: usize = 64 * 1024;
+/// The longest menu line the rewriter holds while waiting for its end. A
+/// longer `i` or `3` line (text only) is passed through as it streams; any
+/// other longer line is dropped and an `i` line says so, since it could not be
+/// rewritten without holding it whole.
+pub const MAX_MENU_LINE: usize = 64 * 1024;
+
+/// What happens to the line being read when it is longer than [`MAX_MENU_LINE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Overlong {
+    Pass,
+    Drop,
+}
 
 /// Rewrites a menu as it streams through: every item that points at a Gopher
 /// server gets the proxy's host and port and, as its selector, the original
-/// item as a Gopher URL. Other items, the terminating `.`, and lines that are
-/// not menu lines pass through unchanged.
+/// item as a Gopher URL. Text (`i`, `3`), items of other protocols (telnet,
+/// CSO, `h` with a `URL:` selector), the terminating `.` and lines without a
+/// tab pass through. A Gopher item that cannot be rewritten (no host, a bad or
+/// missing port, no type) becomes an `i` line: nothing leads around the proxy.
+///
+/// Lines end at CR LF, LF or a CR alone, and are written with CR LF (RFC
+/// 1436). The output does not depend on how the input is cut into chunks.
 pub struct MenuRewriter {
     proxy_host: String,
     proxy_port: u16,
     partial: Vec<u8>,
-    /// In the middle of an over-long line that is being passed through.
-    passing_through: bool,
+    /// The line being read is over-long.
+    overlong: Option<Overlong>,
+    /// The last line ended in a CR: a LF right after it is part of that end.
+    after_cr: bool,
 }
 
 impl MenuRewriter {
@@ -173,85 +189,140 @@ impl MenuRewriter {
             proxy_host: proxy_host.to_string(),
             proxy_port,
             partial: Vec::new(),
-            passing_through: false,
+            overlong: None,
+            after_cr: false,
         }
     }
 
     /// Rewrites the complete lines in `chunk` into `out`; keeps an unfinished one.
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
-        while !chunk.is_empty() {
-            match memchr::memchr(b'\n', chunk) {
-                Some(lf) => {
-                    let (line, rest) = chunk.split_at(lf + 1);
-                    chunk = rest;
-                    if self.passing_through {
-                        out.extend_from_slice(line);
-                        self.passing_through = false;
-                    } else if self.partial.is_empty() {
-                        self.line(line, out);
-                    } else {
-                        let mut whole = std::mem::take(&mut self.partial);
-                        whole.extend_from_slice(line);
-                        self.line(&whole, out);
-                    }
+        while let Some((&first, rest)) = chunk.split_first() {
+            if std::mem::take(&mut self.after_cr) && first == b'\n' {
+                chunk = rest;
+                continue;
+            }
+            match memchr::memchr2(b'\r', b'\n', chunk) {
+                Some(end) => {
+                    self.after_cr = chunk[end] == b'\r';
+                    self.end_line(&chunk[..end], out, b"\r\n");
+                    chunk = &chunk[end + 1..];
                 }
                 None => {
-                    if self.passing_through {
-                        out.extend_from_slice(chunk);
-                    } else if self.partial.len() + chunk.len() > MAX_MENU_LINE {
-                        out.append(&mut self.partial);
-                        out.extend_from_slice(chunk);
-                        self.passing_through = true;
-                    } else {
-                        self.partial.extend_from_slice(chunk);
-                    }
+                    self.continue_line(chunk, out);
                     return;
                 }
             }
         }
     }
 
-    /// The answer ended: a last line without its end is rewritten too.
+    /// The answer ended: a last line without its end is rewritten too (and
+    /// given none).
     pub fn finish(&mut self, out: &mut Vec<u8>) {
-        if !self.partial.is_empty() {
-            let line = std::mem::take(&mut self.partial);
-            self.line(&line, out);
+        if !self.partial.is_empty() || self.overlong.is_some() {
+            self.end_line(&[], out, b"");
         }
     }
 
-    /// One line, its end (`\r\n` or `\n`, or none) included.
-    fn line(&self, line: &[u8], out: &mut Vec<u8>) {
-        let body_len = line
-            .iter()
-            .rposition(|&b| b != b'\n' && b != b'\r')
-            .map_or(0, |i| i + 1);
-        let (body, ending) = line.split_at(body_len);
+    /// Part of a line whose end has not come yet.
+    fn continue_line(&mut self, piece: &[u8], out: &mut Vec<u8>) {
+        match self.overlong {
+            Some(Overlong::Pass) => out.extend_from_slice(piece),
+            Some(Overlong::Drop) => {}
+            None if self.partial.len() + piece.len() > MAX_MENU_LINE => {
+                let verdict = self.overlong_verdict(piece);
+                if verdict == Overlong::Pass {
+                    out.append(&mut self.partial);
+                    out.extend_from_slice(piece);
+                }
+                self.partial.clear();
+                self.overlong = Some(verdict);
+            }
+            None => self.partial.extend_from_slice(piece),
+        }
+    }
+
+    /// The end of a line: `piece` is its last part, `ending` what to end it with.
+    fn end_line(&mut self, piece: &[u8], out: &mut Vec<u8>, ending: &[u8]) {
+        if self.overlong.is_none() && self.partial.len() + piece.len() > MAX_MENU_LINE {
+            let verdict = self.overlong_verdict(piece);
+            if verdict == Overlong::Pass {
+                out.append(&mut self.partial);
+            }
+            self.partial.clear();
+            self.overlong = Some(verdict);
+        }
+        match self.overlong.take() {
+            Some(Overlong::Pass) => {
+                out.extend_from_slice(piece);
+                out.extend_from_slice(ending);
+            }
+            Some(Overlong::Drop) => {
+                self.info(
+                    b"[an item longer than 64 KiB was dropped by the proxy]",
+                    out,
+                );
+                out.extend_from_slice(ending);
+            }
+            None if self.partial.is_empty() => self.line(piece, out, ending),
+            None => {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(piece);
+                self.line(&whole, out, ending);
+            }
+        }
+    }
+
+    /// An over-long line is passed through only when it is text.
+    fn overlong_verdict(&self, piece: &[u8]) -> Overlong {
+        match self.partial.first().or(piece.first()) {
+            Some(b'i' | b'3') => Overlong::Pass,
+            _ => Overlong::Drop,
+        }
+    }
+
+    /// An `i` line showing `text`, pointing nowhere but the proxy.
+    fn info(&self, text: &[u8], out: &mut Vec<u8>) {
+        out.push(b'i');
+        out.extend_from_slice(text);
+        out.extend_from_slice(b"\t\t");
+        out.extend_from_slice(self.proxy_host.as_bytes());
+        out.push(b'\t');
+        out.extend_from_slice(self.proxy_port.to_string().as_bytes());
+    }
+
+    /// One whole line, without its end.
+    fn line(&self, body: &[u8], out: &mut Vec<u8>, ending: &[u8]) {
         let mut fields = body.split(|&b| b == b'\t');
-        let (Some(first), Some(selector), Some(host), Some(port)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            out.extend_from_slice(line);
+        let first = fields.next().unwrap_or_default();
+        let selector = fields.next();
+        let Some(selector) = selector else {
+            // No tab: text, or the terminating `.`.
+            out.extend_from_slice(body);
+            out.extend_from_slice(ending);
             return;
         };
-        let Some((&item_type, _display)) = first.split_first() else {
-            out.extend_from_slice(line);
-            return;
-        };
-        let port = std::str::from_utf8(port)
-            .ok()
-            .and_then(|p| p.trim().parse::<u16>().ok());
-        let host = std::str::from_utf8(host)
-            .ok()
-            .map(str::trim)
-            .filter(|h| !h.is_empty());
-        let (Some(port), Some(host)) = (port, host) else {
-            out.extend_from_slice(line);
-            return;
-        };
-        if !is_gopher_item(item_type, selector) || port == 0 {
-            out.extend_from_slice(line);
+        let item_type = first.first().copied();
+        if item_type.is_some_and(|t| !is_gopher_item(t, selector)) {
+            out.extend_from_slice(body);
+            out.extend_from_slice(ending);
             return;
         }
+        let host = fields
+            .next()
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .map(str::trim)
+            .filter(|h| !h.is_empty() && !h.contains(' '));
+        let port = fields
+            .next()
+            .and_then(|p| std::str::from_utf8(p).ok())
+            .and_then(|p| p.trim().parse::<u16>().ok())
+            .filter(|p| *p != 0);
+        let (Some(item_type), Some(host), Some(port)) = (item_type, host, port) else {
+            // A Gopher item the proxy cannot send back through itself.
+            self.info(first.get(1..).unwrap_or_default(), out);
+            out.extend_from_slice(ending);
+            return;
+        };
         out.extend_from_slice(first);
         out.push(b'\t');
         out.extend_from_slice(gopher_url(host, port, item_type, selector).as_bytes());
@@ -359,7 +430,7 @@ not a menu line\r\n\
 hWeb\tURL:https://example.org/\texample.org\t70\r\n\
 hPage\tgopher://example.org/h/page.html\tproxy.local\t7070\r\n\
 not a menu line\r\n\
-1Bad port\t/x\texample.org\tseventy\r\n\
+iBad port\t\tproxy.local\t7070\r\n\
 .\r\n";
         for chunk in [1, 3, 7, 64, 4096] {
             assert_eq!(
@@ -371,19 +442,62 @@ not a menu line\r\n\
     }
 
     #[test]
-    fn line_ends_are_kept_and_a_last_unterminated_line_is_rewritten() {
+    fn line_ends_become_crlf_and_a_last_unterminated_line_is_rewritten() {
         assert_eq!(
             rewrite(b"1A\t/a\th\t70\n1B\t/b\th\t70", 5),
-            b"1A\tgopher://h/1/a\tproxy.local\t7070\n1B\tgopher://h/1/b\tproxy.local\t7070"
+            b"1A\tgopher://h/1/a\tproxy.local\t7070\r\n1B\tgopher://h/1/b\tproxy.local\t7070"
+        );
+        // A CR alone ends a line too, whatever the chunks.
+        for chunk in [1, 2, 3, 100] {
+            assert_eq!(
+                rewrite(b"1A\t/a\th\t70\r1B\t/b\th\t70\r\r\n.\r", chunk),
+                b"1A\tgopher://h/1/a\tproxy.local\t7070\r\n1B\tgopher://h/1/b\tproxy.local\t7070\r\n\r\n.\r\n",
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn items_that_cannot_be_rewritten_become_info_lines() {
+        let menu = b"1Bad port\t/x\texample.org\tseventy\r\n\
+1No port\t/x\texample.org\r\n\
+1No host\t/x\r\n\
+0Port zero\t/x\texample.org\t0\r\n\
+0Port too big\t/x\texample.org\t70000\r\n\
+1Empty host\t/x\t\t70\r\n\
+\t/x\texample.org\t70\r\n";
+        let want = b"iBad port\t\tproxy.local\t7070\r\n\
+iNo port\t\tproxy.local\t7070\r\n\
+iNo host\t\tproxy.local\t7070\r\n\
+iPort zero\t\tproxy.local\t7070\r\n\
+iPort too big\t\tproxy.local\t7070\r\n\
+iEmpty host\t\tproxy.local\t7070\r\n\
+i\t\tproxy.local\t7070\r\n";
+        assert_eq!(
+            String::from_utf8_lossy(&rewrite(menu, 4096)),
+            String::from_utf8_lossy(want)
         );
     }
 
     #[test]
-    fn overlong_lines_pass_through() {
-        let mut menu = vec![b'i'; MAX_MENU_LINE + 10];
-        menu.extend_from_slice(b"\t/x\th\t70\r\n1A\t/a\th\t70\r\n");
-        let out = rewrite(&menu, 1000);
-        assert!(out.starts_with(&menu[..MAX_MENU_LINE]));
-        assert!(out.ends_with(b"1A\tgopher://h/1/a\tproxy.local\t7070\r\n"));
+    fn overlong_items_are_dropped_and_overlong_text_passes() {
+        let mut menu = b"1".to_vec();
+        menu.extend(vec![b'x'; 200 * 1024]);
+        menu.extend_from_slice(b"\t/x\texample.org\t70\r\n");
+        let mut text = b"i".to_vec();
+        text.extend(vec![b'y'; MAX_MENU_LINE + 10]);
+        menu.extend_from_slice(&text);
+        menu.extend_from_slice(b"\t\tnull.host\t1\r\n1A\t/a\th\t70\r\n");
+        for chunk in [1000, 4096, 300 * 1024] {
+            let out = rewrite(&menu, chunk);
+            let lines: Vec<&[u8]> = out.split(|&b| b == b'\n').collect();
+            assert_eq!(
+                lines[0],
+                b"i[an item longer than 64 KiB was dropped by the proxy]\t\tproxy.local\t7070\r"
+            );
+            assert!(lines[1].starts_with(&text), "chunk {chunk}");
+            assert_eq!(lines[2], b"1A\tgopher://h/1/a\tproxy.local\t7070\r");
+            assert!(!out.windows(11).any(|w| w == b"example.org"));
+        }
     }
 }

@@ -15,9 +15,9 @@ use super::{
     Ended, Hangup, Outcome, Refusal,
 };
 use crate::protocol::gemini::{
-    header, parse_header, read_line, status, LineError, MAX_HEADER, MAX_URL,
+    header, parse_header, parse_request, read_line, status, LineError, MAX_HEADER, MAX_URL,
 };
-use crate::target::{Scheme, Target, TargetError};
+use crate::target::Target;
 
 /// The Gemini answer to a refusal (design.md's table).
 fn status_for(refusal: &Refusal) -> u8 {
@@ -109,35 +109,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
 
 /// The request line → a Gemini target, or a `59`.
 fn parse(line: &[u8]) -> Result<Target, Refusal> {
-    let bad = |d: String| Refusal::Malformed(d);
-    let url = std::str::from_utf8(line).map_err(|_| bad("the request is not UTF-8".into()))?;
-    let target = match Target::parse(url) {
-        Ok(t) => t,
-        Err(TargetError::UnsupportedScheme(s)) => {
-            return Err(bad(format!(
-                "this proxy fetches gemini:// URLs, not {s}://"
-            )))
-        }
-        Err(TargetError::NotAbsolute) => {
-            return Err(bad(
-                "send an absolute gemini:// URL of the capsule to fetch".into(),
-            ))
-        }
-        Err(e) => return Err(bad(e.to_string())),
-    };
-    if target.scheme != Scheme::Gemini {
-        return Err(bad(format!(
-            "this listener fetches gemini:// URLs, not {}://",
-            target.scheme.as_str()
-        )));
-    }
-    if target.had_userinfo {
-        return Err(bad("Gemini URLs carry no userinfo".into()));
-    }
-    if target.had_fragment {
-        return Err(bad("Gemini requests carry no fragment".into()));
-    }
-    Ok(target)
+    parse_request(line).map_err(Refusal::Malformed)
 }
 
 async fn handle<S>(
