@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::metrics::Rejection;
 use crate::proxy::Context;
 
 async fn answer(
@@ -53,12 +54,18 @@ async fn answer(
     Ok(response)
 }
 
+/// Connections the metrics listener serves at once: a scraper needs one or
+/// two; more are closed at once, so the listener cannot use up the proxy's
+/// file descriptors.
+pub const MAX_CONNECTIONS: usize = 32;
+
 pub async fn serve(
     listener: TcpListener,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -71,8 +78,14 @@ pub async fn serve(
                 }
             },
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            ctx.metrics.rejected("metrics", Rejection::Full);
+            let _ = stream.set_zero_linger();
+            continue;
+        };
         let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
         tracker.spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| answer(req, ctx.clone()));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder

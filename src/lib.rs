@@ -7,7 +7,8 @@
 //! - [`spelling`]: the spellings a server reads as one resource; deciding over all. Pure.
 //! - [`check`]: the `robots-proxy check` command over the two above.
 //! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
-//! - [`server`]: listeners, connection cap, shutdown; [`proxy`]: one request, parse → relay.
+//! - [`server`]: listeners, shutdown; [`slots`]: connection caps (in all, per client) and
+//!   the fd budget; [`proxy`]: one request, parse → relay.
 //! - [`protocol`]: wire formats; [`upstream`]: connecting out (resolve, TLS, TOFU);
 //!   [`egress`]: where the proxy may connect (special-purpose ranges, ports, itself);
 //!   [`tls`]: certificates and verifiers.
@@ -26,6 +27,7 @@ pub mod protocol;
 pub mod proxy;
 pub mod robots;
 pub mod server;
+pub mod slots;
 pub mod spelling;
 pub mod target;
 pub mod tls;

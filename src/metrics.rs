@@ -47,14 +47,17 @@ pub enum Rejection {
     Https,
     /// The client address already holds `limits.max_connections_per_client`.
     ClientCap,
+    /// The metrics listener already serves its 32 connections.
+    Full,
 }
 
 impl Rejection {
-    pub const ALL: [Rejection; 4] = [
+    pub const ALL: [Rejection; 5] = [
         Rejection::Destination,
         Rejection::Http,
         Rejection::Https,
         Rejection::ClientCap,
+        Rejection::Full,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +66,7 @@ impl Rejection {
             Rejection::Http => "http",
             Rejection::Https => "https",
             Rejection::ClientCap => "client-cap",
+            Rejection::Full => "full",
         }
     }
 }
@@ -179,7 +183,7 @@ impl Metrics {
 
         let rejected = counter_vec(
             "robots_proxy_connections_rejected_total",
-            "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap).",
+            "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap, full).",
             &["listener", "reason"],
         );
 

@@ -20,9 +20,10 @@ use crate::egress::Reach;
 use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
 use crate::fetch::{ByScheme, Polite};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Rejection};
 use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
+use crate::slots::{self, PerClient};
 use crate::tls::{self, TlsError};
 use crate::upstream::Upstream;
 
@@ -115,7 +116,20 @@ impl Proxy {
             config.gopher_public_port.unwrap_or(gopher_addr.port()),
         );
         let grace = limits.shutdown_grace;
-        let max_connections = limits.max_connections;
+        let mut max_connections = limits.max_connections;
+        if let Some(fds) = slots::raise_fd_limit() {
+            let budget = slots::connections_for(fds);
+            if max_connections > budget {
+                tracing::warn!(
+                    configured = max_connections,
+                    serving = budget,
+                    open_files_limit = fds,
+                    "limits.max_connections lowered to what the open-files limit allows (3 descriptors per connection)"
+                );
+                max_connections = budget;
+            }
+        }
+        let per_client = PerClient::new(limits.max_connections_per_client);
         let context = Arc::new(Context {
             config,
             upstream,
@@ -141,7 +155,7 @@ impl Proxy {
                 listener,
                 kind,
                 context.clone(),
-                slots.clone(),
+                (slots.clone(), per_client.clone()),
                 shutdown.clone(),
                 tracker.clone(),
             ));
@@ -208,14 +222,26 @@ enum Kind {
     Socks(Arc<tls::Authority>),
 }
 
+impl Kind {
+    fn name(&self) -> &'static str {
+        match self {
+            Kind::Gemini(_) => "gemini",
+            Kind::Gopher => "gopher",
+            Kind::Socks(_) => "socks5",
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     kind: Kind,
     ctx: Arc<Context>,
-    slots: Arc<Semaphore>,
+    (slots, per_client): (Arc<Semaphore>, Arc<PerClient>),
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
+    // Refusals over the per-client cap are logged at most once a second.
+    let mut last_warned: Option<tokio::time::Instant> = None;
     loop {
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -228,6 +254,22 @@ async fn accept_loop(
                     continue;
                 }
             },
+        };
+        let Some(client_slot) = per_client.try_take(peer.ip()) else {
+            ctx.metrics.rejected(kind.name(), Rejection::ClientCap);
+            if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
+                last_warned = Some(tokio::time::Instant::now());
+                tracing::warn!(
+                    client = %peer.ip(),
+                    listener = kind.name(),
+                    cap = ctx.config.limits.max_connections_per_client,
+                    "a client at limits.max_connections_per_client; its further connections are closed at once"
+                );
+            }
+            // A reset frees the socket at once (no TIME_WAIT on our side).
+            let _ = stream.set_zero_linger();
+            drop(stream);
+            continue;
         };
         // At the cap, this connection waits for a slot and the listener accepts no
         // more meanwhile: further clients wait in the kernel's backlog. (A slot is
@@ -254,6 +296,7 @@ async fn accept_loop(
                 Kind::Socks(ca) => proxy::socks::serve(stream, peer, ctx, ca).await,
             }
             drop(permit);
+            drop(client_slot);
             drop(open);
         });
     }

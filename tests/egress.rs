@@ -282,3 +282,137 @@ async fn web_clients_through_socks5_are_closed_at_once() {
     assert_eq!(count("gopher", "http"), Some(1.0));
     assert_eq!(count("socks5", "https"), Some(2.0));
 }
+
+/// One client cannot take the proxy from the others: past
+/// `max_connections_per_client`, its connections are closed at once (and
+/// counted) while another client is served as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_crowd_out_the_others() {
+    let origin = GopherOrigin::start(|_| Reply::Bytes(b"page\r\n".to_vec())).await;
+    let mut config = test_config();
+    config.limits.max_connections = 10;
+    config.limits.max_connections_per_client = 4;
+    let proxy = start_proxy(config).await;
+    // Four slow connections from 127.0.0.1 that send nothing.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(TcpStream::connect(proxy.gopher_addr).await.unwrap());
+    }
+    // Let the proxy accept them (bounded: they must be counted before the fifth).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+        if sample(
+            &metrics,
+            "robots_proxy_connections_open{listener=\"gopher\"}",
+        ) == Some(4.0)
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{metrics}");
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..3 {
+        let request = format!("{}\r\n", origin.url("0/x"));
+        assert!(closed_at_once(proxy.gopher_addr, request.as_bytes()).await);
+    }
+    // Another client address is served.
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = other.connect(proxy.gopher_addr).await.unwrap();
+    other
+        .write_all(format!("{}\r\n", origin.url("0/x")).as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    other.read_to_end(&mut answer).await.unwrap();
+    assert_eq!(answer, b"page\r\n");
+    // And the first client again once its connections are gone.
+    drop(held);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let mut answer = Vec::new();
+        if let Ok(mut s) = TcpStream::connect(proxy.gopher_addr).await {
+            let _ = s
+                .write_all(format!("{}\r\n", origin.url("0/x")).as_bytes())
+                .await;
+            let _ = s.read_to_end(&mut answer).await;
+        }
+        if answer == b"page\r\n" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{answer:?}");
+        tokio::task::yield_now().await;
+    }
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let rejected = sample(
+        &metrics,
+        "robots_proxy_connections_rejected_total{listener=\"gopher\",reason=\"client-cap\"}",
+    )
+    .unwrap();
+    assert!(rejected >= 3.0, "{rejected}");
+}
+
+/// The metrics listener serves at most 32 connections at once; more are
+/// closed at once and counted, and it serves again when they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_listener_has_its_own_cap() {
+    let proxy = start_proxy(test_config()).await;
+    let mut held = Vec::new();
+    for _ in 0..robots_proxy::admin::MAX_CONNECTIONS {
+        let mut s = TcpStream::connect(proxy.metrics_addr).await.unwrap();
+        // A request each, so every one is accepted and holding its slot.
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        held.push(s);
+    }
+    assert!(
+        closed_at_once(
+            proxy.metrics_addr,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        .await
+    );
+    drop(held);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        // The held connections may not all be gone yet: a reset means "again".
+        let got = tokio::spawn(http_get(proxy.metrics_addr, "/metrics")).await;
+        if let Ok((200, metrics)) = got {
+            assert_eq!(
+                sample(
+                    &metrics,
+                    "robots_proxy_connections_rejected_total{listener=\"metrics\",reason=\"full\"}"
+                ),
+                Some(1.0)
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Connects, sends `request`, and tells whether the proxy closed the
+/// connection within a second without answering (the reset may even come
+/// before the connect completes).
+async fn closed_at_once(addr: std::net::SocketAddr, request: &[u8]) -> bool {
+    let attempt = async {
+        let Ok(mut s) = TcpStream::connect(addr).await else {
+            return true;
+        };
+        let _ = s.write_all(request).await;
+        let mut answer = Vec::new();
+        match s.read_to_end(&mut answer).await {
+            Ok(_) => answer.is_empty(),
+            Err(_) => true,
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(1), attempt)
+        .await
+        .unwrap_or(false)
+}

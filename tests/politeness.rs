@@ -53,12 +53,19 @@ async fn the_origin_sees_requests_spaced_by_crawl_delay() {
     }
     let arrivals = origin.arrivals.lock().unwrap().clone();
     assert!(arrivals[0].1.ends_with("/robots.txt"), "{arrivals:?}");
+    // Arrival gaps carry each connection's own handshake time; the gate spaces
+    // starts, so the span of all four gaps is what it guarantees (only the
+    // first and last latencies can shorten it).
     let gaps = origin.gaps();
     assert_eq!(gaps.len(), 4);
-    for gap in &gaps {
-        assert!(*gap >= 0.195, "gaps {gaps:?}");
-    }
+    let span: f64 = gaps.iter().sum();
+    assert!(span >= 4.0 * 0.2 - JITTER, "gaps {gaps:?}");
 }
+
+/// How much one connection's latency (connect, TLS) may differ from
+/// another's on a loaded test machine: arrival gaps at an origin are the
+/// gate's spacing give or take this.
+const JITTER: f64 = 0.1;
 
 /// The bot's own group decides the delay; then its virtual agents; then `*`.
 /// The robots.txt fetch took the host's first slot, so the first page already
@@ -135,7 +142,10 @@ async fn upstream_44_without_seconds_doubles_the_spacing() {
     assert_eq!(answer, "20 text/gemini");
     let gaps = origin.gaps();
     // robots.txt → /busy: 0.2 s; /busy → /page: doubled to 0.4 s.
-    assert!(gaps[0] >= 0.195 && gaps[1] >= 0.395, "{gaps:?}");
+    assert!(
+        gaps[0] >= 0.2 - JITTER && gaps[1] >= 0.4 - JITTER,
+        "{gaps:?}"
+    );
 }
 
 /// A slow host never slows another host's requests.
@@ -196,7 +206,7 @@ async fn a_client_that_leaves_gives_its_place_back() {
     assert_eq!(answer, "20 text/gemini");
     assert_eq!(origin.count("/first"), 0);
     let gaps = origin.gaps();
-    assert!(gaps[0] >= 0.95 && gaps[0] < 1.6, "{gaps:?}");
+    assert!(gaps[0] >= 1.0 - JITTER && gaps[0] < 1.6, "{gaps:?}");
 }
 
 /// One Gopher server under eight spellings of its name gets a burst of 16

@@ -143,8 +143,9 @@ impl Config {
         }
         let l = &self.limits;
         out.push_str(&format!(
-            "[limits]\nmax_connections = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\nupstream_ports = {}\n\n",
+            "[limits]\nmax_connections = {}\nmax_connections_per_client = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\nupstream_ports = {}\n\n",
             l.max_connections,
+            l.max_connections_per_client,
             quote(&d(l.request_timeout)),
             quote(&d(l.connect_timeout)),
             quote(&d(l.idle_timeout)),

@@ -153,6 +153,7 @@ pub struct RawRobots {
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
     pub max_connections: Option<usize>,
+    pub max_connections_per_client: Option<usize>,
     pub request_timeout: Option<String>,
     pub connect_timeout: Option<String>,
     pub idle_timeout: Option<String>,
@@ -224,6 +225,8 @@ pub struct RobotsConfig {
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_connections: usize,
+    /// Connections one client (an IPv4 address, an IPv6 /64) may hold at once.
+    pub max_connections_per_client: usize,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
@@ -578,6 +581,12 @@ impl RawConfig {
                 "limits.max_connections",
                 l.max_connections,
                 1024,
+                bound::MAX_CONNECTIONS,
+            )?,
+            max_connections_per_client: count(
+                "limits.max_connections_per_client",
+                l.max_connections_per_client,
+                256,
                 bound::MAX_CONNECTIONS,
             )?,
             request_timeout: duration(
