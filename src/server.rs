@@ -63,7 +63,10 @@ impl Proxy {
     pub async fn start(config: Config) -> Result<Proxy, StartError> {
         let identity = match &config.tls.cert_and_key {
             Some((cert, key)) => tls::load_identity(cert, key)?,
-            None => tls::load_or_generate(&config.state_dir, &config.tls.hostnames)?,
+            None => tls::load_or_generate(
+                &config.state_dir,
+                &tls::certificate_names(&config.tls.hostnames, &[config.gemini_listen.ip()]),
+            )?,
         };
         let cert_path = identity.cert_path.clone();
         let cert_fingerprint = tls::fingerprint(&identity.chain[0]);
