@@ -137,6 +137,14 @@ pub(crate) struct RuleSet {
 const BUCKET_THRESHOLD: usize = 8;
 
 impl RuleSet {
+    /// The heap this set holds, allocator rounding aside.
+    pub(crate) fn heap_size(&self) -> usize {
+        self.arena.capacity()
+            + self.pieces.capacity() * std::mem::size_of::<(u32, u32)>()
+            + self.rules.capacity() * std::mem::size_of::<CompiledRule>()
+            + self.buckets.as_ref().map_or(0, |_| 257 * 4)
+    }
+
     /// Compiles patterns (already in normal form) with their kind and line.
     /// `count` and `bytes` size the buffers: how many rules, how many pattern bytes.
     pub(crate) fn build<'a>(

@@ -257,6 +257,19 @@ impl RobotsTxt {
 }
 
 impl Policy {
+    /// An approximation of the heap this policy holds (allocator rounding
+    /// aside), for byte-budgeted caches.
+    pub fn heap_size(&self) -> usize {
+        self.sets.capacity() * std::mem::size_of::<AgentRules>()
+            + self
+                .sets
+                .iter()
+                .map(|s| s.name.capacity() + s.lines.capacity() * 4 + s.rules.heap_size())
+                .sum::<usize>()
+    }
+}
+
+impl Policy {
     fn new(selected: Selected, sets: Vec<(AgentRules, Option<f64>)>) -> Policy {
         let crawl_delay = sets
             .iter()
