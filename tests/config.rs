@@ -360,3 +360,31 @@ mod extremes {
         }
     }
 }
+
+/// A listener that cannot bind is named, with its key.
+#[tokio::test]
+async fn a_bind_error_names_the_listener() {
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let flags = RunArgs {
+        gemini_listen: Some("127.0.0.1:0".into()),
+        gopher_listen: Some(format!("127.0.0.1:{port}")),
+        metrics_listen: Some("127.0.0.1:0".into()),
+        state_dir: Some(
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("bind-{}", std::process::id())),
+        ),
+        ..RunArgs::default()
+    };
+    let config = RawConfig::default().resolve(&flags).unwrap();
+    let err = match robots_proxy::server::Proxy::start(config).await {
+        Ok(_) => panic!("the port is taken"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.starts_with(&format!(
+            "the Gopher listener (listen.gopher) cannot listen on 127.0.0.1:{port}: "
+        )),
+        "{err}"
+    );
+}
