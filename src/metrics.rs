@@ -12,6 +12,8 @@ use crate::target::Scheme;
 
 /// The protocols label: `gemini`, `gopher`.
 pub const PROTOCOLS: [&str; 2] = ["gemini", "gopher"];
+/// The listeners label of rejected connections.
+pub const LISTENERS: [&str; 4] = ["gemini", "gopher", "socks5", "metrics"];
 /// The decisions label (design.md): `allowed`, `disallowed`, `slowed`, `error`.
 pub const DECISIONS: [&str; 4] = ["allowed", "disallowed", "slowed", "error"];
 /// robots.txt fetch outcomes.
@@ -73,8 +75,10 @@ impl Rejection {
 
 pub struct Metrics {
     pub registry: Registry,
-    rejected: IntCounterVec,
-    truncated: IntCounterVec,
+    /// By listener (see [`LISTENERS`]) and [`Rejection`].
+    rejected: [[IntCounter; 5]; 4],
+    /// By protocol (see [`PROTOCOLS`]).
+    truncated: [IntCounter; 2],
     requests: Vec<[IntCounter; 4]>,
     robots_fetches: Vec<[IntCounter; 4]>,
     pub cache_hits: IntCounter,
@@ -181,17 +185,21 @@ impl Metrics {
             &["class"],
         );
 
-        let rejected = counter_vec(
+        let rejected_vec = counter_vec(
             "robots_proxy_connections_rejected_total",
             "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap, full).",
             &["listener", "reason"],
         );
 
-        let truncated = counter_vec(
+        let truncated_vec = counter_vec(
             "robots_proxy_upstream_truncated_total",
             "Answers whose upstream failed mid-body; the client connection was cut (no TLS close_notify, or a TCP reset) so it can tell.",
             &["protocol"],
         );
+
+        let rejected = LISTENERS
+            .map(|l| Rejection::ALL.map(|r| rejected_vec.with_label_values(&[l, r.as_str()])));
+        let truncated = PROTOCOLS.map(|p| truncated_vec.with_label_values(&[p]));
 
         Metrics {
             rejected,
@@ -260,14 +268,14 @@ impl Metrics {
 
     /// An answer cut short by its upstream.
     pub fn truncated(&self, protocol: &str) {
-        self.truncated.with_label_values(&[protocol]).inc();
+        self.truncated[usize::from(protocol == "gopher")].inc();
     }
 
     /// A connection closed without serving a request.
     pub fn rejected(&self, listener: &str, why: Rejection) {
-        self.rejected
-            .with_label_values(&[listener, why.as_str()])
-            .inc();
+        let l = LISTENERS.iter().position(|n| *n == listener).unwrap_or(3);
+        let r = Rejection::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.rejected[l][r].inc();
     }
 
     pub fn request(&self, protocol: usize, decision: &str) {
