@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::metrics::Rejection;
+use crate::metrics::{Listener, Rejection};
 use crate::proxy::Context;
 
 async fn answer(
@@ -79,13 +79,14 @@ pub async fn serve(
             },
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            ctx.metrics.rejected("metrics", Rejection::Full);
+            ctx.metrics.rejected(Listener::Metrics, Rejection::Full);
             let _ = stream.set_zero_linger();
             continue;
         };
         let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
         tracker.spawn(async move {
             let _slot = slot;
+            let _open = ctx.metrics.connection(Listener::Metrics);
             let service = hyper::service::service_fn(move |req| answer(req, ctx.clone()));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder

@@ -14,12 +14,38 @@
 //!   [`tls`]: certificates and verifiers.
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 
+/// A closed set of label values: the enum, `ALL` in declaration order,
+/// `as_str` (the text a metric label or a log line shows) and `index` (its
+/// place in `ALL`, for arrays of series resolved once).
+macro_rules! label_set {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident {
+        $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        $vis enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            pub fn index(self) -> usize {
+                self as usize
+            }
+        }
+    };
+}
+
 pub mod admin;
 pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod config;
 pub mod egress;
+pub mod fate;
 pub mod fetch;
 pub mod metrics;
 pub mod politeness;

@@ -8,79 +8,77 @@ use prometheus::{
     Registry,
 };
 
+use crate::fate::Class;
 use crate::target::Scheme;
 
-/// The protocols label: `gemini`, `gopher`.
-pub const PROTOCOLS: [&str; 2] = ["gemini", "gopher"];
-/// The listeners label of rejected connections.
-pub const LISTENERS: [&str; 4] = ["gemini", "gopher", "socks5", "metrics"];
-/// The decisions label (design.md): `allowed`, `disallowed`, `slowed`, `error`.
-pub const DECISIONS: [&str; 4] = ["allowed", "disallowed", "slowed", "error"];
-/// robots.txt fetch outcomes.
-pub const FETCH_OUTCOMES: [&str; 4] = ["found", "missing", "unreachable", "redirect-limit"];
-
-/// Index of a protocol in [`PROTOCOLS`].
-pub fn protocol_index(scheme: Scheme) -> usize {
-    match scheme {
-        Scheme::Gopher => 1,
-        _ => 0,
+label_set! {
+    /// The `protocol` label.
+    pub enum Protocol {
+        Gemini => "gemini",
+        Gopher => "gopher",
     }
 }
 
-/// Index of a logged decision in [`DECISIONS`]: the proxy's own refusals and
-/// clients that left count as errors.
-pub fn decision_index(decision: &str) -> usize {
-    match decision {
-        "allowed" => 0,
-        "disallowed" => 1,
-        "slowed" => 2,
-        _ => 3,
-    }
-}
-
-/// Why a connection was closed without a request being served.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    /// SOCKS5 `CONNECT` to a port or address the proxy does not connect to.
-    Destination,
-    /// An HTTP request line.
-    Http,
-    /// TLS whose client offered only HTTP (ALPN), or to a port of `socks5.https_ports`.
-    Https,
-    /// The client address already holds `limits.max_connections_per_client`.
-    ClientCap,
-    /// The metrics listener already serves its 32 connections.
-    Full,
-}
-
-impl Rejection {
-    pub const ALL: [Rejection; 5] = [
-        Rejection::Destination,
-        Rejection::Http,
-        Rejection::Https,
-        Rejection::ClientCap,
-        Rejection::Full,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::Destination => "destination",
-            Rejection::Http => "http",
-            Rejection::Https => "https",
-            Rejection::ClientCap => "client-cap",
-            Rejection::Full => "full",
+impl Protocol {
+    pub fn of(scheme: Scheme) -> Protocol {
+        match scheme {
+            Scheme::Gopher => Protocol::Gopher,
+            _ => Protocol::Gemini,
         }
     }
 }
 
+label_set! {
+    /// The `listener` label.
+    pub enum Listener {
+        Gemini => "gemini",
+        Gopher => "gopher",
+        Socks5 => "socks5",
+        Metrics => "metrics",
+    }
+}
+
+label_set! {
+    /// robots.txt fetch outcomes (the `outcome` label).
+    pub enum FetchKind {
+        Found => "found",
+        Missing => "missing",
+        Unreachable => "unreachable",
+        RedirectLimit => "redirect-limit",
+    }
+}
+
+label_set! {
+    /// Why a connection was closed without a request being served.
+    pub enum Rejection {
+        /// SOCKS5 `CONNECT` to a port or address the proxy does not connect to.
+        Destination => "destination",
+        /// An HTTP request line.
+        Http => "http",
+        /// TLS whose client offered only HTTP (ALPN), or to a port of `socks5.https_ports`.
+        Https => "https",
+        /// The client address already holds `limits.max_connections_per_client`.
+        ClientCap => "client-cap",
+        /// The metrics listener already serves its 32 connections.
+        Full => "full",
+    }
+}
+
+/// One series per value of `L`, resolved once.
+fn series<L: Copy, T>(all: &[L], make: impl Fn(L) -> T) -> Vec<T> {
+    all.iter().map(|l| make(*l)).collect()
+}
+
 pub struct Metrics {
     pub registry: Registry,
-    /// By listener (see [`LISTENERS`]) and [`Rejection`].
-    rejected: [[IntCounter; 5]; 4],
-    /// By protocol (see [`PROTOCOLS`]).
-    truncated: [IntCounter; 2],
-    requests: Vec<[IntCounter; 4]>,
-    robots_fetches: Vec<[IntCounter; 4]>,
+    /// By [`Listener`], then [`Rejection`].
+    rejected: Vec<Vec<IntCounter>>,
+    /// By [`Protocol`].
+    truncated: Vec<IntCounter>,
+    /// By [`Protocol`], then [`Class`].
+    requests: Vec<Vec<IntCounter>>,
+    /// By [`Protocol`], then [`FetchKind`].
+    robots_fetches: Vec<Vec<IntCounter>>,
     pub cache_hits: IntCounter,
     pub cache_misses: IntCounter,
     pub cache_entries: IntGauge,
@@ -92,7 +90,8 @@ pub struct Metrics {
     pub upstream_duration: Histogram,
     pub bytes_to_client: IntCounter,
     pub bytes_to_upstream: IntCounter,
-    connections_open: [IntGauge; 3],
+    /// By [`Listener`].
+    connections_open: Vec<IntGauge>,
     gemini_status: [IntCounter; 6],
     per_host: Option<PerHost>,
 }
@@ -155,19 +154,21 @@ impl Metrics {
             "Requests by protocol and decision (allowed, disallowed, slowed, error).",
             &["protocol", "decision"],
         );
-        let requests = PROTOCOLS
-            .iter()
-            .map(|p| DECISIONS.map(|d| requests_vec.with_label_values(&[p, d])))
-            .collect();
+        let requests = series(Protocol::ALL, |p| {
+            series(Class::ALL, |d| {
+                requests_vec.with_label_values(&[p.as_str(), d.as_str()])
+            })
+        });
         let fetch_vec = counter_vec(
             "robots_proxy_robots_fetches_total",
             "robots.txt fetches by protocol and outcome (found, missing, unreachable, redirect-limit).",
             &["protocol", "outcome"],
         );
-        let robots_fetches = PROTOCOLS
-            .iter()
-            .map(|p| FETCH_OUTCOMES.map(|o| fetch_vec.with_label_values(&[p, o])))
-            .collect();
+        let robots_fetches = series(Protocol::ALL, |p| {
+            series(FetchKind::ALL, |o| {
+                fetch_vec.with_label_values(&[p.as_str(), o.as_str()])
+            })
+        });
         let open_vec = IntGaugeVec::new(
             Opts::new(
                 "robots_proxy_connections_open",
@@ -197,9 +198,14 @@ impl Metrics {
             &["protocol"],
         );
 
-        let rejected = LISTENERS
-            .map(|l| Rejection::ALL.map(|r| rejected_vec.with_label_values(&[l, r.as_str()])));
-        let truncated = PROTOCOLS.map(|p| truncated_vec.with_label_values(&[p]));
+        let rejected = series(Listener::ALL, |l| {
+            series(Rejection::ALL, |r| {
+                rejected_vec.with_label_values(&[l.as_str(), r.as_str()])
+            })
+        });
+        let truncated = series(Protocol::ALL, |p| {
+            truncated_vec.with_label_values(&[p.as_str()])
+        });
 
         Metrics {
             rejected,
@@ -250,7 +256,7 @@ impl Metrics {
                 "robots_proxy_relayed_to_upstream_bytes_total",
                 "Bytes sent to upstreams.",
             ),
-            connections_open: ["gemini", "gopher", "socks5"].map(|l| open_vec.with_label_values(&[l])),
+            connections_open: series(Listener::ALL, |l| open_vec.with_label_values(&[l.as_str()])),
             gemini_status: ["1x", "2x", "3x", "4x", "5x", "6x"]
                 .map(|c| status_vec.with_label_values(&[c])),
             per_host: per_host_limit.map(|limit| PerHost {
@@ -267,23 +273,21 @@ impl Metrics {
     }
 
     /// An answer cut short by its upstream.
-    pub fn truncated(&self, protocol: &str) {
-        self.truncated[usize::from(protocol == "gopher")].inc();
+    pub fn truncated(&self, protocol: Protocol) {
+        self.truncated[protocol.index()].inc();
     }
 
     /// A connection closed without serving a request.
-    pub fn rejected(&self, listener: &str, why: Rejection) {
-        let l = LISTENERS.iter().position(|n| *n == listener).unwrap_or(3);
-        let r = Rejection::ALL.iter().position(|r| *r == why).unwrap_or(0);
-        self.rejected[l][r].inc();
+    pub fn rejected(&self, listener: Listener, why: Rejection) {
+        self.rejected[listener.index()][why.index()].inc();
     }
 
-    pub fn request(&self, protocol: usize, decision: &str) {
-        self.requests[protocol][decision_index(decision)].inc();
+    pub fn request(&self, protocol: Protocol, class: Class) {
+        self.requests[protocol.index()][class.index()].inc();
     }
 
     /// Counts a request for `host` when the per-host series is on.
-    pub fn host_request(&self, host: &str, decision: &str) {
+    pub fn host_request(&self, host: &str, class: Class) {
         let Some(per_host) = &self.per_host else {
             return;
         };
@@ -299,20 +303,20 @@ impl Metrics {
         };
         per_host
             .requests
-            .with_label_values(&[label, DECISIONS[decision_index(decision)]])
+            .with_label_values(&[label, class.as_str()])
             .inc();
     }
 
-    pub fn robots_fetch(&self, protocol: usize, outcome: usize) {
-        self.robots_fetches[protocol][outcome].inc();
+    pub fn robots_fetch(&self, protocol: Protocol, outcome: FetchKind) {
+        self.robots_fetches[protocol.index()][outcome.index()].inc();
     }
 
-    /// One more open connection on `protocol`'s listener, until the guard drops.
-    pub fn connection(self: &std::sync::Arc<Self>, protocol: usize) -> ConnectionGuard {
-        self.connections_open[protocol].inc();
+    /// One more open connection on `listener`, until the guard drops.
+    pub fn connection(self: &std::sync::Arc<Self>, listener: Listener) -> ConnectionGuard {
+        self.connections_open[listener.index()].inc();
         ConnectionGuard {
             metrics: self.clone(),
-            protocol,
+            listener,
         }
     }
 
@@ -341,11 +345,11 @@ impl Default for Metrics {
 
 pub struct ConnectionGuard {
     metrics: std::sync::Arc<Metrics>,
-    protocol: usize,
+    listener: Listener,
 }
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        self.metrics.connections_open[self.protocol].dec();
+        self.metrics.connections_open[self.listener.index()].dec();
     }
 }

@@ -20,7 +20,7 @@ use crate::egress::Reach;
 use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
 use crate::fetch::{ByScheme, Polite};
-use crate::metrics::{Metrics, Rejection};
+use crate::metrics::{Listener, Metrics, Rejection};
 use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::slots::{self, PerClient};
@@ -226,11 +226,11 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(&self) -> &'static str {
+    fn listener(&self) -> Listener {
         match self {
-            Kind::Gemini(_) => "gemini",
-            Kind::Gopher => "gopher",
-            Kind::Socks(_) => "socks5",
+            Kind::Gemini(_) => Listener::Gemini,
+            Kind::Gopher => Listener::Gopher,
+            Kind::Socks(_) => Listener::Socks5,
         }
     }
 }
@@ -259,12 +259,12 @@ async fn accept_loop(
             },
         };
         let Some(client_slot) = per_client.try_take(peer.ip()) else {
-            ctx.metrics.rejected(kind.name(), Rejection::ClientCap);
+            ctx.metrics.rejected(kind.listener(), Rejection::ClientCap);
             if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
                 last_warned = Some(tokio::time::Instant::now());
                 tracing::warn!(
                     client = %peer.ip(),
-                    listener = kind.name(),
+                    listener = kind.listener().as_str(),
                     cap = ctx.config.limits.max_connections_per_client,
                     "a client at limits.max_connections_per_client; its further connections are closed at once"
                 );
@@ -287,11 +287,7 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let (kind, ctx) = (kind.clone(), ctx.clone());
-        let open = ctx.metrics.connection(match kind {
-            Kind::Gemini(_) => 0,
-            Kind::Gopher => 1,
-            Kind::Socks(_) => 2,
-        });
+        let open = ctx.metrics.connection(kind.listener());
         tracker.spawn(async move {
             match kind {
                 Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::metrics::{protocol_index, Metrics};
+use crate::metrics::{FetchKind, Metrics, Protocol};
 use crate::politeness::Politeness;
 use crate::target::{Scheme, Server};
 
@@ -57,6 +57,18 @@ pub struct ByScheme {
     pub gopher: gopher::GopherRobots,
 }
 
+impl FetchOutcome {
+    /// The outcome as the metrics count it.
+    pub fn kind(&self) -> FetchKind {
+        match self {
+            FetchOutcome::Found(_) => FetchKind::Found,
+            FetchOutcome::Missing(_) => FetchKind::Missing,
+            FetchOutcome::Unreachable { .. } => FetchKind::Unreachable,
+            FetchOutcome::TooManyRedirects(_) => FetchKind::RedirectLimit,
+        }
+    }
+}
+
 impl RobotsFetcher for ByScheme {
     fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
         match server.name.scheme {
@@ -89,14 +101,8 @@ impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
                 Ok(permit) => {
                     let outcome = self.inner.fetch(server).await;
                     drop(permit);
-                    let index = match outcome {
-                        FetchOutcome::Found(_) => 0,
-                        FetchOutcome::Missing(_) => 1,
-                        FetchOutcome::Unreachable { .. } => 2,
-                        FetchOutcome::TooManyRedirects(_) => 3,
-                    };
                     self.metrics
-                        .robots_fetch(protocol_index(server.name.scheme), index);
+                        .robots_fetch(Protocol::of(server.name.scheme), outcome.kind());
                     outcome
                 }
                 Err(slow) => FetchOutcome::Unreachable {

@@ -14,18 +14,22 @@ use super::{
     admit_while_connected, ceil_secs, client_left, finish, log, stream, Admitted, Context, Cut,
     Ended, Hangup, Outcome, Refusal,
 };
+use crate::fate::Fate;
+use crate::metrics::Protocol;
 use crate::protocol::gemini::{
     header, parse_header, parse_request, read_line, status, LineError, MAX_HEADER, MAX_URL,
 };
 use crate::target::Target;
 
-/// The Gemini answer to a refusal (design.md's table).
-fn status_for(refusal: &Refusal) -> u8 {
-    match refusal {
-        Refusal::Malformed(_) => status::BAD_REQUEST,
-        Refusal::ProxyRule(_) | Refusal::Disallowed(_) => status::PROXY_REQUEST_REFUSED,
-        Refusal::RobotsUnreachable(_) | Refusal::Upstream(_) => status::PROXY_ERROR,
-        Refusal::SlowDown { .. } => status::SLOW_DOWN,
+/// The Gemini status for a request that was not relayed (the README's table).
+fn status_for(fate: Fate) -> u8 {
+    match fate {
+        Fate::Malformed => status::BAD_REQUEST,
+        Fate::ProxyRule | Fate::Disallowed => status::PROXY_REQUEST_REFUSED,
+        Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
+            status::PROXY_ERROR
+        }
+        Fate::SlowDown => status::SLOW_DOWN,
     }
 }
 
@@ -79,18 +83,18 @@ pub async fn serve_tls<S>(
     };
     log(
         &ctx.metrics,
-        "gemini",
+        Protocol::Gemini,
         peer,
         target.as_ref(),
         started,
         &outcome,
     );
-    finish(client.get_mut(), &outcome, &ctx.metrics, "gemini").await;
+    finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gemini).await;
 }
 
 /// Writes the answer to a refusal.
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    let code = status_for(refusal);
+    let code = status_for(refusal.fate());
     // Our own `44` always carries a number: the seconds to wait.
     let meta = match refusal {
         Refusal::SlowDown { retry_after, .. } => ceil_secs(*retry_after).to_string(),
@@ -98,13 +102,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
     };
     let _ = client.write_all(&header(code, &meta)).await;
     let _ = client.flush().await;
-    Outcome {
-        decision: refusal.decision(),
-        status: Some(code),
-        detail: refusal.detail().to_string(),
-        bytes: 0,
-        ..Outcome::default()
-    }
+    Outcome::new(refusal.fate(), Some(code), refusal.detail().to_string())
 }
 
 /// The request line → a Gemini target, or a `59`.
@@ -169,7 +167,7 @@ where
         .upstream
         .connect_gemini_to(&target.host, target.port, &admitted.server.addrs)
         .await
-        .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
+        .map_err(Refusal::from)?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
     let request = format!("{}\r\n", target.url());
     ctx.metrics.bytes_to_upstream.inc_by(request.len() as u64);
@@ -206,13 +204,7 @@ where
 
     let client_io = client.get_mut();
     let head = [line.as_slice(), b"\r\n"].concat();
-    let mut outcome = Outcome {
-        decision: "allowed",
-        status: Some(upstream_header.status),
-        detail: String::new(),
-        bytes: 0,
-        ..Outcome::default()
-    };
+    let mut outcome = Outcome::new(Fate::Relayed, Some(upstream_header.status), String::new());
     if !matches!(
         tokio::time::timeout(idle, client_io.write_all(&head)).await,
         Ok(Ok(()))

@@ -13,19 +13,20 @@ use super::{
     admit_while_connected, client_left, close, finish, log, stream, Admitted, Context, Ended,
     Hangup, Outcome, Refusal,
 };
-use crate::metrics::Rejection;
+use crate::fate::Fate;
+use crate::metrics::{Listener, Protocol, Rejection};
 use crate::protocol::gopher::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
 use crate::protocol::{read_line, LineError};
 
-/// The first line of the type-3 menu for a refusal (design.md's table).
+/// The first line of the type-3 menu for a refusal (the README's table).
 fn text_for(refusal: &Refusal) -> String {
-    let kind = match refusal {
-        Refusal::Malformed(_) => "400 Bad Request",
-        Refusal::ProxyRule(_) | Refusal::Disallowed(_) => "403 Forbidden",
-        Refusal::RobotsUnreachable(_) | Refusal::SlowDown { .. } => "503 Service Unavailable",
-        Refusal::Upstream(_) => "502 Bad Gateway",
+    let kind = match refusal.fate() {
+        Fate::Malformed => "400 Bad Request",
+        Fate::ProxyRule | Fate::Disallowed => "403 Forbidden",
+        Fate::RobotsUnreachable | Fate::SlowDown => "503 Service Unavailable",
+        Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => "502 Bad Gateway",
     };
     format!("{kind}: {}", refusal.detail())
 }
@@ -33,13 +34,7 @@ fn text_for(refusal: &Refusal) -> String {
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
     let _ = client.write_all(&error_menu(&text_for(refusal))).await;
     let _ = client.flush().await;
-    Outcome {
-        decision: refusal.decision(),
-        status: None,
-        detail: refusal.detail().to_string(),
-        bytes: 0,
-        ..Outcome::default()
-    }
+    Outcome::new(refusal.fate(), None, refusal.detail().to_string())
 }
 
 /// Serves one client of the Gopher listener: one selector line (a Gopher URL),
@@ -73,8 +68,11 @@ pub async fn serve_line(
             }
             Err(BadRequest::Http) => {
                 // A web client: no Gopher answer would mean anything to it.
-                let listener = if rewrite_menus { "gopher" } else { "socks5" };
-                tracing::info!(%peer, listener, "an HTTP request; closed (Gemini and Gopher only)");
+                let listener = match rewrite_menus {
+                    true => Listener::Gopher,
+                    false => Listener::Socks5,
+                };
+                tracing::info!(%peer, listener = listener.as_str(), "an HTTP request; closed (Gemini and Gopher only)");
                 ctx.metrics.rejected(listener, Rejection::Http);
                 close(client.get_mut()).await;
                 return;
@@ -96,13 +94,13 @@ pub async fn serve_line(
     };
     log(
         &ctx.metrics,
-        "gopher",
+        Protocol::Gopher,
         peer,
         request.as_ref().map(|r| &r.target),
         started,
         &outcome,
     );
-    finish(client.get_mut(), &outcome, &ctx.metrics, "gopher").await;
+    finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gopher).await;
 }
 
 /// The shared checks, then the relay. `rewrite_menus`: menus answer to a client
@@ -144,7 +142,7 @@ async fn relay(
         .upstream
         .connect_tcp(&target.host, &admitted.server.addrs)
         .await
-        .map_err(|e| Refusal::Upstream(format!("upstream: {e}")))?;
+        .map_err(Refusal::from)?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
     let line = request.upstream_line();
     ctx.metrics.bytes_to_upstream.inc_by(line.len() as u64);
@@ -182,11 +180,8 @@ async fn relay(
         .upstream_duration
         .observe(connecting.elapsed().as_secs_f64());
     Ok(Outcome {
-        decision: "allowed",
-        status: None,
-        detail: ended.detail(),
         bytes,
         cut: ended == Ended::UpstreamFailed,
-        ..Outcome::default()
+        ..Outcome::new(Fate::Relayed, None, ended.detail())
     })
 }

@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use crate::cache::Lookup;
 use crate::cache::{RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
-use crate::metrics::Metrics;
+use crate::fate::Fate;
+use crate::metrics::{Metrics, Protocol};
 use crate::politeness::{Permit, Politeness};
 use crate::protocol::gopher::MenuRewriter;
 use crate::robots::{BotProfile, Decision, Policy};
@@ -71,21 +72,33 @@ impl Refusal {
         }
     }
 
-    /// The decision as logged.
-    pub fn decision(&self) -> &'static str {
+    /// What became of the request.
+    pub fn fate(&self) -> Fate {
         match self {
-            Refusal::Disallowed(_) => "disallowed",
-            Refusal::ProxyRule(_) => "refused",
-            Refusal::SlowDown { .. } => "slowed",
-            _ => "error",
+            Refusal::Malformed(_) => Fate::Malformed,
+            Refusal::ProxyRule(_) => Fate::ProxyRule,
+            Refusal::Disallowed(_) => Fate::Disallowed,
+            Refusal::RobotsUnreachable(_) => Fate::RobotsUnreachable,
+            Refusal::Upstream(_) => Fate::UpstreamFailed,
+            Refusal::SlowDown { .. } => Fate::SlowDown,
+        }
+    }
+}
+
+/// The proxy's own rule when it would not connect; otherwise the upstream's failure.
+impl From<UpstreamError> for Refusal {
+    fn from(e: UpstreamError) -> Refusal {
+        match e {
+            UpstreamError::Refused { .. } => Refusal::ProxyRule(e.to_string()),
+            e => Refusal::Upstream(format!("upstream: {e}")),
         }
     }
 }
 
 /// What happened to one request, for the log line.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Outcome {
-    pub decision: &'static str,
+    pub fate: Fate,
     /// Gemini: the status; Gopher: none.
     pub status: Option<u8>,
     pub detail: String,
@@ -95,6 +108,19 @@ pub struct Outcome {
     /// The upstream failed mid-answer: the connection is cut rather than
     /// closed cleanly, so the client can tell the answer is incomplete.
     pub cut: bool,
+}
+
+impl Outcome {
+    pub fn new(fate: Fate, status: Option<u8>, detail: String) -> Outcome {
+        Outcome {
+            fate,
+            status,
+            detail,
+            bytes: 0,
+            waited: Duration::ZERO,
+            cut: false,
+        }
+    }
 }
 
 /// A client connection that can be ended so that the client sees its answer
@@ -125,7 +151,7 @@ pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
     client: &mut S,
     outcome: &Outcome,
     metrics: &Metrics,
-    protocol: &'static str,
+    protocol: Protocol,
 ) {
     if outcome.cut {
         metrics.truncated(protocol);
@@ -183,11 +209,7 @@ pub fn ceil_secs(d: Duration) -> u64 {
 /// robots.txt), then the host's robots.txt, then the host's turn (spaced by the
 /// bot's Crawl-delay).
 pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> {
-    let addrs = match ctx.upstream.resolve(&target.host, target.port).await {
-        Ok(addrs) => addrs,
-        Err(e @ UpstreamError::Refused { .. }) => return Err(Refusal::ProxyRule(e.to_string())),
-        Err(e) => return Err(Refusal::Upstream(format!("upstream: {e}"))),
-    };
+    let addrs = ctx.upstream.resolve(&target.host, target.port).await?;
     let server = Server {
         name: HostKey {
             scheme: target.scheme,
@@ -394,26 +416,26 @@ pub async fn close<S: AsyncRead + AsyncWrite + Unpin>(client: &mut S) {
 
 /// The outcome of a request whose client left while it waited.
 pub fn client_left() -> Outcome {
-    Outcome {
-        decision: "cancelled",
-        status: None,
-        detail: "the client left while waiting for its turn".into(),
-        ..Outcome::default()
-    }
+    Outcome::new(
+        Fate::ClientLeft,
+        None,
+        "the client left while waiting for its turn".into(),
+    )
 }
 
 /// One log line per finished request, and its count.
 pub fn log(
     metrics: &Metrics,
-    protocol: &'static str,
+    protocol: Protocol,
     peer: SocketAddr,
     target: Option<&Target>,
     started: Instant,
     outcome: &Outcome,
 ) {
-    metrics.request(usize::from(protocol == "gopher"), outcome.decision);
+    let class = outcome.fate.class();
+    metrics.request(protocol, class);
     if let Some(t) = target {
-        metrics.host_request(&t.host, outcome.decision);
+        metrics.host_request(&t.host, class);
     }
     metrics.bytes_to_client.inc_by(outcome.bytes);
     let (host, path) = match target {
@@ -425,11 +447,12 @@ pub fn log(
         None => (String::new(), String::new()),
     };
     tracing::info!(
-        protocol,
+        protocol = protocol.as_str(),
         client = %peer,
         host = %host,
         path = %path,
-        decision = %outcome.decision,
+        decision = outcome.fate.as_str(),
+        cause = outcome.fate.cause().as_str(),
         status = outcome.status,
         detail = %outcome.detail,
         wait_ms = outcome.waited.as_millis() as u64,

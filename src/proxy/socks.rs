@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_rustls::LazyConfigAcceptor;
 
 use super::{close, gemini, gopher, Context};
-use crate::metrics::Rejection;
+use crate::metrics::{Listener, Rejection};
 use crate::protocol::gopher::parse_selector_line;
 use crate::protocol::socks5::{handshake, looks_like_tls, reply, send_reply};
 use crate::target::canonical_host;
@@ -64,7 +64,8 @@ pub async fn serve(
     };
     if let Err(why) = refused {
         tracing::info!(%peer, host = %host, port = dest.port, %why, "SOCKS5 CONNECT refused");
-        ctx.metrics.rejected("socks5", Rejection::Destination);
+        ctx.metrics
+            .rejected(Listener::Socks5, Rejection::Destination);
         let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
         return;
     }
@@ -100,7 +101,7 @@ pub async fn serve(
         });
         if !offers_gemini_or_nothing || ctx.config.socks5_https_ports.contains(dest.port) {
             tracing::info!(%peer, host = %host, port = dest.port, "HTTPS through SOCKS5; closed (Gemini and Gopher only)");
-            ctx.metrics.rejected("socks5", Rejection::Https);
+            ctx.metrics.rejected(Listener::Socks5, Rejection::Https);
             return;
         }
         let config = match authority.server_config(&host) {

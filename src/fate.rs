@@ -1,0 +1,95 @@
+//! What became of one request, and who caused it: one type from which each
+//! protocol derives its answer (Gemini status, Gopher type-3 text), the log
+//! line its `decision` and `cause`, and the metrics their `decision` label.
+//! Pure: no I/O.
+
+label_set! {
+    /// The end of one request.
+    pub enum Fate {
+        /// Admitted and the upstream's answer relayed (whole or cut short).
+        Relayed => "allowed",
+        /// The client's request is malformed.
+        Malformed => "error",
+        /// The proxy's own rules refuse it (address, port, another host).
+        ProxyRule => "refused",
+        /// robots.txt disallows it.
+        Disallowed => "disallowed",
+        /// robots.txt could not be fetched and there is no good copy.
+        RobotsUnreachable => "error",
+        /// The upstream could not be reached, or answered badly before relaying.
+        UpstreamFailed => "error",
+        /// The host's turn would come later than `max_wait`.
+        SlowDown => "slowed",
+        /// The client left while its request waited for its turn.
+        ClientLeft => "cancelled",
+    }
+}
+
+label_set! {
+    /// Who caused a fate: what an operator looks at first.
+    pub enum Cause {
+        Client => "client",
+        RobotsTxt => "robots.txt",
+        Upstream => "upstream",
+        ProxyRule => "proxy",
+        Politeness => "politeness",
+    }
+}
+
+label_set! {
+    /// The `decision` label of `robots_proxy_requests_total`: four values
+    /// (docs/architecture.md, "Metrics"), so a dashboard's legend stays small.
+    pub enum Class {
+        Allowed => "allowed",
+        Disallowed => "disallowed",
+        Slowed => "slowed",
+        Error => "error",
+    }
+}
+
+impl Fate {
+    pub fn cause(self) -> Cause {
+        match self {
+            Fate::Relayed | Fate::UpstreamFailed => Cause::Upstream,
+            Fate::Malformed | Fate::ClientLeft => Cause::Client,
+            Fate::ProxyRule => Cause::ProxyRule,
+            Fate::Disallowed | Fate::RobotsUnreachable => Cause::RobotsTxt,
+            Fate::SlowDown => Cause::Politeness,
+        }
+    }
+
+    /// How the request is counted. The proxy's own refusals, malformed
+    /// requests and clients that left are errors: requests that got no answer
+    /// from the upstream and were not a robots.txt or politeness decision.
+    pub fn class(self) -> Class {
+        match self {
+            Fate::Relayed => Class::Allowed,
+            Fate::Disallowed => Class::Disallowed,
+            Fate::SlowDown => Class::Slowed,
+            Fate::Malformed
+            | Fate::ProxyRule
+            | Fate::RobotsUnreachable
+            | Fate::UpstreamFailed
+            | Fate::ClientLeft => Class::Error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fate_has_one_class_and_cause_and_indices_follow_all() {
+        for (i, fate) in Fate::ALL.iter().enumerate() {
+            assert_eq!(fate.index(), i);
+            assert!(Class::ALL.contains(&fate.class()));
+            assert!(Cause::ALL.contains(&fate.cause()));
+        }
+        for (i, class) in Class::ALL.iter().enumerate() {
+            assert_eq!(class.index(), i);
+        }
+        assert_eq!(Fate::ClientLeft.class(), Class::Error);
+        assert_eq!(Fate::ProxyRule.as_str(), "refused");
+    }
+}
