@@ -14,13 +14,20 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::metrics::{Listener, Rejection};
-use crate::proxy::Context;
+use crate::cache::RobotsCache;
+use crate::metrics::{Listener, Metrics, Rejection};
+use crate::politeness::Politeness;
 
-async fn answer(
-    req: Request<Incoming>,
-    ctx: Arc<Context>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+/// What the metrics listener reads: the registry, and the state its gauges
+/// describe. Nothing of the request path.
+#[derive(Clone)]
+pub struct Handles {
+    pub metrics: Arc<Metrics>,
+    pub robots: Arc<RobotsCache>,
+    pub politeness: Arc<Politeness>,
+}
+
+async fn answer(req: Request<Incoming>, ctx: Handles) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
         (&Method::GET, "/metrics") => {
             // Gauges that describe state are read when scraped, not kept up to date
@@ -61,7 +68,7 @@ pub const MAX_CONNECTIONS: usize = 32;
 
 pub async fn serve(
     listener: TcpListener,
-    ctx: Arc<Context>,
+    ctx: Handles,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::robots::valid_product_token;
+use crate::robots::{valid_product_token, valid_virtual_agent};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -163,11 +163,7 @@ fn parse_agent(value: &str) -> Result<String, String> {
 }
 
 fn parse_virtual_agent(value: &str) -> Result<String, String> {
-    if !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
+    if valid_virtual_agent(value) {
         Ok(value.to_string())
     } else {
         Err(

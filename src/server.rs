@@ -110,7 +110,11 @@ impl Proxy {
             gate: politeness.clone(),
             metrics: metrics.clone(),
         };
-        let robots = RobotsCache::new(Arc::new(fetcher), config.robots.clone(), config.bot.clone());
+        let robots = Arc::new(RobotsCache::new(
+            Arc::new(fetcher),
+            config.robots.clone(),
+            config.bot.clone(),
+        ));
         let gopher_public = (
             config
                 .gopher_public_host
@@ -165,7 +169,11 @@ impl Proxy {
         }
         tracker.spawn(crate::admin::serve(
             metrics_listener,
-            context.clone(),
+            crate::admin::Handles {
+                metrics: context.metrics.clone(),
+                robots: context.robots.clone(),
+                politeness: context.politeness.clone(),
+            },
             shutdown.clone(),
             tracker.clone(),
         ));

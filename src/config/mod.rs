@@ -15,7 +15,7 @@ use thiserror::Error;
 use crate::cli::RunArgs;
 use crate::egress::PortSet;
 use crate::politeness::{GateBy, PolitenessConfig};
-use crate::robots::{valid_product_token, BotProfile};
+use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
 use crate::spelling::SelectorReading;
 
 /// A configuration problem, naming the key or flag. Exit status 2.
@@ -513,11 +513,7 @@ impl RawConfig {
             flags.virtual_agents.clone()
         };
         for v in &virtual_agents {
-            if v.is_empty()
-                || !v
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
+            if !valid_virtual_agent(v) {
                 return Err(invalid(
                     "bot.virtual_agents",
                     format!("{v:?} is not one word"),

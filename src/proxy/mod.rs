@@ -32,7 +32,7 @@ pub struct Context {
     pub config: Config,
     pub upstream: std::sync::Arc<Upstream>,
     /// robots.txt of every host, both protocols (the key holds the scheme).
-    pub robots: RobotsCache,
+    pub robots: std::sync::Arc<RobotsCache>,
     /// Host and port that rewritten Gopher menus point at.
     pub gopher_public: (String, u16),
     /// Per-host spacing and concurrency, both protocols.

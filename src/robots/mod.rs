@@ -21,5 +21,6 @@ mod policy;
 
 pub use parse::{normalize_pattern, AgentKind, RobotsTxt, RuleKind, PARSE_LIMIT};
 pub use policy::{
-    valid_product_token, BotProfile, Decision, Explanation, GroupInfo, Policy, RuleInfo, Selected,
+    valid_product_token, valid_virtual_agent, BotProfile, Decision, Explanation, GroupInfo, Policy,
+    RuleInfo, Selected,
 };

@@ -56,6 +56,14 @@ pub fn valid_product_token(token: &str) -> bool {
     !name.is_empty() && name.bytes().all(is_token_byte) && !token.contains(char::is_whitespace)
 }
 
+/// A virtual agent's name: one word of letters, digits, `_` and `-`.
+pub fn valid_virtual_agent(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Which rank of design.md's list the applying groups came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Selected {
