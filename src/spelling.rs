@@ -30,8 +30,8 @@
 
 use std::borrow::Cow;
 
+use crate::robots::encoding::percent_decode;
 use crate::robots::{Decision, Policy};
-use crate::target::{percent_decode, remove_dot_segments};
 
 /// A selector that still changes after this many percent-decodings is refused:
 /// no server decodes that often, and each round is work for us.
@@ -184,6 +184,44 @@ fn first_refusal(first: Decision, second: Decision) -> Decision {
     } else {
         first
     }
+}
+
+/// RFC 3986 §5.2.4.
+pub fn remove_dot_segments(path: &[u8]) -> Vec<u8> {
+    let mut input: &[u8] = path;
+    let mut out: Vec<u8> = Vec::with_capacity(path.len());
+    let pop = |out: &mut Vec<u8>| {
+        let at = out.iter().rposition(|&b| b == b'/').unwrap_or(0);
+        out.truncate(at);
+    };
+    while !input.is_empty() {
+        if let Some(rest) = input.strip_prefix(b"../") {
+            input = rest;
+        } else if let Some(rest) = input.strip_prefix(b"./") {
+            input = rest;
+        } else if input.starts_with(b"/./") {
+            input = &input[2..];
+        } else if input == b"/." {
+            input = b"/";
+        } else if input.starts_with(b"/../") {
+            input = &input[3..];
+            pop(&mut out);
+        } else if input == b"/.." {
+            input = b"/";
+            pop(&mut out);
+        } else if input == b"." || input == b".." {
+            input = b"";
+        } else {
+            let skip = usize::from(input[0] == b'/');
+            let end = input[skip..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(input.len(), |i| i + skip);
+            out.extend_from_slice(&input[..end]);
+            input = &input[end..];
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use thiserror::Error;
 
-use crate::robots::encoding::{hex_val, normalize, Mode};
+use crate::robots::encoding::{normalize, percent_decode, Mode};
 use crate::robots::{Decision, Policy};
-use crate::spelling::{self, SelectorReading, SpellingError};
+use crate::spelling::{self, remove_dot_segments, SelectorReading, SpellingError};
 
 /// The protocols a target can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -244,44 +244,6 @@ impl fmt::Display for Target {
     }
 }
 
-/// RFC 3986 §5.2.4.
-pub fn remove_dot_segments(path: &[u8]) -> Vec<u8> {
-    let mut input: &[u8] = path;
-    let mut out: Vec<u8> = Vec::with_capacity(path.len());
-    let pop = |out: &mut Vec<u8>| {
-        let at = out.iter().rposition(|&b| b == b'/').unwrap_or(0);
-        out.truncate(at);
-    };
-    while !input.is_empty() {
-        if let Some(rest) = input.strip_prefix(b"../") {
-            input = rest;
-        } else if let Some(rest) = input.strip_prefix(b"./") {
-            input = rest;
-        } else if input.starts_with(b"/./") {
-            input = &input[2..];
-        } else if input == b"/." {
-            input = b"/";
-        } else if input.starts_with(b"/../") {
-            input = &input[3..];
-            pop(&mut out);
-        } else if input == b"/.." {
-            input = b"/";
-            pop(&mut out);
-        } else if input == b"." || input == b".." {
-            input = b"";
-        } else {
-            let skip = usize::from(input[0] == b'/');
-            let end = input[skip..]
-                .iter()
-                .position(|&b| b == b'/')
-                .map_or(input.len(), |i| i + skip);
-            out.extend_from_slice(&input[..end]);
-            input = &input[end..];
-        }
-    }
-    out
-}
-
 fn split_host_port(host_port: &str) -> Result<(&str, Option<&str>), TargetError> {
     if let Some(rest) = host_port.strip_prefix('[') {
         let (host, after) = rest
@@ -499,26 +461,6 @@ fn push_url_escaped(url: &mut String, bytes: &[u8]) {
             url.push_str(&format!("%{b:02X}"));
         }
     }
-}
-
-/// Decodes every valid `%XX`; a stray `%` stays as it is.
-pub fn percent_decode(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(input.len());
-    let mut i = 0;
-    while i < input.len() {
-        if input[i] == b'%' {
-            let hi = input.get(i + 1).and_then(|&b| hex_val(b));
-            let lo = input.get(i + 2).and_then(|&b| hex_val(b));
-            if let (Some(hi), Some(lo)) = (hi, lo) {
-                out.push(hi << 4 | lo);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(input[i]);
-        i += 1;
-    }
-    out
 }
 
 #[cfg(test)]

@@ -228,6 +228,26 @@ impl Sink for StackBuf {
     }
 }
 
+/// Decodes every valid `%XX`; a stray `%` stays as it is.
+pub fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%' {
+            let hi = input.get(i + 1).and_then(|&b| hex_val(b));
+            let lo = input.get(i + 2).and_then(|&b| hex_val(b));
+            if let (Some(hi), Some(lo)) = (hi, lo) {
+                out.push(hi << 4 | lo);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(input[i]);
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
