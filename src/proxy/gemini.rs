@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::{
-    admit_while_connected, ceil_secs, client_left, finish, log, stream, Admitted, Context, Cut,
-    Ended, Hangup, Outcome, Refusal,
+    ceil_secs, finish, log, serve_admitted, stream, Admitted, Answer, Context, Cut, Ended, Hangup,
+    Outcome, Refusal,
 };
 use crate::fate::Fate;
 use crate::metrics::Protocol;
@@ -133,19 +133,32 @@ where
             return (Some(target), answer(client.get_mut(), &refusal).await);
         }
     }
-    let outcome = match admit_while_connected(ctx, &target, client, Hangup::OnEof).await {
-        Some(Ok(admitted)) => {
-            let mut outcome = match relay(client, &target, &admitted, ctx).await {
-                Ok(outcome) => outcome,
-                Err(refusal) => answer(client.get_mut(), &refusal).await,
-            };
-            outcome.waited = admitted.waited;
-            outcome
-        }
-        Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
-        None => client_left(),
+    let gemini = Gemini {
+        ctx,
+        target: &target,
     };
+    let outcome = serve_admitted(ctx, &target, client, Hangup::OnEof, &gemini).await;
     (Some(target), outcome)
+}
+
+/// How Gemini relays and refuses.
+struct Gemini<'a> {
+    ctx: &'a Context,
+    target: &'a Target,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gemini<'_> {
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        admitted: &Admitted,
+    ) -> Result<Outcome, Refusal> {
+        relay(client, self.target, admitted, self.ctx).await
+    }
+
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
+    }
 }
 
 /// Connects upstream, sends the canonical URL, and streams the answer back as it

@@ -5,13 +5,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{
-    admit_while_connected, client_left, close, finish, log, stream, Admitted, Context, Ended,
-    Hangup, Outcome, Refusal,
+    close, finish, log, serve_admitted, stream, Admitted, Answer, Context, Cut, Ended, Hangup,
+    Outcome, Refusal,
 };
 use crate::fate::Fate;
 use crate::metrics::{Listener, Protocol, Rejection};
@@ -48,8 +48,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
 /// Serves one selector line read from `stream` within `deadline`, parsed by
 /// `parse`: the Gopher listener's URL lines and SOCKS5's bare selectors take the
 /// same path from here on (checks, answers, log line, metrics).
-pub async fn serve_line(
-    stream: TcpStream,
+pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
+    stream: S,
     peer: SocketAddr,
     ctx: &Context,
     started: Instant,
@@ -106,30 +106,45 @@ pub async fn serve_line(
 /// The shared checks, then the relay. `rewrite_menus`: menus answer to a client
 /// of the Gopher listener, which must be sent back through the proxy; through
 /// SOCKS5 the client's next request comes through SOCKS again, so no rewriting.
-pub async fn process(
-    client: &mut BufReader<TcpStream>,
+pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
     request: &Request,
     ctx: &Context,
     rewrite_menus: bool,
 ) -> Outcome {
-    match admit_while_connected(ctx, &request.target, client, Hangup::OnError).await {
-        Some(Ok(admitted)) => {
-            let mut outcome = match relay(client, request, &admitted, ctx, rewrite_menus).await {
-                Ok(outcome) => outcome,
-                Err(refusal) => answer(client.get_mut(), &refusal).await,
-            };
-            outcome.waited = admitted.waited;
-            outcome
-        }
-        Some(Err(refusal)) => answer(client.get_mut(), &refusal).await,
-        None => client_left(),
+    let gopher = Gopher {
+        ctx,
+        request,
+        rewrite_menus,
+    };
+    serve_admitted(ctx, &request.target, client, Hangup::OnError, &gopher).await
+}
+
+/// How Gopher relays and refuses.
+struct Gopher<'a> {
+    ctx: &'a Context,
+    request: &'a Request,
+    rewrite_menus: bool,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gopher<'_> {
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        admitted: &Admitted,
+    ) -> Result<Outcome, Refusal> {
+        relay(client, self.request, admitted, self.ctx, self.rewrite_menus).await
+    }
+
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
     }
 }
 
 /// Sends the selector upstream and streams the answer back. A refusal is
 /// returned only while nothing has been sent to the client yet.
-async fn relay(
-    client: &mut BufReader<TcpStream>,
+async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
     request: &Request,
     admitted: &Admitted,
     ctx: &Context,

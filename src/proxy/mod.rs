@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{
-    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
 };
 use tokio::time::Instant;
 
@@ -310,6 +310,52 @@ pub async fn admit_while_connected<R: AsyncRead + Unpin>(
     tokio::select! {
         admitted = admit(ctx, target) => Some(admitted),
         _ = client_gone(client, hangup) => None,
+    }
+}
+
+/// One protocol's two ways to end an admitted request.
+pub trait Answer<S> {
+    /// Connects upstream and relays its answer; a refusal only while nothing
+    /// has been sent to the client yet.
+    fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        admitted: &Admitted,
+    ) -> impl std::future::Future<Output = Result<Outcome, Refusal>>;
+
+    /// Writes the protocol's answer to a refusal.
+    fn refuse(
+        &self,
+        client: &mut S,
+        refusal: &Refusal,
+    ) -> impl std::future::Future<Output = Outcome>;
+}
+
+/// The skeleton every protocol shares once its request is parsed: wait for
+/// admission (robots.txt, politeness) while watching for the client to leave,
+/// then relay or refuse. Its outcome carries the politeness wait.
+pub async fn serve_admitted<S, A>(
+    ctx: &Context,
+    target: &Target,
+    client: &mut BufReader<S>,
+    hangup: Hangup,
+    protocol: &A,
+) -> Outcome
+where
+    S: AsyncRead + Unpin,
+    A: Answer<S>,
+{
+    match admit_while_connected(ctx, target, client, hangup).await {
+        Some(Ok(admitted)) => {
+            let mut outcome = match protocol.relay(client, &admitted).await {
+                Ok(outcome) => outcome,
+                Err(refusal) => protocol.refuse(client.get_mut(), &refusal).await,
+            };
+            outcome.waited = admitted.waited;
+            outcome
+        }
+        Some(Err(refusal)) => protocol.refuse(client.get_mut(), &refusal).await,
+        None => client_left(),
     }
 }
 
