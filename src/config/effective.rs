@@ -1,28 +1,7 @@
 //! The effective configuration written out as a TOML file, defaults included:
 //! what `run --check-config` prints, and what reads back to the same `Config`.
 
-use std::time::Duration;
-
-use super::{Config, LogFormat, OnUnreachable};
-
-/// A duration the way the config file writes it: `0s`, `500ms`, `10s`, `24h`, `7d`.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".into();
-    }
-    for (unit, size) in [
-        ("d", 86_400_000u128),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ] {
-        if ms % size == 0 {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
-}
+use super::{format_duration, Config, LogFormat, OnUnreachable};
 
 impl Config {
     /// What `run --check-config` prints: [`Config::to_toml`] with SOCKS5

@@ -1,0 +1,149 @@
+//! The configuration file as written: one struct per section, every key
+//! optional, unknown keys errors (serde). Nothing here is validated; see
+//! [`super::resolve`].
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub state_dir: Option<String>,
+    #[serde(default)]
+    pub listen: RawListen,
+    #[serde(default)]
+    pub bot: RawBot,
+    #[serde(default)]
+    pub robots: RawRobots,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub tls: RawTls,
+    #[serde(default)]
+    pub gopher: RawGopher,
+    #[serde(default)]
+    pub politeness: RawPoliteness,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+    #[serde(default)]
+    pub socks5: RawSocks5,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub per_host: Option<bool>,
+    pub per_host_limit: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub format: Option<String>,
+    pub level: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoliteness {
+    pub default_delay: Option<String>,
+    pub min_delay: Option<String>,
+    pub max_delay: Option<String>,
+    pub per_host_concurrency: Option<usize>,
+    pub max_wait: Option<String>,
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListen {
+    pub gemini: Option<String>,
+    pub gopher: Option<String>,
+    pub metrics: Option<String>,
+    pub socks5: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSocks5 {
+    pub users: Option<Vec<RawSocksUser>>,
+    pub https_ports: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSocksUser {
+    pub name: String,
+    pub password: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGopher {
+    pub public_host: Option<String>,
+    pub public_port: Option<u16>,
+    pub literal_selectors: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBot {
+    pub agent: Option<String>,
+    pub virtual_agents: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRobots {
+    pub ttl: Option<String>,
+    pub cache_bytes: Option<u64>,
+    pub max_stale: Option<String>,
+    pub unreachable_retry: Option<String>,
+    pub on_unreachable: Option<String>,
+    pub fetch_timeout: Option<String>,
+    pub name_bot_in_request: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_connections: Option<usize>,
+    pub max_connections_per_client: Option<usize>,
+    pub request_timeout: Option<String>,
+    pub connect_timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    pub shutdown_grace: Option<String>,
+    pub allow_private_upstreams: Option<bool>,
+    pub upstream_ports: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub hostnames: Option<Vec<String>>,
+}
+
+impl RawConfig {
+    /// Reads and parses a config file; unknown keys are errors.
+    pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        RawConfig::parse(&text).map_err(|message| ConfigError::Syntax {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<RawConfig, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+    }
+}

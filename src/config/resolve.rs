@@ -1,0 +1,462 @@
+//! One resolver per section of the file: the raw section (and the flags of
+//! `run` that override it) → validated values, each error naming its key or
+//! flag. [`RawConfig::resolve`] puts the sections together.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::values::{
+    address, bound, count, default_state_dir, duration, flag_or_key, listen_addr, valid_log_filter,
+    DAY,
+};
+use super::{
+    invalid, Config, ConfigError, Limits, LogFormat, OnUnreachable, RawConfig, RobotsConfig,
+    TlsConfig,
+};
+use crate::cli::RunArgs;
+use crate::egress::PortSet;
+use crate::politeness::{GateBy, PolitenessConfig};
+use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
+use crate::spelling::SelectorReading;
+
+impl RawConfig {
+    /// Applies the flags of `run` over the file and validates the result.
+    pub fn resolve(self, flags: &RunArgs) -> Result<Config, ConfigError> {
+        // Section by section, in the file's order: the first error reported is
+        // the first in the file.
+        let listen = listen(&self, flags)?;
+        let (socks5_users, socks5_https_ports) = socks5(&self)?;
+        let (gopher_public_host, gopher_public_port, selector_reading) =
+            gopher(&self, listen.gopher)?;
+        let bot = bot(&self, flags)?;
+        let robots = robots(&self)?;
+        let limits = limits(&self, flags)?;
+        let tls = tls(&self)?;
+        let politeness = politeness(&self, flags)?;
+        let (log_format, log_level) = log(&self, flags)?;
+        let metrics_per_host = metrics(&self)?;
+        let state_dir = flags
+            .state_dir
+            .clone()
+            .or(self.state_dir.as_ref().map(PathBuf::from))
+            .unwrap_or_else(default_state_dir);
+        Ok(Config {
+            state_dir,
+            gemini_listen: listen.gemini,
+            gopher_listen: listen.gopher,
+            metrics_listen: listen.metrics,
+            socks5_listen: listen.socks5,
+            socks5_users,
+            socks5_https_ports,
+            gopher_public_host,
+            gopher_public_port,
+            selector_reading,
+            bot,
+            robots,
+            politeness,
+            log_format,
+            metrics_per_host,
+            log_level,
+            limits,
+            tls,
+        })
+    }
+}
+
+/// The listen addresses.
+struct Listens {
+    gemini: SocketAddr,
+    gopher: SocketAddr,
+    metrics: SocketAddr,
+    socks5: Option<SocketAddr>,
+}
+
+/// `[listen]` and the `--*-listen` flags.
+fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, ConfigError> {
+    let l = &raw.listen;
+    let loopback = [127, 0, 0, 1];
+    let gemini_listen = listen_addr(
+        flag_or_key(
+            ("--gemini-listen", &flags.gemini_listen),
+            ("listen.gemini", &l.gemini),
+        ),
+        (loopback, 1965),
+    )?;
+    let gopher_listen = listen_addr(
+        flag_or_key(
+            ("--gopher-listen", &flags.gopher_listen),
+            ("listen.gopher", &l.gopher),
+        ),
+        (loopback, 7070),
+    )?;
+    let metrics_listen = listen_addr(
+        flag_or_key(
+            ("--metrics-listen", &flags.metrics_listen),
+            ("listen.metrics", &l.metrics),
+        ),
+        (loopback, 9770),
+    )?;
+    // Off unless set; an empty key is off too.
+    let socks5_key = l.socks5.clone().filter(|k| !k.is_empty());
+    let socks5_listen = match flag_or_key(
+        ("--socks5-listen", &flags.socks5_listen),
+        ("listen.socks5", &socks5_key),
+    ) {
+        (name, Some(text)) => Some(address(name, text)?),
+        (_, None) => None,
+    };
+    Ok(Listens {
+        gemini: gemini_listen,
+        gopher: gopher_listen,
+        metrics: metrics_listen,
+        socks5: socks5_listen,
+    })
+}
+
+/// `[socks5]`: users (RFC 1929) and the ports whose TLS is HTTPS.
+fn socks5(raw: &RawConfig) -> Result<(Vec<(String, String)>, PortSet), ConfigError> {
+    let socks5_https_ports = match &raw.socks5.https_ports {
+        None => PortSet::parse(&["443", "8443"]).expect("the default parses"),
+        Some(items) => PortSet::parse(items).map_err(|e| invalid("socks5.https_ports", e))?,
+    };
+    let mut socks5_users = Vec::new();
+    for user in raw.socks5.users.clone().unwrap_or_default() {
+        if user.name.is_empty() || user.name.len() > 255 || user.password.len() > 255 {
+            return Err(invalid(
+                "socks5.users",
+                "names of 1 to 255 bytes, passwords of at most 255",
+            ));
+        }
+        socks5_users.push((user.name, user.password));
+    }
+    Ok((socks5_users, socks5_https_ports))
+}
+
+/// `[gopher]`: where rewritten menus point, and how selectors are read.
+fn gopher(
+    raw: &RawConfig,
+    gopher_listen: SocketAddr,
+) -> Result<(Option<String>, Option<u16>, SelectorReading), ConfigError> {
+    let gopher_public_host = raw.gopher.public_host.clone().filter(|h| !h.is_empty());
+    if let Some(h) = &gopher_public_host {
+        if h.bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
+            return Err(invalid(
+                "gopher.public_host",
+                format!("{h:?} is not a host name"),
+            ));
+        }
+    }
+    if gopher_public_host.is_none() && gopher_listen.ip().is_unspecified() {
+        return Err(invalid(
+            "gopher.public_host",
+            "set it when the Gopher listener is on all addresses: rewritten menus must name a host clients reach",
+        ));
+    }
+    if raw.gopher.public_port == Some(0) {
+        return Err(invalid("gopher.public_port", "must be 1 to 65535"));
+    }
+
+    let reading = match raw.gopher.literal_selectors.unwrap_or(false) {
+        true => SelectorReading::Literal,
+        false => SelectorReading::Safe,
+    };
+    Ok((gopher_public_host, raw.gopher.public_port, reading))
+}
+
+/// `[bot]`, `--agent` and `--virtual-agent`.
+fn bot(raw: &RawConfig, flags: &RunArgs) -> Result<BotProfile, ConfigError> {
+    let agent = flags
+        .agent
+        .clone()
+        .or(raw.bot.agent.clone())
+        .unwrap_or_default();
+    if !agent.is_empty() && !valid_product_token(&agent) {
+        let key = if flags.agent.is_some() {
+            "--agent"
+        } else {
+            "bot.agent"
+        };
+        return Err(invalid(
+            key,
+            format!("{agent:?} is not a product token (letters, digits, '_' and '-', optionally /VERSION)"),
+        ));
+    }
+    let virtual_agents = if flags.virtual_agents.is_empty() {
+        raw.bot.virtual_agents.clone().unwrap_or_default()
+    } else {
+        flags.virtual_agents.clone()
+    };
+    for v in &virtual_agents {
+        if !valid_virtual_agent(v) {
+            return Err(invalid(
+                "bot.virtual_agents",
+                format!("{v:?} is not one word"),
+            ));
+        }
+    }
+    let bot = virtual_agents
+        .iter()
+        .fold(BotProfile::new(&agent), |b, v| b.with_virtual_agent(v));
+
+    Ok(bot)
+}
+
+/// `[robots]`.
+fn robots(raw: &RawConfig) -> Result<RobotsConfig, ConfigError> {
+    let r = &raw.robots;
+    let on_unreachable = match r.on_unreachable.as_deref() {
+        None | Some("disallow") => OnUnreachable::Disallow,
+        Some("allow") => OnUnreachable::Allow,
+        Some(other) => {
+            return Err(invalid(
+                "robots.on_unreachable",
+                format!("{other:?}: use \"disallow\" or \"allow\""),
+            ))
+        }
+    };
+    let cache_bytes = count(
+        "robots.cache_bytes",
+        r.cache_bytes,
+        64 * 1024 * 1024,
+        bound::CACHE_BYTES,
+    )?;
+    let robots = RobotsConfig {
+        ttl: duration(
+            "robots.ttl",
+            r.ttl.as_deref(),
+            Duration::from_secs(DAY),
+            bound::TTL,
+        )?,
+        cache_bytes,
+        max_stale: duration(
+            "robots.max_stale",
+            r.max_stale.as_deref(),
+            Duration::from_secs(7 * DAY),
+            bound::MAX_STALE,
+        )?,
+        unreachable_retry: duration(
+            "robots.unreachable_retry",
+            r.unreachable_retry.as_deref(),
+            Duration::from_secs(60),
+            bound::UNREACHABLE_RETRY,
+        )?,
+        on_unreachable,
+        fetch_timeout: duration(
+            "robots.fetch_timeout",
+            r.fetch_timeout.as_deref(),
+            Duration::from_secs(15),
+            bound::TIMEOUT,
+        )?,
+        name_bot_in_request: r.name_bot_in_request.unwrap_or(false),
+    };
+
+    Ok(robots)
+}
+
+/// `[limits]` and `--allow-private-upstreams`.
+fn limits(raw: &RawConfig, flags: &RunArgs) -> Result<Limits, ConfigError> {
+    let l = &raw.limits;
+    let limits = Limits {
+        max_connections: count(
+            "limits.max_connections",
+            l.max_connections,
+            1024,
+            bound::MAX_CONNECTIONS,
+        )?,
+        max_connections_per_client: count(
+            "limits.max_connections_per_client",
+            l.max_connections_per_client,
+            256,
+            bound::MAX_CONNECTIONS,
+        )?,
+        request_timeout: duration(
+            "limits.request_timeout",
+            l.request_timeout.as_deref(),
+            Duration::from_secs(10),
+            bound::TIMEOUT,
+        )?,
+        connect_timeout: duration(
+            "limits.connect_timeout",
+            l.connect_timeout.as_deref(),
+            Duration::from_secs(10),
+            bound::TIMEOUT,
+        )?,
+        idle_timeout: duration(
+            "limits.idle_timeout",
+            l.idle_timeout.as_deref(),
+            Duration::from_secs(60),
+            bound::IDLE_TIMEOUT,
+        )?,
+        shutdown_grace: duration(
+            "limits.shutdown_grace",
+            l.shutdown_grace.as_deref(),
+            Duration::from_secs(10),
+            bound::SHUTDOWN_GRACE,
+        )?,
+        allow_private_upstreams: flags.allow_private_upstreams
+            || l.allow_private_upstreams.unwrap_or(false),
+        upstream_ports: match &l.upstream_ports {
+            None => PortSet::default_set(),
+            Some(items) => match PortSet::parse(items) {
+                Ok(set) if set.is_empty() => {
+                    return Err(invalid("limits.upstream_ports", "allows no port"))
+                }
+                Ok(set) => set,
+                Err(e) => return Err(invalid("limits.upstream_ports", e)),
+            },
+        },
+    };
+
+    Ok(limits)
+}
+
+/// `[tls]`.
+fn tls(raw: &RawConfig) -> Result<TlsConfig, ConfigError> {
+    let tls = TlsConfig {
+        cert_and_key: match (raw.tls.cert.clone(), raw.tls.key.clone()) {
+            (Some(c), Some(k)) => Some((PathBuf::from(c), PathBuf::from(k))),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(invalid(
+                    "tls.key",
+                    "tls.cert is set, so tls.key must be too",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "tls.cert",
+                    "tls.key is set, so tls.cert must be too",
+                ))
+            }
+        },
+        hostnames: raw
+            .tls
+            .hostnames
+            .clone()
+            .unwrap_or_else(|| vec!["localhost".to_string()]),
+    };
+    if tls.hostnames.is_empty() {
+        return Err(invalid("tls.hostnames", "name at least one host"));
+    }
+
+    Ok(tls)
+}
+
+/// `[politeness]`, `--default-delay` and `--max-wait`.
+fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, ConfigError> {
+    let p = &raw.politeness;
+    let (default_key, default_text) = flag_or_key(
+        ("--default-delay", &flags.default_delay),
+        ("politeness.default_delay", &p.default_delay),
+    );
+    let (wait_key, wait_text) = flag_or_key(
+        ("--max-wait", &flags.max_wait),
+        ("politeness.max_wait", &p.max_wait),
+    );
+    let politeness = PolitenessConfig {
+        default_delay: duration(
+            default_key,
+            default_text,
+            Duration::from_secs(1),
+            bound::DELAY,
+        )?,
+        min_delay: duration(
+            "politeness.min_delay",
+            p.min_delay.as_deref(),
+            Duration::ZERO,
+            bound::DELAY,
+        )?,
+        max_delay: match p.max_delay.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(duration(
+                "politeness.max_delay",
+                Some(text),
+                Duration::ZERO,
+                bound::DELAY,
+            )?),
+        },
+        per_host_concurrency: count(
+            "politeness.per_host_concurrency",
+            p.per_host_concurrency,
+            1,
+            bound::PER_HOST_CONCURRENCY,
+        )?,
+        max_wait: duration(
+            wait_key,
+            wait_text,
+            Duration::from_secs(60),
+            bound::MAX_WAIT,
+        )?,
+        key: match p.key.as_deref() {
+            None | Some("address") => GateBy::Address,
+            Some("host") => GateBy::Host,
+            Some(other) => {
+                return Err(invalid(
+                    "politeness.key",
+                    format!("{other:?}: use \"address\" or \"host\""),
+                ))
+            }
+        },
+    };
+    if let Some(max) = politeness.max_delay {
+        if max < politeness.min_delay {
+            return Err(invalid(
+                "politeness.max_delay",
+                "must not be less than politeness.min_delay",
+            ));
+        }
+    }
+
+    Ok(politeness)
+}
+
+/// `[log]` and `--log-format`.
+fn log(raw: &RawConfig, flags: &RunArgs) -> Result<(LogFormat, String), ConfigError> {
+    let (format_key, format_text) = flag_or_key(
+        ("--log-format", &flags.log_format),
+        ("log.format", &raw.log.format),
+    );
+    let log_format = match format_text {
+        None | Some("human") => LogFormat::Human,
+        Some("json") => LogFormat::Json,
+        Some(other) => {
+            return Err(invalid(
+                format_key,
+                format!("{other:?}: use \"human\" or \"json\""),
+            ))
+        }
+    };
+    let log_level = raw.log.level.clone().unwrap_or_else(|| "info".to_string());
+    if !valid_log_filter(&log_level) {
+        return Err(invalid(
+            "log.level",
+            format!(
+                "{log_level:?} is not a level (off, error, warn, info, debug, trace) \
+                 or a filter of TARGET=LEVEL directives"
+            ),
+        ));
+    }
+
+    Ok((log_format, log_level))
+}
+
+/// `[metrics]`: the opt-in per-host series.
+fn metrics(raw: &RawConfig) -> Result<Option<usize>, ConfigError> {
+    let metrics_per_host = match (
+        raw.metrics.per_host.unwrap_or(false),
+        raw.metrics.per_host_limit,
+    ) {
+        (false, _) => None,
+        (true, limit) => Some(count(
+            "metrics.per_host_limit",
+            limit,
+            100,
+            bound::PER_HOST_LIMIT,
+        )?),
+    };
+
+    Ok(metrics_per_host)
+}
