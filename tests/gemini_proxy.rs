@@ -10,7 +10,7 @@ use common::*;
 
 const ROBOTS: &str = "User-agent: examplebot\nDisallow: /private\nAllow: /private/open\n\nUser-agent: *\nDisallow: /\n";
 
-fn capsule(url: &str) -> Reply {
+fn welcome_capsule(url: &str) -> Reply {
     let path = url
         .splitn(4, '/')
         .nth(3)
@@ -63,7 +63,7 @@ async fn relays_text_and_binary_byte_for_byte() {
 /// Disallowed paths get `53` naming robots.txt and the rule; the origin never sees them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disallowed_paths_are_refused_before_the_origin() {
-    let origin = Origin::start(capsule).await;
+    let origin = Origin::start(welcome_capsule).await;
     let proxy = start_proxy(test_config()).await;
 
     let (header, body) = gemini(proxy.gemini_addr, &origin.url("/private/diary.gmi")).await;
@@ -90,7 +90,7 @@ async fn disallowed_paths_are_refused_before_the_origin() {
 /// canonical URL is what the origin receives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dodging_spellings_are_refused() {
-    let origin = Origin::start(capsule).await;
+    let origin = Origin::start(welcome_capsule).await;
     let proxy = start_proxy(test_config()).await;
     let port = origin.addr.port();
     for url in [
@@ -165,14 +165,7 @@ async fn missing_robots_txt_allows_everything() {
         "60 Certificate required",
         "20 image/png",
     ] {
-        let origin = Origin::start(move |url| {
-            if url.ends_with("/robots.txt") {
-                text(robots_answer, "")
-            } else {
-                text("20 text/gemini", "content")
-            }
-        })
-        .await;
+        let origin = capsule(text(robots_answer, ""), text("20 text/gemini", "content")).await;
         let proxy = start_proxy(test_config()).await;
         let (header, body) = gemini(proxy.gemini_addr, &origin.url("/anything")).await;
         assert_eq!(
@@ -223,14 +216,7 @@ async fn unreachable_robots_txt_refuses() {
 /// With `on_unreachable = "allow"` the request goes through instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_unreachable_allow_fails_open() {
-    let origin = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("40 Busy", "")
-        } else {
-            text("20 text/gemini", "content")
-        }
-    })
-    .await;
+    let origin = capsule(text("40 Busy", ""), text("20 text/gemini", "content")).await;
     let mut config = test_config();
     config.robots.on_unreachable = robots_proxy::config::OnUnreachable::Allow;
     let proxy = start_proxy(config).await;
@@ -283,7 +269,7 @@ async fn robots_redirects_are_followed_and_loops_end() {
 /// Malformed requests and other schemes get `59`; nothing reaches an origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_answered() {
-    let origin = Origin::start(capsule).await;
+    let origin = Origin::start(welcome_capsule).await;
     let proxy = start_proxy(test_config()).await;
     let port = origin.addr.port();
     let too_long = format!("gemini://127.0.0.1:{port}/{}\r\n", "a".repeat(1100));
@@ -342,13 +328,10 @@ async fn upstream_down_is_43() {
     assert!(header.contains("cannot connect"), "{header}");
 
     // robots.txt fetched, then the page's answer is not Gemini.
-    let broken = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("51 none", "")
-        } else {
-            Reply::Bytes(b"HTTP/1.1 200 OK\r\n\r\n".to_vec())
-        }
-    })
+    let broken = capsule(
+        text("51 none", ""),
+        Reply::Bytes(b"HTTP/1.1 200 OK\r\n\r\n".to_vec()),
+    )
     .await;
     let (header, _) = gemini(proxy.gemini_addr, &broken.url("/x")).await;
     assert!(header.starts_with("43 upstream 127.0.0.1:"), "{header}");
@@ -358,7 +341,7 @@ async fn upstream_down_is_43() {
 /// neither robots.txt nor the page is requested.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn private_upstreams_are_refused_by_default() {
-    let origin = Origin::start(capsule).await;
+    let origin = Origin::start(welcome_capsule).await;
     let mut config = test_config();
     config.limits.allow_private_upstreams = false;
     let proxy = start_proxy(config).await;
@@ -437,7 +420,7 @@ async fn certificate_survives_a_restart() {
 async fn tls12_clients_are_served() {
     use rustls::pki_types::ServerName;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let origin = Origin::start(capsule).await;
+    let origin = Origin::start(welcome_capsule).await;
     let proxy = start_proxy(test_config()).await;
     let config = robots_proxy::tls::client_config_for(&[&rustls::version::TLS12]).unwrap();
     let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
@@ -468,7 +451,7 @@ async fn tls12_clients_are_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_clients_are_dropped_and_do_not_block_others() {
     use tokio::io::AsyncReadExt;
-    let origin = Origin::start(capsule).await;
+    let origin = Origin::start(welcome_capsule).await;
     let mut config = test_config();
     config.limits.request_timeout = std::time::Duration::from_millis(300);
     let proxy = start_proxy(config).await;
@@ -488,13 +471,10 @@ async fn silent_clients_are_dropped_and_do_not_block_others() {
 /// At `max_connections`, further clients wait until a slot frees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_cap_holds_further_clients() {
-    let origin = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("51 none", "")
-        } else {
-            Reply::Delayed(Duration::from_millis(300), b"20 text/gemini\r\nok".to_vec())
-        }
-    })
+    let origin = capsule(
+        text("51 none", ""),
+        Reply::Delayed(Duration::from_millis(300), b"20 text/gemini\r\nok".to_vec()),
+    )
     .await;
     let mut config = test_config();
     config.limits.max_connections = 1;
@@ -518,14 +498,7 @@ async fn connection_cap_holds_further_clients() {
 /// and port than it first did is refused with `43`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_upstream_certificate_is_refused() {
-    let first = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("51 none", "")
-        } else {
-            text("20 text/gemini", "first")
-        }
-    })
-    .await;
+    let first = capsule(text("51 none", ""), text("20 text/gemini", "first")).await;
     let addr = first.addr;
     let proxy = start_proxy(test_config()).await;
     let url = first.url("/");

@@ -10,7 +10,7 @@ use common::*;
 
 const ROBOTS: &str = "User-agent: examplebot\nDisallow: /private\nDisallow: */secret\n\nUser-agent: *\nDisallow: /\n";
 
-fn hole(selector: &[u8]) -> Reply {
+fn welcome_hole(selector: &[u8]) -> Reply {
     match selector {
         b"robots.txt" => Reply::Bytes(ROBOTS.as_bytes().to_vec()),
         b"" | b"/" => Reply::Bytes(
@@ -33,7 +33,7 @@ async fn text_and_binary_are_relayed_byte_for_byte() {
     let origin = GopherOrigin::start(move |sel| match sel {
         b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /nope\n".to_vec()),
         b"/blob.bin" => Reply::Bytes(served.to_vec()),
-        _ => hole(sel),
+        _ => welcome_hole(sel),
     })
     .await;
     let proxy = start_proxy(test_config()).await;
@@ -49,7 +49,7 @@ async fn text_and_binary_are_relayed_byte_for_byte() {
 /// the rule; the origin never sees them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disallowed_selectors_get_a_403_menu() {
-    let origin = GopherOrigin::start(hole).await;
+    let origin = GopherOrigin::start(welcome_hole).await;
     let proxy = start_proxy(test_config()).await;
     let answer = gopher(
         proxy.gopher_addr,
@@ -80,10 +80,10 @@ async fn disallowed_selectors_get_a_403_menu() {
 /// leaves it allowed. robots.txt itself stays allowed either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_without_a_slash_is_covered_by_disallow_slash_unless_read_literally() {
-    let origin = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /\n".to_vec()),
-        _ => Reply::Bytes(b"content\r\n".to_vec()),
-    })
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow: /\n".to_vec()),
+        Reply::Bytes(b"content\r\n".to_vec()),
+    )
     .await;
     let proxy = start_proxy(test_config()).await;
     for sel in ["0users", "0/users"] {
@@ -113,7 +113,7 @@ async fn a_selector_without_a_slash_is_covered_by_disallow_slash_unless_read_lit
 /// Selectors that could reach a file two ways are refused if either is disallowed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dodging_spellings_are_refused() {
-    let origin = GopherOrigin::start(hole).await;
+    let origin = GopherOrigin::start(welcome_hole).await;
     let proxy = start_proxy(test_config()).await;
     for sel in [
         "0//private/x",
@@ -270,7 +270,7 @@ async fn the_robots_txt_fallback_chain() {
 /// Malformed lines get a `3400 Bad Request` menu; nothing reaches an origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_selectors_are_answered() {
-    let origin = GopherOrigin::start(hole).await;
+    let origin = GopherOrigin::start(welcome_hole).await;
     let proxy = start_proxy(test_config()).await;
     let long = format!("gopher://127.0.0.1/0/{}", "a".repeat(3000));
     let cases: Vec<(Vec<u8>, &str)> = vec![
@@ -331,10 +331,10 @@ async fn upstream_down_is_answered() {
     let mut config = test_config();
     config.limits.idle_timeout = Duration::from_millis(300);
     let proxy = start_proxy(config).await;
-    let silent = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
-        _ => Reply::Silent,
-    })
+    let silent = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
+        Reply::Silent,
+    )
     .await;
     let answer = gopher(proxy.gopher_addr, silent.url("0/page").as_bytes()).await;
     assert!(
@@ -347,7 +347,7 @@ async fn upstream_down_is_answered() {
 /// Private upstreams are refused (`3403`) without --allow-private-upstreams.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn private_upstreams_are_refused_by_default() {
-    let origin = GopherOrigin::start(hole).await;
+    let origin = GopherOrigin::start(welcome_hole).await;
     let mut config = test_config();
     config.limits.allow_private_upstreams = false;
     let proxy = start_proxy(config).await;

@@ -7,18 +7,15 @@ use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_move_by_exactly_what_happened() {
-    let capsule = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("20 text/plain", "User-agent: *\nDisallow: /private\n")
-        } else {
-            text("20 text/gemini", "page")
-        }
-    })
+    let capsule = capsule(
+        text("20 text/plain", "User-agent: *\nDisallow: /private\n"),
+        text("20 text/gemini", "page"),
+    )
     .await;
-    let hole = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
-        _ => Reply::Bytes(b"text\r\n".to_vec()),
-    })
+    let hole = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
     .await;
     let proxy = start_proxy(test_config()).await;
 
@@ -132,14 +129,7 @@ async fn healthz_and_not_found() {
 /// the rest count as `other`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_host_series_is_opt_in_and_capped() {
-    let capsule = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("51 none", "")
-        } else {
-            text("20 text/gemini", "page")
-        }
-    })
-    .await;
+    let capsule = capsule(text("51 none", ""), text("20 text/gemini", "page")).await;
     let mut config = test_config();
     config.metrics_per_host = Some(1);
     let proxy = start_proxy(config).await;

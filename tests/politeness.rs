@@ -11,7 +11,7 @@ use common::*;
 
 /// A capsule whose robots.txt is `robots`; every page answers `20`, `/busy`
 /// answers `busy`.
-async fn capsule(robots: &'static str, busy: &'static str) -> Origin {
+async fn busy_capsule(robots: &'static str, busy: &'static str) -> Origin {
     Origin::start(move |url| {
         if url.ends_with("/robots.txt") {
             text("20 text/plain", robots)
@@ -39,7 +39,7 @@ fn config_with(agent: &str, virtuals: &[&str]) -> robots_proxy::config::Config {
 /// robots.txt fetch takes the first slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_origin_sees_requests_spaced_by_crawl_delay() {
-    let origin = capsule("User-agent: *\nCrawl-delay: 0.2\n", "20 text/gemini").await;
+    let origin = busy_capsule("User-agent: *\nCrawl-delay: 0.2\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let addr = proxy.gemini_addr;
     let tasks: Vec<_> = (0..4)
@@ -82,7 +82,7 @@ async fn the_bots_own_group_sets_the_delay() {
         ("otherbot", &[], "20 text/gemini"),
     ];
     for (agent, virtuals, want) in cases {
-        let origin = capsule(ROBOTS, "20 text/gemini").await;
+        let origin = busy_capsule(ROBOTS, "20 text/gemini").await;
         let proxy = start_proxy(config_with(agent, virtuals)).await;
         let t0 = std::time::Instant::now();
         let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/a")).await;
@@ -97,10 +97,10 @@ async fn the_bots_own_group_sets_the_delay() {
 /// Past max_wait, Gopher answers `3503 … slow down, retry in N s`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gopher_slow_down_is_a_3503_menu() {
-    let origin = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\nCrawl-delay: 30\n".to_vec()),
-        _ => Reply::Bytes(b"text\r\n".to_vec()),
-    })
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nCrawl-delay: 30\n".to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
     .await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     // The robots.txt fetch took the first slot: the page waits 30 s, past max_wait.
@@ -120,7 +120,7 @@ async fn gopher_slow_down_is_a_3503_menu() {
 /// An upstream `44 N` is relayed, and the host's next start moves N s out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_44_with_seconds_is_relayed_and_obeyed() {
-    let origin = capsule("User-agent: *\n", "44 120").await;
+    let origin = busy_capsule("User-agent: *\n", "44 120").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/busy")).await;
     assert_eq!(answer, "44 120");
@@ -134,7 +134,7 @@ async fn upstream_44_with_seconds_is_relayed_and_obeyed() {
 /// An upstream `44` without a number doubles the host's spacing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_44_without_seconds_doubles_the_spacing() {
-    let origin = capsule("User-agent: *\nCrawl-delay: 0.2\n", "44 Slow down").await;
+    let origin = busy_capsule("User-agent: *\nCrawl-delay: 0.2\n", "44 Slow down").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/busy")).await;
     assert_eq!(answer, "44 Slow down");
@@ -151,8 +151,8 @@ async fn upstream_44_without_seconds_doubles_the_spacing() {
 /// A slow host never slows another host's requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_host_is_not_held_up() {
-    let slow = capsule("User-agent: *\nCrawl-delay: 2\n", "20 text/gemini").await;
-    let fast = capsule("User-agent: *\n", "20 text/gemini").await;
+    let slow = busy_capsule("User-agent: *\nCrawl-delay: 2\n", "20 text/gemini").await;
+    let fast = busy_capsule("User-agent: *\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let addr = proxy.gemini_addr;
     let slow_url = slow.url("/x");
@@ -176,7 +176,7 @@ async fn another_host_is_not_held_up() {
 async fn a_client_that_leaves_gives_its_place_back() {
     use rustls::pki_types::ServerName;
     use tokio::io::AsyncWriteExt;
-    let origin = capsule("User-agent: *\nCrawl-delay: 1\n", "20 text/gemini").await;
+    let origin = busy_capsule("User-agent: *\nCrawl-delay: 1\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     // robots.txt is fetched at t≈0; /first would go at t≈1 s.
     let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
@@ -214,10 +214,10 @@ async fn a_client_that_leaves_gives_its_place_back() {
 /// every start, the robots.txt fetches included, is a Crawl-delay apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
-    let origin = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\nCrawl-delay: 0.1\n".to_vec()),
-        _ => Reply::Bytes(b"page\r\n".to_vec()),
-    })
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nCrawl-delay: 0.1\n".to_vec()),
+        Reply::Bytes(b"page\r\n".to_vec()),
+    )
     .await;
     let port = origin.addr.port();
     let names = [
@@ -266,13 +266,13 @@ async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
 /// serving other hosts (time arithmetic saturates at about a century).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
-    let huge_delay = capsule(
+    let huge_delay = busy_capsule(
         "User-agent: *\nCrawl-delay: 99999999999999999999\n",
         "20 text/gemini",
     )
     .await;
-    let huge_44 = capsule("User-agent: *\nDisallow:\n", "44 18446744073709551615").await;
-    let fine = capsule("User-agent: *\nDisallow:\n", "20 text/gemini").await;
+    let huge_44 = busy_capsule("User-agent: *\nDisallow:\n", "44 18446744073709551615").await;
+    let fine = busy_capsule("User-agent: *\nDisallow:\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let addr = proxy.gemini_addr;
 

@@ -44,10 +44,10 @@ async fn gemini_via_socks(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gopher_through_socks_is_decided_and_relayed() {
-    let origin = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
-        _ => Reply::Bytes(b"1Menu\t/m\thost.example\t70\r\n.\r\n".to_vec()),
-    })
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
+        Reply::Bytes(b"1Menu\t/m\thost.example\t70\r\n.\r\n".to_vec()),
+    )
     .await;
     let proxy = start_proxy(test_config()).await;
     let socks = proxy.socks5_addr.unwrap();
@@ -75,13 +75,10 @@ async fn gopher_through_socks_is_decided_and_relayed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_through_socks_gets_a_certificate_from_the_proxy_ca() {
-    let origin = Origin::start(|url| {
-        if url.ends_with("/robots.txt") {
-            text("20 text/plain", "User-agent: *\nDisallow: /private\n")
-        } else {
-            text("20 text/gemini", "page")
-        }
-    })
+    let origin = capsule(
+        text("20 text/plain", "User-agent: *\nDisallow: /private\n"),
+        text("20 text/gemini", "page"),
+    )
     .await;
     let proxy = start_proxy(test_config()).await;
     let port = origin.addr.port();
@@ -136,10 +133,10 @@ async fn bad_greetings_and_commands_are_answered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn username_and_password_when_configured() {
-    let origin = GopherOrigin::start(|sel| match sel {
-        b"robots.txt" => Reply::Bytes(b"User-agent: *\n".to_vec()),
-        _ => Reply::Bytes(b"ok\r\n".to_vec()),
-    })
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\n".to_vec()),
+        Reply::Bytes(b"ok\r\n".to_vec()),
+    )
     .await;
     let mut config = test_config();
     config.socks5_users = vec![("crawler".into(), "s3cret".into())];

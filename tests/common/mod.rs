@@ -55,6 +55,7 @@ pub async fn start_proxy(config: Config) -> Proxy {
 }
 
 /// What a fake origin does with one request.
+#[derive(Clone)]
 pub enum Reply {
     /// Send these bytes, then close.
     Bytes(Vec<u8>),
@@ -95,6 +96,24 @@ pub fn text(status_and_meta: &str, body: &str) -> Reply {
 }
 
 type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
+
+/// A Gemini origin whose `/robots.txt` answers `robots` and every other URL `page`.
+pub async fn capsule(robots: Reply, page: Reply) -> Origin {
+    Origin::start(move |url| match url.ends_with("/robots.txt") {
+        true => robots.clone(),
+        false => page.clone(),
+    })
+    .await
+}
+
+/// A Gopher origin whose `robots.txt` answers `robots` and every other selector `page`.
+pub async fn hole(robots: Reply, page: Reply) -> GopherOrigin {
+    GopherOrigin::start(move |sel| match sel == b"robots.txt" {
+        true => robots.clone(),
+        false => page.clone(),
+    })
+    .await
+}
 
 /// A Gemini server on 127.0.0.1:0 that records every request line.
 pub struct Origin {
