@@ -84,13 +84,10 @@ async fn the_bots_own_group_sets_the_delay() {
     for (agent, virtuals, want) in cases {
         let origin = busy_capsule(ROBOTS, "20 text/gemini").await;
         let proxy = start_proxy(config_with(agent, virtuals)).await;
-        let t0 = std::time::Instant::now();
+        // A `44 N` answer is itself the proof the request was not held: held,
+        // it would have been relayed after N s.
         let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/a")).await;
         assert_eq!(answer.as_str(), *want, "{agent} {virtuals:?}");
-        assert!(
-            t0.elapsed() < Duration::from_secs(2),
-            "answered at once, not held"
-        );
     }
 }
 
@@ -157,16 +154,19 @@ async fn another_host_is_not_held_up() {
     let addr = proxy.gemini_addr;
     let slow_url = slow.url("/x");
     let waiting = tokio::spawn(async move { gemini(addr, &slow_url).await.0 });
-    // The slow host's robots.txt took its slot: /x waits 2 s. Meanwhile:
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let t0 = std::time::Instant::now();
+    // The slow host's robots.txt took its slot: /x waits 2 s in the queue.
+    let politeness = proxy.context.politeness.clone();
+    wait_until("/x is queued", || politeness.usage().1 == 1).await;
+    // Meanwhile the fast host answers three times, and /x is still waiting:
+    // the slow host's queue held nothing up.
     for i in 0..3 {
         assert_eq!(
             gemini(addr, &fast.url(&format!("/{i}"))).await.0,
             "20 text/gemini"
         );
     }
-    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!(slow.count("/x"), 0, "/x still waits its turn");
+    assert_eq!(proxy.context.politeness.usage().1, 1);
     assert_eq!(waiting.await.unwrap(), "20 text/gemini");
 }
 
@@ -190,23 +190,22 @@ async fn a_client_that_leaves_gives_its_place_back() {
     tls.write_all(format!("{}\r\n", origin.url("/first")).as_bytes())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (waiting, _) = proxy.context.politeness.usage();
-    assert!(waiting >= 1);
+    let politeness = proxy.context.politeness.clone();
+    wait_until("/first is queued", || politeness.usage().1 == 1).await;
     tls.shutdown().await.unwrap();
     drop(tls);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        proxy.context.politeness.usage().1,
-        0,
-        "the queue entry left with the client"
-    );
-    // The next request takes the free turn (t≈1 s), not the one after it (t≈2 s).
+    wait_until("the queue entry left with the client", || {
+        politeness.usage().1 == 0
+    })
+    .await;
+    // The next request is served, spaced from robots.txt by the Crawl-delay;
+    // /first never reached the origin. (That it takes the free turn rather
+    // than the one after is timed with a paused clock in src/politeness.rs.)
     let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/second")).await;
     assert_eq!(answer, "20 text/gemini");
     assert_eq!(origin.count("/first"), 0);
     let gaps = origin.gaps();
-    assert!(gaps[0] >= 1.0 - JITTER && gaps[0] < 1.6, "{gaps:?}");
+    assert!(gaps[0] >= 1.0 - JITTER, "{gaps:?}");
 }
 
 /// One Gopher server under eight spellings of its name gets a burst of 16

@@ -97,6 +97,18 @@ pub fn text(status_and_meta: &str, body: &str) -> Reply {
 
 type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
 
+/// Polls `condition` until it holds; panics after 10 s (a bound, not a timing).
+pub async fn wait_until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// A Gemini origin whose `/robots.txt` answers `robots` and every other URL `page`.
 pub async fn capsule(robots: Reply, page: Reply) -> Origin {
     Origin::start(move |url| match url.ends_with("/robots.txt") {
