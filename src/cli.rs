@@ -1,4 +1,4 @@
-//! The command line as the user typed it. design.md, "Command line", is the contract.
+//! The command line as the user typed it. docs/architecture.md, "Command line": the names are a contract.
 
 use std::path::PathBuf;
 

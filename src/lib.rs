@@ -1,18 +1,23 @@
 //! robots-proxy: a forward proxy for Gemini and Gopher crawlers that enforces
-//! robots.txt and Crawl-delay.
+//! robots.txt and Crawl-delay. `docs/architecture.md` describes the data path,
+//! where state lives and why.
 //!
 //! Module map:
 //! - [`robots`]: the policy engine (parse, match, group selection). Pure.
 //! - [`target`]: targets in canonical form (URLs, hosts, paths, Gopher selectors). Pure.
 //! - [`spelling`]: the spellings a server reads as one resource; deciding over all. Pure.
-//! - [`check`]: the `robots-proxy check` command over the two above.
+//! - [`fate`]: what became of a request, who caused it, how it is counted. Pure.
+//! - [`check`]: the `robots-proxy check` command over the engine and targets.
 //! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
-//! - [`server`]: listeners, shutdown; [`slots`]: connection caps (in all, per client) and
-//!   the fd budget; [`proxy`]: one request, parse → relay.
-//! - [`protocol`]: wire formats; [`upstream`]: connecting out (resolve, TLS, TOFU);
-//!   [`egress`]: where the proxy may connect (special-purpose ranges, ports, itself);
-//!   [`tls`]: certificates and verifiers.
+//! - [`server`]: listeners, accept loops, shutdown; [`slots`]: connection caps (in all, per
+//!   client) and the fd budget.
+//! - [`proxy`]: one request, parse → admit → relay or refuse → log.
+//! - [`protocol`]: wire formats (Gemini, Gopher, SOCKS5).
+//! - [`upstream`]: connecting out (resolve, TLS, TOFU); [`egress`]: where the proxy may
+//!   connect (special-purpose ranges, ports, itself); [`tls`]: certificates and verifiers.
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
+//! - [`politeness`]: per-server spacing, concurrency, queues and slow-downs.
+//! - [`metrics`]: the Prometheus registry; [`admin`]: `/metrics` and `/healthz`.
 
 /// A closed set of label values: the enum, `ALL` in declaration order,
 /// `as_str` (the text a metric label or a log line shows) and `index` (its

@@ -1,6 +1,6 @@
 //! Targets in one canonical form, so that a refusal cannot be dodged by spelling.
 //!
-//! design.md, "Canonical targets": the host is lower-cased, loses a trailing dot
+//! docs/architecture.md, "Canonical targets": the host is lower-cased, loses a trailing dot
 //! and is converted to punycode, the default port is made explicit; a Gemini (or
 //! HTTP) path has its dot segments removed (RFC 3986 §5.2.4) after unreserved
 //! percent-escapes are decoded and the others upper-cased (§6.2.2). A Gopher

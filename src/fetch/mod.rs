@@ -14,7 +14,7 @@ use crate::target::{Scheme, Server};
 pub mod gemini;
 pub mod gopher;
 
-/// How a fetch ended (design.md, "Fetching robots.txt").
+/// How a fetch ended (docs/architecture.md, "Fetching robots.txt").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FetchOutcome {
     /// A robots.txt body (at most the parse limit plus one byte).
@@ -86,7 +86,7 @@ impl RobotsFetcher for ByScheme {
     }
 }
 
-/// Fetching robots.txt counts as a request to the host (design.md): it waits its
+/// Fetching robots.txt counts as a request to the host (docs/architecture.md): it waits its
 /// turn at the politeness gate like any other, and so takes a cold host's first slot.
 pub struct Polite<F> {
     pub inner: F,

@@ -113,7 +113,7 @@ pub fn header(status: u8, meta: &str) -> Vec<u8> {
 
 /// Statuses the proxy answers with itself.
 pub mod status {
-    /// Temporary failure; design.md uses it for "upstream unreachable" and
+    /// Temporary failure; docs/architecture.md ("Answers") uses it for "upstream unreachable" and
     /// "robots.txt unreachable".
     pub const PROXY_ERROR: u8 = 43;
     /// Slow down, with a number of seconds.

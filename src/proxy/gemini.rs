@@ -67,7 +67,7 @@ pub async fn serve_tls<S>(
     S: AsyncRead + AsyncWrite + Cut + Unpin,
 {
     // The buffer is sized to the request it must hold: a waiting request costs
-    // this much, not the 8 KiB default (design.md: ten thousand held connections).
+    // this much, not the 8 KiB default (docs/architecture.md, "Memory per waiting request").
     let mut client = BufReader::with_capacity(MAX_URL + 2, tls);
     let left = deadline.saturating_duration_since(Instant::now());
     let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {

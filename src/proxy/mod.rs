@@ -40,7 +40,7 @@ pub struct Context {
     pub metrics: std::sync::Arc<Metrics>,
 }
 
-/// Why a request is not relayed, and who caused it (design.md's answer table).
+/// Why a request is not relayed, and who caused it (docs/architecture.md, "Answers").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The client's request is malformed.

@@ -1,5 +1,5 @@
 //! The SOCKS5 drop-in listener, for crawlers that know no Gemini or Gopher proxy
-//! (design.md, "Drop-in mode"). After `CONNECT host:port` the first bytes decide:
+//! (docs/architecture.md, "Drop-in mode"). After `CONNECT host:port` the first bytes decide:
 //! a TLS ClientHello is Gemini, whose TLS the proxy ends itself with a certificate
 //! for that host issued by its own CA; anything else is a Gopher selector line for
 //! that host. Ports are hints only. From there each request is handled as its

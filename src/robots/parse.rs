@@ -181,7 +181,7 @@ pub(crate) fn is_token_byte(b: u8) -> bool {
 }
 
 /// A `Crawl-delay` value in seconds: a non-negative decimal number. Anything else
-/// (units, negative numbers, NaN, infinity) is ignored, as design.md asks.
+/// (units, negative numbers, NaN, infinity) is ignored, as docs/architecture.md says.
 fn parse_delay(value: &[u8]) -> Option<f64> {
     if value.is_empty() || !value.iter().all(|&b| b.is_ascii_digit() || b == b'.') {
         return None;

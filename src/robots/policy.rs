@@ -1,6 +1,6 @@
 //! Which groups apply to a bot, and decisions with their reasons.
 //!
-//! design.md, "robots.txt semantics": the groups naming the bot's own product
+//! docs/architecture.md, "robots.txt semantics": the groups naming the bot's own product
 //! token; otherwise the groups of each of its virtual agents (`User-agent:
 //! indexer` or `Virtual-agent: indexer`), all of which must allow a target, the
 //! largest crawl-delay of theirs applying; otherwise `*`; otherwise everything is
@@ -64,7 +64,7 @@ pub fn valid_virtual_agent(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// Which rank of design.md's list the applying groups came from.
+/// Which rank of the group order (docs/architecture.md) the applying groups came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Selected {
     /// Groups naming the bot's own product token.
