@@ -272,7 +272,7 @@ async fn accept_loop(
                 last_warned = Some(tokio::time::Instant::now());
                 tracing::warn!(
                     client = %peer.ip(),
-                    listener = kind.listener().as_str(),
+                    listener = %kind.listener().as_str(),
                     cap = ctx.config.limits.max_connections_per_client,
                     "a client at limits.max_connections_per_client; its further connections are closed at once"
                 );

@@ -72,7 +72,7 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
                     true => Listener::Gopher,
                     false => Listener::Socks5,
                 };
-                tracing::info!(%peer, listener = listener.as_str(), "an HTTP request; closed (Gemini and Gopher only)");
+                tracing::info!(%peer, listener = %listener.as_str(), "an HTTP request; closed (Gemini and Gopher only)");
                 ctx.metrics.rejected(listener, Rejection::Http);
                 close(client.get_mut()).await;
                 return;
