@@ -19,7 +19,10 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 held = []
 for _ in range(n):
-    s = socket.socket()
+    try:
+        s = socket.socket()
+    except OSError:  # out of file descriptors: hold what we have
+        break
     s.bind(("127.0.0.1", 0))
     try:
         s.connect(("127.0.0.1", port))
