@@ -323,6 +323,16 @@ pub fn special_purpose(ip: IpAddr) -> Option<Verdict> {
     None
 }
 
+/// A URL host without the brackets an IPv6 literal wears.
+pub fn unbracketed(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The address a host names literally (`127.0.0.1`, `[::1]`), if it does.
+pub fn ip_literal(host: &str) -> Option<IpAddr> {
+    unbracketed(host).parse().ok()
+}
+
 /// `ip` as IPv4 when it is an IPv4-mapped IPv6 address: the same socket.
 pub fn unmapped(ip: IpAddr) -> IpAddr {
     match ip {
@@ -478,6 +488,20 @@ impl Reach {
     /// `Err(why)` when the proxy must not connect to `addr`.
     pub fn check(&self, addr: SocketAddr) -> Result<(), String> {
         self.check_port(addr.port())?;
+        self.check_address(addr)
+    }
+
+    /// What can be told of `host:port` before any lookup: the port always,
+    /// the address when `host` is an IP literal.
+    pub fn check_host(&self, host: &str, port: u16) -> Result<(), String> {
+        match ip_literal(host) {
+            Some(ip) => self.check(SocketAddr::new(ip, port)),
+            None => self.check_port(port),
+        }
+    }
+
+    /// [`Reach::check`] for a port already checked.
+    pub fn check_address(&self, addr: SocketAddr) -> Result<(), String> {
         let ip = unmapped(addr.ip());
         if self.is_own(SocketAddr::new(ip, addr.port())) {
             return Err(format!("{addr} is this proxy"));

@@ -3,7 +3,7 @@
 //! deadline, TLS with SNI, and trust on first use per host and port.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::egress::Reach;
+use crate::egress::{ip_literal, unbracketed, Reach};
 use crate::tls;
 
 /// Why an upstream could not be reached. All of these are the upstream's (or
@@ -74,11 +74,11 @@ impl Upstream {
             why,
         };
         self.reach.check_port(port).map_err(refused)?;
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let found: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => {
-                tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((bare, port)))
+        let found: Vec<SocketAddr> = match ip_literal(host) {
+            Some(ip) => vec![SocketAddr::new(ip, port)],
+            None => {
+                let name = unbracketed(host);
+                tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((name, port)))
                     .await
                     .map_err(|_| UpstreamError::Timeout {
                         what: format!("the resolver for {host}"),
@@ -95,7 +95,7 @@ impl Upstream {
         let allowed: Vec<SocketAddr> = found
             .iter()
             .copied()
-            .filter(|a| match self.reach.check(*a) {
+            .filter(|a| match self.reach.check_address(*a) {
                 Ok(()) => true,
                 Err(e) => {
                     why.push(e);
@@ -168,10 +168,11 @@ impl Upstream {
         addrs: &[SocketAddr],
     ) -> Result<TlsStream<TcpStream>, UpstreamError> {
         let tcp = self.connect_tcp(host, addrs).await?;
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let name = ServerName::try_from(bare.to_string()).map_err(|e| UpstreamError::Tls {
-            host: host.to_string(),
-            detail: e.to_string(),
+        let name = ServerName::try_from(unbracketed(host).to_string()).map_err(|e| {
+            UpstreamError::Tls {
+                host: host.to_string(),
+                detail: e.to_string(),
+            }
         })?;
         let tls = tokio::time::timeout(self.connect_timeout, self.connector.connect(name, tcp))
             .await

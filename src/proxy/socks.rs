@@ -53,16 +53,7 @@ pub async fn serve(
     // The proxy's own rules on where it connects, told in SOCKS terms (0x02,
     // "not allowed by ruleset") before the client sends anything: the port
     // always, the address when the client gave one.
-    let reach = ctx.upstream.reach();
-    let ip = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<std::net::IpAddr>();
-    let refused = match ip {
-        Ok(ip) => reach.check(SocketAddr::new(ip, dest.port)),
-        Err(_) => reach.check_port(dest.port),
-    };
-    if let Err(why) = refused {
+    if let Err(why) = ctx.upstream.reach().check_host(&host, dest.port) {
         tracing::info!(%peer, host = %host, port = dest.port, %why, "SOCKS5 CONNECT refused");
         ctx.metrics
             .rejected(Listener::Socks5, Rejection::Destination);
