@@ -1,5 +1,5 @@
 //! Politeness through the whole proxy, over loopback with small real delays (the
-//! gate's own timing is tested with a paused clock in src/politeness.rs): the
+//! gate's own timing is tested with a paused clock in src/politeness/tests.rs): the
 //! spacing the origin sees, whose Crawl-delay applies, "slow down" answers,
 //! upstream `44`, hosts independent, clients that leave while waiting.
 
@@ -200,7 +200,7 @@ async fn a_client_that_leaves_gives_its_place_back() {
     .await;
     // The next request is served, spaced from robots.txt by the Crawl-delay;
     // /first never reached the origin. (That it takes the free turn rather
-    // than the one after is timed with a paused clock in src/politeness.rs.)
+    // than the one after is timed with a paused clock in src/politeness/tests.rs.)
     let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/second")).await;
     assert_eq!(answer, "20 text/gemini");
     assert_eq!(origin.count("/first"), 0);

@@ -1,0 +1,475 @@
+//! The politeness gate: per server, request starts at least `delay` apart and at
+//! most `per_host_concurrency` requests in flight, waiting requests served first
+//! come first served, and a request that would wait longer than `max_wait`
+//! answered at once ("slow down") instead of held.
+//!
+//! A gate is keyed by the server, not by how a request spells its name
+//! (`[politeness] key = "address"`, the default): every address a name resolved
+//! to (IPv4-mapped IPv6 read as IPv4) with its port is an alias of one gate, so
+//! `127.0.0.1`, `localhost`, `[::ffff:127.0.0.1]` and `127.1` share one, and a
+//! name whose addresses include one already gated joins that gate (the IPv4 and
+//! IPv6 of `localhost`). This is Heritrix's per-IP politeness and what Kennedy
+//! does. `key = "host"` keys by name and port instead.
+//!
+//! A waiting request costs a queue entry and its connection, no thread: waiters
+//! sleep on their own `Notify`, and only the head of a host's queue is woken
+//! when its turn may have come. A waiter that goes away (its client hung up)
+//! leaves the queue at once. Hosts with nothing queued, nothing in flight and
+//! their spacing past are forgotten by [`Politeness::sweep`], so a crawl over a
+//! million hosts stays bounded.
+//!
+//! Only `tokio::time` is used, so tests can pause and advance the clock.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::target::{HostKey, Server};
+
+/// What one gate stands for (`[politeness] key`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GateBy {
+    /// The server: resolved address and port (the default).
+    #[default]
+    Address,
+    /// The host name and port as the request spells them (canonical form).
+    Host,
+}
+
+impl GateBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateBy::Address => "address",
+            GateBy::Host => "host",
+        }
+    }
+}
+
+/// What a gate is found by: an address, or a name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Alias {
+    Addr(SocketAddr),
+    Name(HostKey),
+}
+
+/// One gate, as a request holds on to it.
+pub type GateId = u64;
+
+#[derive(Clone, Debug)]
+pub struct PolitenessConfig {
+    /// Spacing when robots.txt gives no Crawl-delay for the bot.
+    pub default_delay: Duration,
+    pub min_delay: Duration,
+    /// `None`: a host's Crawl-delay stands, however long.
+    pub max_delay: Option<Duration>,
+    pub per_host_concurrency: usize,
+    /// A request that would wait longer is answered "slow down" at once.
+    pub max_wait: Duration,
+    /// What a gate stands for.
+    pub key: GateBy,
+}
+
+impl PolitenessConfig {
+    /// `clamp(crawl-delay, else default_delay, min_delay, max_delay)`.
+    pub fn delay_for(&self, crawl_delay: Option<Duration>) -> Duration {
+        let d = crawl_delay
+            .unwrap_or(self.default_delay)
+            .max(self.min_delay);
+        match self.max_delay {
+            Some(max) => d.min(max),
+            None => d,
+        }
+    }
+}
+
+/// The longest wait the gate schedules: about a century. A Crawl-delay of
+/// 10^20 s or an upstream `44 18446744073709551615` means "not in our
+/// lifetime", and must not overflow the clock (`Instant + Duration` panics).
+pub const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// `t + d`, with `d` capped at [`NEVER`]: time arithmetic on numbers that came
+/// from outside saturates instead of panicking.
+pub fn after(t: Instant, d: Duration) -> Instant {
+    t + d.min(NEVER)
+}
+
+/// A request may not wait that long: answer "slow down, retry in N s".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowDown {
+    pub retry_after: Duration,
+}
+
+struct Waiter {
+    ticket: u64,
+    wake: Arc<Notify>,
+}
+
+struct Host {
+    /// When the last request to this host started.
+    last_start: Option<Instant>,
+    /// The spacing currently asked for (the latest Crawl-delay-derived value).
+    delay: Duration,
+    /// 1, 2, 4, …: an upstream `44` without a number doubles the spacing.
+    backoff: u32,
+    /// An upstream `44 N`: nothing starts before this.
+    not_before: Option<Instant>,
+    in_flight: usize,
+    queue: VecDeque<Waiter>,
+    /// The addresses or names that find this gate (forgotten with it).
+    aliases: Vec<Alias>,
+}
+
+impl Host {
+    fn new(delay: Duration) -> Host {
+        Host {
+            aliases: Vec::new(),
+            last_start: None,
+            delay,
+            backoff: 1,
+            not_before: None,
+            in_flight: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    fn spacing(&self, max_delay: Option<Duration>) -> Duration {
+        // Doubling nothing backs off nothing: back-off starts from at least 1 s.
+        let base = if self.backoff > 1 {
+            self.delay.max(Duration::from_secs(1))
+        } else {
+            self.delay
+        };
+        let d = base.saturating_mul(self.backoff);
+        match max_delay {
+            Some(max) if self.backoff > 1 => d.min(max.max(self.delay)),
+            _ => d,
+        }
+    }
+
+    /// When the next request may start, as far as spacing goes.
+    fn next_start(&self, max_delay: Option<Duration>) -> Option<Instant> {
+        let spaced = self.last_start.map(|t| after(t, self.spacing(max_delay)));
+        match (spaced, self.not_before) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn wake_head(&self) {
+        if let Some(head) = self.queue.front() {
+            head.wake.notify_one();
+        }
+    }
+}
+
+/// The gates and the aliases that find them, under one lock.
+#[derive(Default)]
+struct Gates {
+    hosts: HashMap<GateId, Host>,
+    aliases: HashMap<Alias, GateId>,
+    next: GateId,
+}
+
+impl Gates {
+    /// The gate for `server` (created if none of its aliases has one); its
+    /// aliases not yet known are added to it.
+    fn gate_for(&mut self, by: GateBy, server: &Server, default_delay: Duration) -> GateId {
+        let aliases: Vec<Alias> = match by {
+            GateBy::Address if !server.addrs.is_empty() => server
+                .addrs
+                .iter()
+                .map(|a| Alias::Addr(SocketAddr::new(a.ip().to_canonical(), a.port())))
+                .collect(),
+            _ => vec![Alias::Name(server.name.clone())],
+        };
+        let found = aliases.iter().find_map(|a| self.aliases.get(a).copied());
+        let id = found.unwrap_or_else(|| {
+            self.next += 1;
+            self.hosts.insert(self.next, Host::new(default_delay));
+            self.next
+        });
+        for alias in aliases {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.aliases.entry(alias) {
+                if let Some(host) = self.hosts.get_mut(&id) {
+                    host.aliases.push(v.key().clone());
+                }
+                v.insert(id);
+            }
+        }
+        id
+    }
+}
+
+pub struct Politeness {
+    config: PolitenessConfig,
+    gates: Mutex<Gates>,
+    tickets: std::sync::atomic::AtomicU64,
+}
+
+/// Holding one: a request to this server is in flight. Dropping it frees the slot.
+pub struct Permit {
+    gate: Arc<Politeness>,
+    id: GateId,
+}
+
+impl Permit {
+    /// The gate this request went through (for [`Politeness::slow_down`]).
+    pub fn gate(&self) -> GateId {
+        self.id
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut gates = self.gate.lock();
+        if let Some(host) = gates.hosts.get_mut(&self.id) {
+            host.in_flight = host.in_flight.saturating_sub(1);
+            host.wake_head();
+        }
+    }
+}
+
+/// Removes a waiter that gives up (or whose client went away) from its queue.
+struct InQueue<'a> {
+    gate: &'a Politeness,
+    id: GateId,
+    ticket: u64,
+    admitted: bool,
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        if self.admitted {
+            return;
+        }
+        let mut gates = self.gate.lock();
+        if let Some(host) = gates.hosts.get_mut(&self.id) {
+            let was_head = host.queue.front().is_some_and(|w| w.ticket == self.ticket);
+            host.queue.retain(|w| w.ticket != self.ticket);
+            if was_head {
+                host.wake_head();
+            }
+        }
+    }
+}
+
+impl Politeness {
+    pub fn new(config: PolitenessConfig) -> Arc<Politeness> {
+        Arc::new(Politeness {
+            config,
+            gates: Mutex::new(Gates::default()),
+            tickets: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    pub fn config(&self) -> &PolitenessConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Gates> {
+        self.gates.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for this request's turn at `server`'s gate, spaced by `delay`
+    /// (`None`: the spacing the gate already has, or `default_delay` for a new
+    /// one); or says at once that it would wait longer than `max_wait`.
+    pub async fn admit(
+        self: &Arc<Self>,
+        server: &Server,
+        delay: Option<Duration>,
+    ) -> Result<Permit, SlowDown> {
+        let ticket = self
+            .tickets
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let wake = Arc::new(Notify::new());
+        let id = {
+            let mut gates = self.lock();
+            let id = gates.gate_for(self.config.key, server, self.config.default_delay);
+            let Some(host) = gates.hosts.get_mut(&id) else {
+                return Err(SlowDown {
+                    retry_after: Duration::from_secs(1),
+                });
+            };
+            if let Some(delay) = delay {
+                host.delay = delay;
+            }
+            // Estimated wait: until this host's next start, then one spacing for
+            // each request ahead, shared among the concurrent slots.
+            let now = Instant::now();
+            let spacing = host.spacing(self.config.max_delay);
+            let until_next = host
+                .next_start(self.config.max_delay)
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+            let ahead = (host.queue.len()
+                + host
+                    .in_flight
+                    .saturating_sub(self.config.per_host_concurrency - 1))
+                as u32;
+            let estimate = if host.queue.is_empty()
+                && host.in_flight < self.config.per_host_concurrency
+            {
+                until_next
+            } else {
+                until_next.saturating_add(
+                    spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32),
+                )
+            };
+            if estimate > self.config.max_wait {
+                return Err(SlowDown {
+                    retry_after: estimate,
+                });
+            }
+            host.queue.push_back(Waiter {
+                ticket,
+                wake: wake.clone(),
+            });
+            id
+        };
+        let mut place = InQueue {
+            gate: self,
+            id,
+            ticket,
+            admitted: false,
+        };
+        let deadline = after(Instant::now(), self.config.max_wait);
+        loop {
+            let sleep_until = {
+                let mut gates = self.lock();
+                let Some(host) = gates.hosts.get_mut(&id) else {
+                    // Swept while we waited cannot happen (the queue was not empty);
+                    // start over defensively.
+                    return Err(SlowDown {
+                        retry_after: Duration::from_secs(1),
+                    });
+                };
+                let at_head = host.queue.front().is_some_and(|w| w.ticket == ticket);
+                let now = Instant::now();
+                let next = host.next_start(self.config.max_delay);
+                if at_head
+                    && host.in_flight < self.config.per_host_concurrency
+                    && next.is_none_or(|t| t <= now)
+                {
+                    host.queue.pop_front();
+                    host.in_flight += 1;
+                    host.last_start = Some(now);
+                    // The next in line may be able to go too (concurrency > 1, no delay).
+                    host.wake_head();
+                    place.admitted = true;
+                    return Ok(Permit {
+                        gate: self.clone(),
+                        id,
+                    });
+                }
+                // At the head, waiting only for time: sleep until then. Otherwise
+                // wait to be woken (the head left, or a slot freed).
+                if at_head && host.in_flight < self.config.per_host_concurrency {
+                    next
+                } else {
+                    None
+                }
+            };
+            let woken = async {
+                match sleep_until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => wake.notified().await,
+                }
+            };
+            // The estimate said the turn comes within max_wait; if a slow request
+            // ahead held the slot longer, give up then rather than hold forever.
+            if tokio::time::timeout_at(deadline.max(Instant::now()), woken)
+                .await
+                .is_err()
+            {
+                let retry_after = self.config.delay_for(None).max(Duration::from_secs(1));
+                return Err(SlowDown { retry_after });
+            }
+        }
+    }
+
+    /// An upstream answered "slow down" (Gemini `44`) to a request through
+    /// `gate`: push its next start out by `seconds` when given, else double its
+    /// spacing (up to `max_delay`).
+    pub fn slow_down(&self, gate: GateId, seconds: Option<Duration>) {
+        let mut gates = self.lock();
+        let Some(host) = gates.hosts.get_mut(&gate) else {
+            return;
+        };
+        match seconds {
+            Some(s) => {
+                let until = after(Instant::now(), s);
+                host.not_before = Some(host.not_before.map_or(until, |t| t.max(until)));
+            }
+            None => {
+                let doubled = host.backoff.saturating_mul(2);
+                let at_cap = self
+                    .config
+                    .max_delay
+                    .is_some_and(|max| host.delay.saturating_mul(host.backoff) >= max);
+                if !at_cap {
+                    host.backoff = doubled;
+                }
+            }
+        }
+    }
+
+    /// An upstream answered normally: exponential back-off ends.
+    pub fn recovered(&self, gate: GateId) {
+        if let Some(host) = self.lock().hosts.get_mut(&gate) {
+            host.backoff = 1;
+        }
+    }
+
+    /// Forgets gates with nothing queued, nothing in flight and their spacing
+    /// past, with their aliases.
+    pub fn sweep(&self) {
+        let now = Instant::now();
+        let max_delay = self.config.max_delay;
+        let mut gates = self.lock();
+        let Gates { hosts, aliases, .. } = &mut *gates;
+        hosts.retain(|_, h| {
+            let idle = h.queue.is_empty()
+                && h.in_flight == 0
+                && h.next_start(max_delay).is_none_or(|t| t <= now);
+            if idle {
+                for alias in &h.aliases {
+                    aliases.remove(alias);
+                }
+            }
+            !idle
+        });
+    }
+
+    /// Runs [`Politeness::sweep`] every `every` until `stop`. A sweep that
+    /// panics (it should not: its arithmetic saturates) is logged and the next
+    /// one runs anyway, so idle hosts are always forgotten in the end.
+    pub async fn sweeper(self: Arc<Self>, every: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(every) => {
+                    let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sweep()));
+                    if swept.is_err() {
+                        tracing::error!("politeness sweep panicked; the next one runs as planned");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hosts remembered and requests waiting, for metrics and tests.
+    pub fn usage(&self) -> (usize, usize) {
+        let gates = self.lock();
+        (
+            gates.hosts.len(),
+            gates.hosts.values().map(|h| h.queue.len()).sum(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,509 @@
+//! Unit tests of [`super`].
+
+use super::*;
+use crate::target::Scheme;
+
+/// A server known by name only (no addresses: keyed by its name).
+fn key(host: &str) -> Server {
+    Server {
+        name: HostKey {
+            scheme: Scheme::Gemini,
+            host: host.into(),
+            port: 1965,
+        },
+        addrs: Vec::new(),
+    }
+}
+
+fn config() -> PolitenessConfig {
+    PolitenessConfig {
+        default_delay: Duration::from_secs(1),
+        min_delay: Duration::ZERO,
+        max_delay: None,
+        per_host_concurrency: 1,
+        max_wait: Duration::from_secs(600),
+        key: GateBy::Address,
+    }
+}
+
+/// Starts `n` requests at once to one host; returns when each was admitted,
+/// in seconds after the start. Each holds its slot for `hold`.
+async fn burst(
+    gate: &Arc<Politeness>,
+    host: &str,
+    n: usize,
+    delay: Duration,
+    hold: Duration,
+) -> Vec<f64> {
+    let t0 = Instant::now();
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (gate, k) = (gate.clone(), key(host));
+            tokio::spawn(async move {
+                let permit = gate.admit(&k, Some(delay)).await.unwrap();
+                let at = t0.elapsed().as_secs_f64();
+                tokio::time::sleep(hold).await;
+                drop(permit);
+                at
+            })
+        })
+        .collect();
+    let mut at = Vec::new();
+    for t in tasks {
+        at.push(t.await.unwrap());
+    }
+    at.sort_by(f64::total_cmp);
+    at
+}
+
+#[tokio::test(start_paused = true)]
+async fn starts_are_spaced_by_the_delay() {
+    let gate = Politeness::new(config());
+    let at = burst(
+        &gate,
+        "a",
+        5,
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+    )
+    .await;
+    assert_eq!(at, [0.0, 10.0, 20.0, 30.0, 40.0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_request_holds_the_single_slot() {
+    let gate = Politeness::new(config());
+    // Delay 1 s, but each request takes 3 s: concurrency 1 spaces them by 3 s.
+    let at = burst(
+        &gate,
+        "a",
+        3,
+        Duration::from_secs(1),
+        Duration::from_secs(3),
+    )
+    .await;
+    assert_eq!(at, [0.0, 3.0, 6.0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrency_two_lets_two_run_at_once() {
+    let gate = Politeness::new(PolitenessConfig {
+        per_host_concurrency: 2,
+        ..config()
+    });
+    let at = burst(&gate, "a", 4, Duration::ZERO, Duration::from_secs(5)).await;
+    assert_eq!(at, [0.0, 0.0, 5.0, 5.0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_host_is_not_slowed() {
+    let gate = Politeness::new(config());
+    let slow = {
+        let gate = gate.clone();
+        tokio::spawn(async move {
+            burst(&gate, "slow", 3, Duration::from_secs(100), Duration::ZERO).await
+        })
+    };
+    tokio::task::yield_now().await;
+    let t0 = Instant::now();
+    let _p = gate
+        .admit(&key("fast"), Some(Duration::from_secs(100)))
+        .await
+        .unwrap();
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(slow.await.unwrap(), [0.0, 100.0, 200.0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_max_wait_the_answer_is_slow_down_at_once() {
+    let gate = Politeness::new(PolitenessConfig {
+        max_wait: Duration::from_secs(25),
+        ..config()
+    });
+    let k = key("a");
+    let d = Duration::from_secs(10);
+    let first = gate.admit(&k, Some(d)).await.unwrap();
+    drop(first);
+    // Queue: waits of 10 and 20 s fit; the next would wait 30 s.
+    let g1 = gate.clone();
+    let k1 = k.clone();
+    let second = tokio::spawn(async move { g1.admit(&k1, Some(d)).await.map(|_| ()) });
+    let g2 = gate.clone();
+    let k2 = k.clone();
+    let third = tokio::spawn(async move { g2.admit(&k2, Some(d)).await.map(|_| ()) });
+    tokio::task::yield_now().await;
+    let t0 = Instant::now();
+    let refused = gate.admit(&k, Some(d)).await.err().expect("slow down");
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(refused.retry_after, Duration::from_secs(30));
+    assert!(second.await.unwrap().is_ok());
+    assert!(third.await.unwrap().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_goes_away_gives_its_place_back() {
+    let gate = Politeness::new(config());
+    let k = key("a");
+    let d = Duration::from_secs(10);
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    let g = gate.clone();
+    let kk = k.clone();
+    let quitter = tokio::spawn(async move { g.admit(&kk, Some(d)).await.map(|_| ()) });
+    tokio::task::yield_now().await;
+    assert_eq!(gate.usage().1, 1);
+    quitter.abort();
+    let _ = quitter.await;
+    assert_eq!(gate.usage().1, 0, "the queue entry left with the waiter");
+    // The next request takes the first free turn: 10 s after the first start.
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn upstream_44_pushes_the_next_start_out() {
+    let gate = Politeness::new(config());
+    let k = key("a");
+    let d = Duration::from_secs(2);
+    let id = gate.admit(&k, Some(d)).await.unwrap().gate();
+    gate.slow_down(id, Some(Duration::from_secs(30)));
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    // Without a number: the spacing doubles (2 → 4 → 8 s), and resets on success.
+    gate.slow_down(id, None);
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(4));
+    gate.slow_down(id, None);
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(8));
+    gate.recovered(id);
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn back_off_from_no_delay_starts_at_one_second() {
+    let gate = Politeness::new(config());
+    let k = key("a");
+    let id = gate.admit(&k, Some(Duration::ZERO)).await.unwrap().gate();
+    gate.slow_down(id, None);
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(Duration::ZERO)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn doubling_stops_at_max_delay() {
+    let gate = Politeness::new(PolitenessConfig {
+        max_delay: Some(Duration::from_secs(5)),
+        ..config()
+    });
+    let k = key("a");
+    let d = Duration::from_secs(2);
+    let id = gate.admit(&k, Some(d)).await.unwrap().gate();
+    for _ in 0..5 {
+        gate.slow_down(id, None);
+    }
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(d)).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_hosts_are_forgotten_once_their_spacing_has_passed() {
+    let gate = Politeness::new(config());
+    for i in 0..100 {
+        drop(
+            gate.admit(&key(&format!("h{i}")), Some(Duration::from_secs(5)))
+                .await
+                .unwrap(),
+        );
+    }
+    gate.sweep();
+    assert_eq!(gate.usage().0, 100, "spacing not yet past: remembered");
+    tokio::time::advance(Duration::from_secs(6)).await;
+    gate.sweep();
+    assert_eq!(gate.usage().0, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_delay_a_new_host_gets_the_default_and_a_known_one_keeps_its_own() {
+    let gate = Politeness::new(config());
+    let k = key("a");
+    drop(gate.admit(&k, None).await.unwrap());
+    let t0 = Instant::now();
+    drop(gate.admit(&k, None).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(1), "default_delay");
+    drop(gate.admit(&k, Some(Duration::from_secs(7))).await.unwrap());
+    let t0 = Instant::now();
+    drop(gate.admit(&k, None).await.unwrap());
+    assert_eq!(
+        t0.elapsed(),
+        Duration::from_secs(7),
+        "the host's own spacing"
+    );
+}
+
+fn server(host: &str, addrs: &[&str]) -> Server {
+    Server {
+        name: HostKey {
+            scheme: Scheme::Gopher,
+            host: host.into(),
+            port: 70,
+        },
+        addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+    }
+}
+
+/// One server under eight names: the names resolve to its addresses (one
+/// of them IPv4-mapped, `localhost` to both families), so every request
+/// waits for the same gate. Keyed by host, each name has its own.
+#[tokio::test(start_paused = true)]
+async fn one_server_under_eight_names_shares_one_gate() {
+    let spellings = [
+        server("127.0.0.1", &["127.0.0.1:70"]),
+        server("localhost", &["[::1]:70", "127.0.0.1:70"]),
+        server("[::ffff:127.0.0.1]", &["[::ffff:127.0.0.1]:70"]),
+        server("ip6-localhost", &["[::1]:70"]),
+        server("alias.example", &["127.0.0.1:70"]),
+        server("other.example", &["[::ffff:7f00:1]:70"]),
+        server("www.alias.example", &["127.0.0.1:70", "[::1]:70"]),
+        server("vhost.example", &["127.0.0.1:70"]),
+    ];
+    let by = |key: GateBy| {
+        let spellings = spellings.clone();
+        async move {
+            let gate = Politeness::new(PolitenessConfig { key, ..config() });
+            let t0 = Instant::now();
+            let tasks: Vec<_> = spellings
+                .iter()
+                .cycle()
+                .take(16)
+                .map(|s| {
+                    let (gate, s) = (gate.clone(), s.clone());
+                    tokio::spawn(async move {
+                        let _permit = gate.admit(&s, Some(Duration::from_secs(5))).await;
+                        t0.elapsed().as_secs()
+                    })
+                })
+                .collect();
+            let mut at = Vec::new();
+            for t in tasks {
+                at.push(t.await.unwrap());
+            }
+            at.sort();
+            (at, gate.usage().0)
+        }
+    };
+    let (at, gates) = by(GateBy::Address).await;
+    assert_eq!(at, (0..16).map(|i| i * 5).collect::<Vec<u64>>());
+    assert_eq!(gates, 1);
+    let (at, gates) = by(GateBy::Host).await;
+    assert_eq!(at, [0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5]);
+    assert_eq!(gates, 8);
+}
+
+/// A swept gate forgets its addresses: the next request starts afresh.
+#[tokio::test(start_paused = true)]
+async fn sweeping_a_gate_forgets_its_aliases() {
+    let gate = Politeness::new(config());
+    drop(
+        gate.admit(&server("a", &["192.0.2.1:70"]), None)
+            .await
+            .unwrap(),
+    );
+    tokio::time::advance(Duration::from_secs(2)).await;
+    gate.sweep();
+    assert_eq!(gate.usage().0, 0);
+    assert!(gate.lock().aliases.is_empty());
+    let t0 = Instant::now();
+    drop(
+        gate.admit(&server("b", &["192.0.2.1:70"]), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+}
+
+/// Hostile numbers (a Crawl-delay of 10^20 s, an upstream `44` of u64::MAX
+/// seconds) saturate: the gate answers "slow down" and stays usable, and the
+/// sweeper keeps working.
+#[tokio::test(start_paused = true)]
+async fn hostile_numbers_saturate_instead_of_panicking() {
+    let gate = Politeness::new(PolitenessConfig {
+        max_wait: Duration::MAX,
+        ..config()
+    });
+    let k = key("a");
+    let id = gate.admit(&k, Some(Duration::MAX)).await.unwrap().gate();
+    gate.slow_down(id, Some(Duration::from_secs(u64::MAX)));
+    for _ in 0..70 {
+        gate.slow_down(id, None);
+    }
+    gate.sweep();
+    let short = Politeness::new(config());
+    let id = short.admit(&k, Some(Duration::MAX)).await.unwrap().gate();
+    let refused = short.admit(&k, Some(Duration::MAX)).await.err().unwrap();
+    assert!(refused.retry_after >= Duration::from_secs(86_400 * 365));
+    short.slow_down(id, Some(Duration::from_secs(u64::MAX)));
+    short.sweep();
+    assert_eq!(short.usage().0, 1, "the gate is still remembered");
+    // Other hosts are untouched.
+    let t0 = Instant::now();
+    drop(short.admit(&key("b"), None).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+}
+
+/// The background sweeper keeps forgetting idle hosts after a hostile entry
+/// (a century of spacing) that it must keep.
+#[tokio::test(start_paused = true)]
+async fn the_sweeper_keeps_sweeping_past_a_hostile_entry() {
+    let gate = Politeness::new(config());
+    let stop = CancellationToken::new();
+    let sweeper = tokio::spawn(gate.clone().sweeper(Duration::from_secs(30), stop.clone()));
+    drop(
+        gate.admit(&key("hostile"), Some(Duration::MAX))
+            .await
+            .unwrap(),
+    );
+    for round in 0..3 {
+        drop(
+            gate.admit(&key(&format!("idle{round}")), Some(Duration::ZERO))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(gate.usage().0, 2);
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        assert_eq!(
+            gate.usage().0,
+            1,
+            "round {round}: the idle host is forgotten"
+        );
+    }
+    stop.cancel();
+    sweeper.await.unwrap();
+}
+
+#[test]
+fn delay_is_clamped() {
+    let c = PolitenessConfig {
+        default_delay: Duration::from_secs(1),
+        min_delay: Duration::from_millis(500),
+        max_delay: Some(Duration::from_secs(30)),
+        ..config()
+    };
+    assert_eq!(c.delay_for(None), Duration::from_secs(1));
+    assert_eq!(
+        c.delay_for(Some(Duration::from_millis(100))),
+        Duration::from_millis(500)
+    );
+    assert_eq!(
+        c.delay_for(Some(Duration::from_secs(3600))),
+        Duration::from_secs(30)
+    );
+    let unbounded = config();
+    assert_eq!(
+        unbounded.delay_for(Some(Duration::from_secs(3600))),
+        Duration::from_secs(3600)
+    );
+}
+
+/// What a hostile upstream or robots.txt can feed the gate, with any config
+/// the resolver accepts (and beyond: `Duration::MAX` everywhere).
+#[derive(Clone, Debug)]
+enum Step {
+    Admit { host: u8, delay: Option<Duration> },
+    SlowDown { host: u8, seconds: Option<Duration> },
+    Recovered { host: u8 },
+    Sweep,
+    Advance(Duration),
+}
+
+fn extreme_duration() -> impl proptest::strategy::Strategy<Value = Duration> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(Duration::ZERO),
+        Just(Duration::MAX),
+        Just(NEVER),
+        (0u64..=u64::MAX).prop_map(Duration::from_secs),
+        (0u64..100_000).prop_map(Duration::from_millis),
+    ]
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u8..4, proptest::option::of(extreme_duration()))
+            .prop_map(|(host, delay)| Step::Admit { host, delay }),
+        (0u8..4, proptest::option::of(extreme_duration()))
+            .prop_map(|(host, seconds)| Step::SlowDown { host, seconds }),
+        (0u8..4).prop_map(|host| Step::Recovered { host }),
+        Just(Step::Sweep),
+        (0u64..1_000_000).prop_map(|ms| Step::Advance(Duration::from_millis(ms))),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// Any sequence of admissions, slow-downs, sweeps and clock jumps, with
+    /// extreme numbers everywhere: nothing panics, an admitted request never
+    /// waited longer than `max_wait`, and a refusal names a retry time.
+    #[test]
+    fn the_gate_survives_extreme_numbers(
+        default_delay in extreme_duration(),
+        min_delay in extreme_duration(),
+        max_wait in extreme_duration(),
+        concurrency in 1usize..4,
+        steps in proptest::collection::vec(step(), 1..40),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let gate = Politeness::new(PolitenessConfig {
+                default_delay,
+                min_delay,
+                max_delay: None,
+                per_host_concurrency: concurrency,
+                max_wait,
+                key: GateBy::Host,
+            });
+            let mut ids = std::collections::HashMap::new();
+            for step in steps {
+                match step {
+                    Step::Admit { host, delay } => {
+                        let server = key(&format!("h{host}"));
+                        let started = Instant::now();
+                        // A wait the gate accepted can be long: let the
+                        // paused clock run it out, bounded by max_wait.
+                        match gate.admit(&server, delay.map(|d| gate.config().delay_for(Some(d)))).await {
+                            Ok(permit) => {
+                                assert!(started.elapsed() <= max_wait.min(NEVER));
+                                ids.insert(host, permit.gate());
+                            }
+                            Err(slow) => assert!(slow.retry_after > Duration::ZERO),
+                        }
+                    }
+                    Step::SlowDown { host, seconds } => {
+                        if let Some(id) = ids.get(&host) {
+                            gate.slow_down(*id, seconds);
+                        }
+                    }
+                    Step::Recovered { host } => {
+                        if let Some(id) = ids.get(&host) {
+                            gate.recovered(*id);
+                        }
+                    }
+                    Step::Sweep => gate.sweep(),
+                    Step::Advance(d) => tokio::time::advance(d).await,
+                }
+            }
+        });
+    }
+}
