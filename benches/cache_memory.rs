@@ -23,7 +23,7 @@ const HOSTS: usize = 100_000;
 struct Instant;
 
 impl RobotsFetcher for Instant {
-    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
         let n: usize = server.name.host[1..]
             .split('.')
             .next()
@@ -92,7 +92,7 @@ fn main() {
             let cache = RobotsCache::new(
                 Arc::new(Instant),
                 config.clone(),
-                BotProfile::new("examplebot"),
+                vec![BotProfile::new("examplebot")],
             );
             let hosts = if shape.is_some() { HOSTS / 4 } else { HOSTS };
             let index = |i: usize| match shape {
@@ -101,12 +101,12 @@ fn main() {
             };
             // Warm up the allocator's arenas, then measure from here.
             for i in 0..500 {
-                cache.rules(&server(index(HOSTS + i))).await;
+                cache.rules(&server(index(HOSTS + i)), 0).await;
             }
             let (_, weighed_before) = cache.usage().await;
             let before = resident_bytes();
             for i in 0..hosts {
-                cache.rules(&server(index(i))).await;
+                cache.rules(&server(index(i)), 0).await;
             }
             let (_, weighed) = cache.usage().await;
             let grown = resident_bytes().saturating_sub(before);

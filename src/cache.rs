@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use crate::bots::BotId;
 use crate::config::{OnUnreachable, RobotsConfig};
 use crate::fetch::{FetchOutcome, RobotsFetcher};
 use crate::robots::{BotProfile, Policy, RobotsTxt};
@@ -23,10 +24,10 @@ use crate::target::{HostKey, Server};
 /// What a host's robots.txt says right now.
 #[derive(Debug)]
 pub enum Rules {
-    /// A robots.txt, compiled for the bot. `stale` says why a newer one could not
-    /// be fetched, when this is a last good copy.
+    /// A robots.txt, compiled for each bot (in the order of [`crate::bots::Bots`]).
+    /// `stale` says why a newer one could not be fetched, when this is a last good copy.
     Found {
-        policy: Policy,
+        policies: Box<[Policy]>,
         stale: Option<String>,
     },
     /// No robots.txt: everything allowed.
@@ -54,6 +55,23 @@ const MOKA_PER_ENTRY: usize = 280;
 const PER_ALLOCATION: usize = 16;
 
 impl Entry {
+    /// The Crawl-delay robots.txt gives `bot`, if any.
+    pub fn crawl_delay(&self, bot: BotId) -> Option<Duration> {
+        match &self.rules {
+            Rules::Found { policies, .. } => policies.get(bot).and_then(|p| p.crawl_delay()),
+            _ => None,
+        }
+    }
+
+    /// Every bot's Crawl-delay here (`None` for a bot it gives none).
+    pub fn crawl_delays(&self) -> impl Iterator<Item = Option<Duration>> + '_ {
+        let policies: &[Policy] = match &self.rules {
+            Rules::Found { policies, .. } => policies,
+            _ => &[],
+        };
+        policies.iter().map(|p| p.crawl_delay())
+    }
+
     /// The bytes this entry really costs in the cache: moka's own per-entry
     /// state, the key (kept by moka and by the entry's map slot), the entry,
     /// the strings it holds, and the parsed and compiled robots.txt, each
@@ -66,8 +84,13 @@ impl Entry {
             + 16
             + PER_ALLOCATION;
         total += match &self.rules {
-            Rules::Found { policy, stale } => {
-                policy.heap_size() + 4 * PER_ALLOCATION + stale.as_ref().map_or(0, string)
+            Rules::Found { policies, stale } => {
+                policies
+                    .iter()
+                    .map(|p| std::mem::size_of::<Policy>() + p.heap_size() + 3 * PER_ALLOCATION)
+                    .sum::<usize>()
+                    + PER_ALLOCATION
+                    + stale.as_ref().map_or(0, string)
             }
             Rules::Missing(why) => string(why),
             Rules::Unreachable { why, .. } => string(why),
@@ -92,7 +115,8 @@ pub struct RobotsCache {
     inflight: Mutex<HashMap<HostKey, Arc<OnceCell<Arc<Entry>>>>>,
     fetcher: Arc<dyn RobotsFetcher>,
     config: RobotsConfig,
-    bot: BotProfile,
+    /// Every bot's profile: one robots.txt, one policy per bot.
+    bots: Vec<BotProfile>,
     fetches: AtomicU64,
 }
 
@@ -100,7 +124,7 @@ impl RobotsCache {
     pub fn new(
         fetcher: Arc<dyn RobotsFetcher>,
         config: RobotsConfig,
-        bot: BotProfile,
+        bots: Vec<BotProfile>,
     ) -> RobotsCache {
         let entries = moka::future::Cache::builder()
             .max_capacity(config.cache_bytes)
@@ -113,7 +137,7 @@ impl RobotsCache {
             inflight: Mutex::new(HashMap::new()),
             fetcher,
             config,
-            bot,
+            bots,
             fetches: AtomicU64::new(0),
         }
     }
@@ -124,8 +148,9 @@ impl RobotsCache {
     }
 
     /// The host's current rules, fetching them (from `server`'s addresses) if
-    /// the cached ones are not fresh.
-    pub async fn rules(&self, server: &Server) -> (Arc<Entry>, Lookup) {
+    /// the cached ones are not fresh; `bot` is the bot asking (named in the
+    /// fetch when `robots.name_bot_in_request` is set).
+    pub async fn rules(&self, server: &Server, bot: BotId) -> (Arc<Entry>, Lookup) {
         let key = &server.name;
         let previous = self.entries.get(key).await;
         if let Some(entry) = &previous {
@@ -142,7 +167,12 @@ impl RobotsCache {
         let entry = cell
             .get_or_init(|| async {
                 self.fetches.fetch_add(1, Ordering::Relaxed);
-                let outcome = self.fetcher.fetch(server).await;
+                let name = self
+                    .bots
+                    .get(bot)
+                    .map(|b| b.token())
+                    .filter(|t| self.config.name_bot_in_request && !t.is_empty());
+                let outcome = self.fetcher.fetch(server, name).await;
                 let entry = Arc::new(self.entry_from(outcome, previous.as_deref()));
                 self.entries.insert(key.clone(), entry.clone()).await;
                 entry
@@ -164,7 +194,7 @@ impl RobotsCache {
                 let robots = Arc::new(RobotsTxt::parse(&body));
                 Entry {
                     rules: Rules::Found {
-                        policy: robots.policy(&self.bot),
+                        policies: self.policies(&robots),
                         stale: None,
                     },
                     fresh_until,
@@ -188,7 +218,7 @@ impl RobotsCache {
                 match good {
                     Some((robots, at)) => Entry {
                         rules: Rules::Found {
-                            policy: robots.policy(&self.bot),
+                            policies: self.policies(&robots),
                             stale: Some(why),
                         },
                         fresh_until: retry_at,
@@ -202,6 +232,11 @@ impl RobotsCache {
                 }
             }
         }
+    }
+
+    /// One robots.txt compiled for every bot.
+    fn policies(&self, robots: &RobotsTxt) -> Box<[Policy]> {
+        self.bots.iter().map(|b| robots.policy(b)).collect()
     }
 
     pub fn on_unreachable(&self) -> OnUnreachable {
@@ -228,7 +263,7 @@ mod tests {
     }
 
     impl RobotsFetcher for Scripted {
-        fn fetch<'a>(&'a self, _server: &'a Server) -> FetchFuture<'a> {
+        fn fetch<'a>(&'a self, _server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
             Box::pin(async move {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 self.outcomes.lock().unwrap().remove(0)
@@ -265,13 +300,13 @@ mod tests {
                 outcomes: Mutex::new(outcomes),
             }),
             config(),
-            BotProfile::new("bot"),
+            vec![BotProfile::new("bot")],
         )
     }
 
     fn allows(entry: &Entry, path: &str) -> Option<bool> {
         match &entry.rules {
-            Rules::Found { policy, .. } => Some(policy.decide(path).allowed()),
+            Rules::Found { policies, .. } => Some(policies[0].decide(path).allowed()),
             Rules::Missing(_) => Some(true),
             Rules::Unreachable { .. } => None,
         }
@@ -284,14 +319,14 @@ mod tests {
         )]));
         let lookups = (0..50).map(|_| {
             let cache = cache.clone();
-            tokio::spawn(async move { cache.rules(&key()).await })
+            tokio::spawn(async move { cache.rules(&key(), 0).await })
         });
         for lookup in lookups {
             let (entry, _) = lookup.await.unwrap();
             assert_eq!(allows(&entry, "/p"), Some(false));
         }
         assert_eq!(cache.fetch_count(), 1);
-        let (_, how) = cache.rules(&key()).await;
+        let (_, how) = cache.rules(&key(), 0).await;
         assert_eq!(how, Lookup::Hit);
         assert_eq!(cache.fetch_count(), 1);
     }
@@ -306,16 +341,16 @@ mod tests {
             },
             FetchOutcome::Found(b"User-agent: *\nDisallow: /q\n".to_vec()),
         ]);
-        let (e, _) = cache.rules(&key()).await;
+        let (e, _) = cache.rules(&key(), 0).await;
         assert_eq!(allows(&e, "/p"), Some(false));
         tokio::time::advance(Duration::from_secs(3601)).await;
-        let (e, how) = cache.rules(&key()).await;
+        let (e, how) = cache.rules(&key(), 0).await;
         assert_eq!(how, Lookup::Miss);
         assert!(matches!(&e.rules, Rules::Found { stale: Some(why), .. } if why == "down"));
         assert_eq!(allows(&e, "/p"), Some(false));
         // The next try is after the retry period, not the full TTL.
         tokio::time::advance(Duration::from_secs(61)).await;
-        let (e, _) = cache.rules(&key()).await;
+        let (e, _) = cache.rules(&key(), 0).await;
         assert_eq!(allows(&e, "/p"), Some(true));
         assert_eq!(allows(&e, "/q"), Some(false));
         assert_eq!(cache.fetch_count(), 3);
@@ -330,12 +365,12 @@ mod tests {
             },
             FetchOutcome::Missing("51".into()),
         ]);
-        let (e, _) = cache.rules(&key()).await;
+        let (e, _) = cache.rules(&key(), 0).await;
         assert!(matches!(e.rules, Rules::Unreachable { .. }));
         tokio::time::advance(Duration::from_secs(3)).await;
-        assert_eq!(cache.rules(&key()).await.1, Lookup::Hit);
+        assert_eq!(cache.rules(&key(), 0).await.1, Lookup::Hit);
         tokio::time::advance(Duration::from_secs(3)).await;
-        let (e, how) = cache.rules(&key()).await;
+        let (e, how) = cache.rules(&key(), 0).await;
         assert_eq!(how, Lookup::Miss);
         assert_eq!(allows(&e, "/anything"), Some(true));
     }

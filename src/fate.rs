@@ -8,6 +8,8 @@ label_set! {
     pub enum Fate {
         /// Admitted and the upstream's answer relayed (whole or cut short).
         Relayed => "allowed",
+        /// The client may not use the proxy, or as no bot (access rules).
+        Denied => "denied",
         /// The client's request is malformed.
         Malformed => "error",
         /// The proxy's own rules refuse it (address, port, another host).
@@ -29,6 +31,7 @@ label_set! {
     /// Who caused a fate: what an operator looks at first.
     pub enum Cause {
         Client => "client",
+        Access => "access",
         RobotsTxt => "robots.txt",
         Upstream => "upstream",
         ProxyRule => "proxy",
@@ -53,6 +56,7 @@ impl Fate {
             Fate::Relayed | Fate::UpstreamFailed => Cause::Upstream,
             Fate::Malformed | Fate::ClientLeft => Cause::Client,
             Fate::ProxyRule => Cause::ProxyRule,
+            Fate::Denied => Cause::Access,
             Fate::Disallowed | Fate::RobotsUnreachable => Cause::RobotsTxt,
             Fate::SlowDown => Cause::Politeness,
         }
@@ -67,6 +71,7 @@ impl Fate {
             Fate::Disallowed => Class::Disallowed,
             Fate::SlowDown => Class::Slowed,
             Fate::Malformed
+            | Fate::Denied
             | Fate::ProxyRule
             | Fate::RobotsUnreachable
             | Fate::UpstreamFailed

@@ -44,7 +44,9 @@ macro_rules! label_set {
     };
 }
 
+pub mod access;
 pub mod admin;
+pub mod bots;
 pub mod cache;
 pub mod check;
 pub mod cli;

@@ -8,6 +8,7 @@ use prometheus::{
     Registry,
 };
 
+use crate::bots::BotId;
 use crate::fate::Class;
 use crate::target::Scheme;
 
@@ -61,6 +62,8 @@ label_set! {
         ClientCap => "client-cap",
         /// The metrics listener already serves its 32 connections.
         Full => "full",
+        /// The client address is outside `access.allow_from`.
+        Access => "access",
     }
 }
 
@@ -75,8 +78,8 @@ pub struct Metrics {
     rejected: Vec<Vec<IntCounter>>,
     /// By [`Protocol`].
     truncated: Vec<IntCounter>,
-    /// By [`Protocol`], then [`Class`].
-    requests: Vec<Vec<IntCounter>>,
+    /// By bot (the configured ones, then [`NO_BOT`]), [`Protocol`], then [`Class`].
+    requests: Vec<Vec<Vec<IntCounter>>>,
     /// By [`Protocol`], then [`FetchKind`].
     robots_fetches: Vec<Vec<IntCounter>>,
     pub cache_hits: IntCounter,
@@ -110,14 +113,19 @@ fn seconds_buckets() -> Vec<f64> {
     ]
 }
 
+/// The `bot` label of requests no bot served (the client was turned away first).
+pub const NO_BOT: &str = "none";
+
 impl Metrics {
+    /// For one bot called `default`.
     pub fn new() -> Metrics {
-        Metrics::with_per_host(None)
+        Metrics::with(&["default"], None)
     }
 
+    /// `bots`: the names of the configured bots, in order (the `bot` label).
     /// With `Some(limit)`, also `robots_proxy_host_requests_total{host, decision}`
     /// for up to `limit` hosts.
-    pub fn with_per_host(per_host_limit: Option<usize>) -> Metrics {
+    pub fn with(bots: &[&str], per_host_limit: Option<usize>) -> Metrics {
         let registry = Registry::new();
         let counter_vec = |name: &str, help: &str, labels: &[&str]| {
             let v = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -151,12 +159,15 @@ impl Metrics {
 
         let requests_vec = counter_vec(
             "robots_proxy_requests_total",
-            "Requests by protocol and decision (allowed, disallowed, slowed, error).",
-            &["protocol", "decision"],
+            "Requests by bot, protocol and decision (allowed, disallowed, slowed, error).",
+            &["bot", "protocol", "decision"],
         );
-        let requests = series(Protocol::ALL, |p| {
-            series(Class::ALL, |d| {
-                requests_vec.with_label_values(&[p.as_str(), d.as_str()])
+        let bot_labels: Vec<&str> = bots.iter().copied().chain([NO_BOT]).collect();
+        let requests = series(&bot_labels, |b| {
+            series(Protocol::ALL, |p| {
+                series(Class::ALL, |d| {
+                    requests_vec.with_label_values(&[b, p.as_str(), d.as_str()])
+                })
             })
         });
         let fetch_vec = counter_vec(
@@ -188,7 +199,7 @@ impl Metrics {
 
         let rejected_vec = counter_vec(
             "robots_proxy_connections_rejected_total",
-            "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap, full).",
+            "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap, full, access).",
             &["listener", "reason"],
         );
 
@@ -282,8 +293,11 @@ impl Metrics {
         self.rejected[listener.index()][why.index()].inc();
     }
 
-    pub fn request(&self, protocol: Protocol, class: Class) {
-        self.requests[protocol.index()][class.index()].inc();
+    /// A finished request of `bot` (`None`: turned away before a bot was picked).
+    pub fn request(&self, bot: Option<BotId>, protocol: Protocol, class: Class) {
+        let last = self.requests.len() - 1;
+        let slot = bot.map_or(last, |b| b.min(last));
+        self.requests[slot][protocol.index()][class.index()].inc();
     }
 
     /// Counts a request for `host` when the per-host series is on.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use thiserror::Error;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -98,13 +98,12 @@ impl Proxy {
                 .collect(),
         };
         let upstream = Arc::new(Upstream::new(reach, limits.connect_timeout)?);
-        let name_bot = (config.robots.name_bot_in_request && !config.bot.token().is_empty())
-            .then(|| config.bot.token().to_string());
         let politeness = Politeness::new(config.politeness.clone());
-        let metrics = Arc::new(Metrics::with_per_host(config.metrics_per_host));
+        let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+        let metrics = Arc::new(Metrics::with(&bot_names, config.metrics_per_host));
         let fetcher = Polite {
             inner: ByScheme {
-                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout, name_bot),
+                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
                 gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
             },
             gate: politeness.clone(),
@@ -113,7 +112,7 @@ impl Proxy {
         let robots = Arc::new(RobotsCache::new(
             Arc::new(fetcher),
             config.robots.clone(),
-            config.bot.clone(),
+            config.bots.all().iter().map(|b| b.profile.clone()).collect(),
         ));
         let gopher_public = (
             config
@@ -253,6 +252,9 @@ async fn accept_loop(
 ) {
     // Refusals over the per-client cap are logged at most once a second.
     let mut last_warned: Option<tokio::time::Instant> = None;
+    // Clients outside access.allow_from: each is logged, up to a budget per
+    // second, so a scan of a public address cannot flood the log.
+    let mut outsiders = LogBudget::new(20);
     loop {
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -266,6 +268,7 @@ async fn accept_loop(
                 }
             },
         };
+        let admitted = ctx.config.access.admits(peer.ip());
         let Some(client_slot) = per_client.try_take(peer.ip()) else {
             ctx.metrics.rejected(kind.listener(), Rejection::ClientCap);
             if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
@@ -296,6 +299,28 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let (kind, ctx) = (kind.clone(), ctx.clone());
         let open = ctx.metrics.connection(kind.listener());
+        if !admitted {
+            // Outside access.allow_from: the protocol's refusal, nothing read,
+            // fetched or sent upstream (docs/architecture.md, "Access").
+            ctx.metrics.rejected(kind.listener(), Rejection::Access);
+            let logged = outsiders.note();
+            tracker.spawn(async move {
+                let asked = turn_away(kind.clone(), stream, peer, &ctx).await;
+                if let Some(suppressed) = logged {
+                    tracing::info!(
+                        client = %peer,
+                        listener = %kind.listener().as_str(),
+                        asked = asked.as_deref().unwrap_or(""),
+                        suppressed,
+                        "client outside access.allow_from refused"
+                    );
+                }
+                drop(permit);
+                drop(client_slot);
+                drop(open);
+            });
+            continue;
+        }
         tracker.spawn(async move {
             match kind {
                 Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,
@@ -306,5 +331,60 @@ async fn accept_loop(
             drop(client_slot);
             drop(open);
         });
+    }
+}
+
+/// Answers a client outside `access.allow_from` in its listener's protocol.
+/// Returns what it asked for, when the protocol says before the refusal (SOCKS5).
+async fn turn_away(kind: Kind, stream: TcpStream, peer: SocketAddr, ctx: &Context) -> Option<String> {
+    match kind {
+        Kind::Gemini(acceptor) => {
+            proxy::gemini::turn_away(stream, peer, acceptor, ctx).await;
+            None
+        }
+        Kind::Gopher => {
+            proxy::gopher::turn_away(stream, peer).await;
+            None
+        }
+        Kind::Socks(_) => proxy::socks::turn_away(stream, ctx).await,
+    }
+}
+
+/// At most `per_second` log lines a second; the next line that is written says
+/// how many were left out.
+struct LogBudget {
+    per_second: u32,
+    second: Option<tokio::time::Instant>,
+    written: u32,
+    suppressed: u64,
+}
+
+impl LogBudget {
+    fn new(per_second: u32) -> LogBudget {
+        LogBudget {
+            per_second,
+            second: None,
+            written: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// `Some(left out since the last line)`: write this one.
+    fn note(&mut self) -> Option<u64> {
+        let now = tokio::time::Instant::now();
+        if self
+            .second
+            .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1))
+        {
+            self.second = Some(now);
+            self.written = 0;
+        }
+        if self.written < self.per_second {
+            self.written += 1;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
+        }
     }
 }

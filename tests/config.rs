@@ -70,8 +70,8 @@ fn flags_override_the_file() {
     };
     let config = RawConfig::load(path).unwrap().resolve(&flags).unwrap();
     assert_eq!(config.gemini_listen.to_string(), "127.0.0.1:2000");
-    assert_eq!(config.bot.token(), "examplebot");
-    assert_eq!(config.bot.virtual_agents(), ["indexer"]);
+    assert_eq!(config.bots.get(0).profile.token(), "examplebot");
+    assert_eq!(config.bots.get(0).profile.virtual_agents(), ["indexer"]);
     assert!(config.limits.allow_private_upstreams);
     let bad = RunArgs {
         agent: Some("a b".into()),

@@ -157,7 +157,7 @@ async fn every_spelling_class_is_refused_through_socks5() {
     let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
     let errors = sample(
         &metrics,
-        r#"robots_proxy_requests_total{decision="error",protocol="gopher"}"#,
+        r#"robots_proxy_requests_total{bot="default",decision="error",protocol="gopher"}"#,
     );
     assert_eq!(errors, Some((BAD.len() + 3) as f64));
 }

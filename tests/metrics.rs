@@ -51,27 +51,27 @@ async fn counters_move_by_exactly_what_happened() {
     assert_eq!(status, 200);
     let expect = [
         (
-            r#"robots_proxy_requests_total{decision="allowed",protocol="gemini"}"#,
+            r#"robots_proxy_requests_total{bot="default",decision="allowed",protocol="gemini"}"#,
             2.0,
         ),
         (
-            r#"robots_proxy_requests_total{decision="disallowed",protocol="gemini"}"#,
+            r#"robots_proxy_requests_total{bot="default",decision="disallowed",protocol="gemini"}"#,
             1.0,
         ),
         (
-            r#"robots_proxy_requests_total{decision="error",protocol="gemini"}"#,
+            r#"robots_proxy_requests_total{bot="default",decision="error",protocol="gemini"}"#,
             1.0,
         ),
         (
-            r#"robots_proxy_requests_total{decision="slowed",protocol="gemini"}"#,
+            r#"robots_proxy_requests_total{bot="default",decision="slowed",protocol="gemini"}"#,
             0.0,
         ),
         (
-            r#"robots_proxy_requests_total{decision="allowed",protocol="gopher"}"#,
+            r#"robots_proxy_requests_total{bot="default",decision="allowed",protocol="gopher"}"#,
             1.0,
         ),
         (
-            r#"robots_proxy_requests_total{decision="disallowed",protocol="gopher"}"#,
+            r#"robots_proxy_requests_total{bot="default",decision="disallowed",protocol="gopher"}"#,
             1.0,
         ),
         (

@@ -251,8 +251,10 @@ proptest! {
                 .await
                 .expect("ends once the client is done")
         });
-        if let Ok(dest) = result {
-            prop_assert!(!dest.host.is_empty() || bytes.get(4) == Some(&3));
+        if let Ok(connect) = result {
+            // An empty host only from a zero-length name (address type 3).
+            prop_assert!(!connect.dest.host.is_empty() || with_users || bytes.get(4) == Some(&3));
+            prop_assert_eq!(connect.user.is_some(), with_users);
         }
     }
 }

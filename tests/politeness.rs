@@ -26,11 +26,13 @@ async fn busy_capsule(robots: &'static str, busy: &'static str) -> Origin {
 
 fn config_with(agent: &str, virtuals: &[&str]) -> robots_proxy::config::Config {
     let mut config = test_config();
-    config.bot = virtuals
-        .iter()
-        .fold(robots_proxy::robots::BotProfile::new(agent), |b, v| {
-            b.with_virtual_agent(v)
-        });
+    config.bots = robots_proxy::bots::Bots::single(
+        virtuals
+            .iter()
+            .fold(robots_proxy::robots::BotProfile::new(agent), |b, v| {
+                b.with_virtual_agent(v)
+            }),
+    );
     config.politeness.max_wait = Duration::from_secs(5);
     config
 }

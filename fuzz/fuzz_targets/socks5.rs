@@ -31,8 +31,9 @@ fuzz_target!(|data: &[u8]| {
             )
             .await;
             assert!(ended.is_ok(), "the handshake ends once the client is done");
-            if let Ok(Ok(dest)) = ended {
-                assert!(dest.host.len() <= 255 + 2);
+            if let Ok(Ok(connect)) = ended {
+                assert!(connect.dest.host.len() <= 255 + 2);
+                assert_eq!(connect.user.is_some(), with_users);
             }
         })
     });

@@ -3,6 +3,11 @@
 
 use super::{format_duration, Config, LogFormat, OnUnreachable};
 
+/// Items written as they read back.
+fn strings<T: ToString>(items: &[T]) -> Vec<String> {
+    items.iter().map(|i| i.to_string()).collect()
+}
+
 impl Config {
     /// What `run --check-config` prints: [`Config::to_toml`] with SOCKS5
     /// passwords replaced by a placeholder, so the output can be pasted into an
@@ -76,10 +81,32 @@ impl Config {
             self.selector_reading == crate::spelling::SelectorReading::Literal
         ));
         out.push_str(&format!(
-            "[bot]\nagent = {}\nvirtual_agents = {}\n\n",
-            quote(self.bot.token()),
-            list(self.bot.virtual_agents())
+            "[access]\nallow_from = {}\nrequire_client_cert = {}\n\n",
+            list(&strings(&self.access.allow_from)),
+            self.access.require_client_cert
         ));
+        let default = self.bots.default_bot();
+        for (id, bot) in self.bots.all().iter().enumerate() {
+            let agent = quote(bot.profile.token());
+            let virtual_agents = list(bot.profile.virtual_agents());
+            if Some(id) == default {
+                out.push_str(&format!(
+                    "# The default bot: connections that no [[bots]] entry picks.\n[bot]\nname = {}\nagent = {agent}\nvirtual_agents = {virtual_agents}\n\n",
+                    quote(&bot.name)
+                ));
+                continue;
+            }
+            out.push_str(&format!(
+                "[[bots]]\nname = {}\nagent = {agent}\nvirtual_agents = {virtual_agents}\nsocks5_users = {}\nclient_certs = {}\nclients = {}\n\n",
+                quote(&bot.name),
+                list(&bot.socks5_users),
+                list(&strings(&bot.client_certs)),
+                list(&strings(&bot.clients)),
+            ));
+        }
+        if default.is_none() {
+            out.push_str("# No [bot] section: a connection that no [[bots]] entry picks is refused.\n\n");
+        }
         let r = &self.robots;
         out.push_str(&format!(
             "[robots]\nttl = {}\ncache_bytes = {}\nmax_stale = {}\nunreachable_retry = {}\non_unreachable = {}\nfetch_timeout = {}\nname_bot_in_request = {}\n\n",

@@ -16,7 +16,8 @@ pub use values::{format_duration, parse_duration};
 
 use crate::egress::PortSet;
 use crate::politeness::PolitenessConfig;
-use crate::robots::BotProfile;
+use crate::access::Access;
+use crate::bots::Bots;
 use crate::spelling::SelectorReading;
 
 /// A configuration problem, naming the key or flag. Exit status 2.
@@ -78,7 +79,10 @@ pub struct Config {
     /// How Gopher selectors are read: every common server's spelling (safe), or
     /// the proposal's letter (`gopher.literal_selectors`).
     pub selector_reading: SelectorReading,
-    pub bot: BotProfile,
+    /// Every bot, and the default one (`[bot]`).
+    pub bots: Bots,
+    /// Who may use the proxy listeners.
+    pub access: Access,
     pub robots: RobotsConfig,
     pub politeness: PolitenessConfig,
     pub log_format: LogFormat,

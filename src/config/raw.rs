@@ -14,8 +14,12 @@ pub struct RawConfig {
     pub state_dir: Option<String>,
     #[serde(default)]
     pub listen: RawListen,
+    /// `None`: no `[bot]` section (with `[[bots]]`, no default bot).
+    pub bot: Option<RawBot>,
     #[serde(default)]
-    pub bot: RawBot,
+    pub bots: Vec<RawNamedBot>,
+    #[serde(default)]
+    pub access: RawAccess,
     #[serde(default)]
     pub robots: RawRobots,
     #[serde(default)]
@@ -93,8 +97,32 @@ pub struct RawGopher {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBot {
+    pub name: Option<String>,
     pub agent: Option<String>,
     pub virtual_agents: Option<Vec<String>>,
+}
+
+/// One `[[bots]]` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNamedBot {
+    pub name: String,
+    pub agent: String,
+    #[serde(default)]
+    pub virtual_agents: Vec<String>,
+    #[serde(default)]
+    pub socks5_users: Vec<String>,
+    #[serde(default)]
+    pub client_certs: Vec<String>,
+    #[serde(default)]
+    pub clients: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccess {
+    pub allow_from: Option<Vec<String>>,
+    pub require_client_cert: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::RangeInclusive;
 
 /// A range of IPv4 or IPv6 addresses: the first address and the prefix length.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prefix {
     pub first: IpAddr,
     pub len: u8,
@@ -51,6 +51,65 @@ impl Prefix {
             }
             _ => false,
         }
+    }
+}
+
+impl Prefix {
+    /// `ADDRESS/LEN` or a bare address (one address), as operators write ranges
+    /// in a config. An address with bits set past the prefix (`10.1.2.3/8`) is
+    /// an error: it is almost always a typo for a narrower range.
+    pub fn parse(text: &str) -> Result<Prefix, String> {
+        let (addr, len) = match text.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (text, None),
+        };
+        let first: IpAddr = addr
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| format!("{text:?} is not an address range (ADDRESS/LENGTH)"))?;
+        let max = if first.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(l) => match l.parse::<u8>() {
+                Ok(n) if n <= max => n,
+                _ => return Err(format!("{text:?}: the prefix length must be 0 to {max}")),
+            },
+        };
+        let prefix = Prefix { first, len };
+        let base = prefix.base();
+        if base != first {
+            return Err(format!(
+                "{text:?} has address bits past its prefix length; did you mean {base}/{len}?"
+            ));
+        }
+        Ok(prefix)
+    }
+
+    /// The first address of the range (the address with the bits past the prefix cleared).
+    fn base(&self) -> IpAddr {
+        match self.first {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
+            }
+        }
+    }
+
+    /// True when the two ranges share an address.
+    pub fn overlaps(&self, other: &Prefix) -> bool {
+        self.contains(other.first) || other.contains(self.first)
+    }
+
+    /// True when every address of `other` is in this range.
+    pub fn covers(&self, other: &Prefix) -> bool {
+        self.len <= other.len && self.contains(other.first)
     }
 }
 

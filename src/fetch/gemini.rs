@@ -27,30 +27,17 @@ pub struct GeminiRobots {
     upstream: Arc<Upstream>,
     /// The whole fetch, redirects included, must end within this.
     timeout: Duration,
-    /// `Some(token)`: ask for `robots.txt?token`, so operators see who asked.
-    name_bot: Option<String>,
 }
 
 impl GeminiRobots {
-    pub fn new(
-        upstream: Arc<Upstream>,
-        timeout: Duration,
-        name_bot: Option<String>,
-    ) -> GeminiRobots {
-        GeminiRobots {
-            upstream,
-            timeout,
-            name_bot,
-        }
+    pub fn new(upstream: Arc<Upstream>, timeout: Duration) -> GeminiRobots {
+        GeminiRobots { upstream, timeout }
     }
 
-    async fn fetch_url(&self, server: &Server) -> FetchOutcome {
+    /// `bot`: ask for `robots.txt?token`, so operators see who asked.
+    async fn fetch_url(&self, server: &Server, bot: Option<&str>) -> FetchOutcome {
         let key = &server.name;
-        let query = self
-            .name_bot
-            .as_ref()
-            .map(|t| format!("?{t}"))
-            .unwrap_or_default();
+        let query = bot.map(|t| format!("?{t}")).unwrap_or_default();
         let mut url = format!("gemini://{}:{}/robots.txt{query}", key.host, key.port);
         let mut seen: Vec<String> = Vec::new();
         for _hop in 0..=MAX_REDIRECTS {
@@ -180,9 +167,9 @@ fn resolve_redirect(base: &Target, location: &str) -> String {
 }
 
 impl RobotsFetcher for GeminiRobots {
-    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
         Box::pin(async move {
-            tokio::time::timeout(self.timeout, self.fetch_url(server))
+            tokio::time::timeout(self.timeout, self.fetch_url(server, bot))
                 .await
                 .unwrap_or_else(|_| {
                     FetchOutcome::unreachable(format!(

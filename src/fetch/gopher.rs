@@ -64,7 +64,8 @@ impl GopherRobots {
 }
 
 impl RobotsFetcher for GopherRobots {
-    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
+    /// Gopher has no room for a bot's name: a selector is the file's name.
+    fn fetch<'a>(&'a self, server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
         Box::pin(async move {
             tokio::time::timeout(self.timeout, self.fetch_selectors(server))
                 .await

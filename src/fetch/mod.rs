@@ -46,9 +46,11 @@ impl FetchOutcome {
 pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
 
 /// Something that fetches robots.txt for a host, from the addresses it was
-/// resolved to.
+/// resolved to. `bot`: the token to name in the request where the protocol
+/// can carry it (`robots.name_bot_in_request`): the bot whose request caused
+/// the fetch.
 pub trait RobotsFetcher: Send + Sync {
-    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a>;
+    fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a>;
 }
 
 /// One fetcher per protocol, chosen by the key's scheme: one cache serves both.
@@ -70,10 +72,10 @@ impl FetchOutcome {
 }
 
 impl RobotsFetcher for ByScheme {
-    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
         match server.name.scheme {
-            Scheme::Gopher => self.gopher.fetch(server),
-            Scheme::Gemini => self.gemini.fetch(server),
+            Scheme::Gopher => self.gopher.fetch(server, bot),
+            Scheme::Gemini => self.gemini.fetch(server, bot),
             // The proxy fetches only what its listeners serve.
             // Fail closed should a key of another scheme ever get here.
             Scheme::Http | Scheme::Https => Box::pin(async {
@@ -95,11 +97,11 @@ pub struct Polite<F> {
 }
 
 impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
-    fn fetch<'a>(&'a self, server: &'a Server) -> FetchFuture<'a> {
+    fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
         Box::pin(async move {
             match self.gate.admit(server, None).await {
                 Ok(permit) => {
-                    let outcome = self.inner.fetch(server).await;
+                    let outcome = self.inner.fetch(server, bot).await;
                     drop(permit);
                     self.metrics
                         .robots_fetch(Protocol::of(server.name.scheme), outcome.kind());

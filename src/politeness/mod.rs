@@ -107,13 +107,20 @@ pub struct SlowDown {
 struct Waiter {
     ticket: u64,
     wake: Arc<Notify>,
+    /// This request's own spacing (its bot's Crawl-delay), measured from the
+    /// last start at this server by any request.
+    delay: Duration,
 }
 
 struct Host {
     /// When the last request to this host started.
     last_start: Option<Instant>,
-    /// The spacing currently asked for (the latest Crawl-delay-derived value).
+    /// The spacing of the latest request started (its Crawl-delay-derived value).
     delay: Duration,
+    /// The longest spacing any request here asked for (every bot's
+    /// Crawl-delay at this server): the gate is kept that long after its last
+    /// start, so no bot's spacing is forgotten by a sweep.
+    hold: Duration,
     /// 1, 2, 4, …: an upstream `44` without a number doubles the spacing.
     backoff: u32,
     /// An upstream `44 N`: nothing starts before this.
@@ -130,6 +137,7 @@ impl Host {
             aliases: Vec::new(),
             last_start: None,
             delay,
+            hold: Duration::ZERO,
             backoff: 1,
             not_before: None,
             in_flight: 0,
@@ -137,23 +145,26 @@ impl Host {
         }
     }
 
-    fn spacing(&self, max_delay: Option<Duration>) -> Duration {
+    /// The spacing of a request asking for `delay`, with the back-off.
+    fn spacing(&self, delay: Duration, max_delay: Option<Duration>) -> Duration {
         // Doubling nothing backs off nothing: back-off starts from at least 1 s.
         let base = if self.backoff > 1 {
-            self.delay.max(Duration::from_secs(1))
+            delay.max(Duration::from_secs(1))
         } else {
-            self.delay
+            delay
         };
         let d = base.saturating_mul(self.backoff);
         match max_delay {
-            Some(max) if self.backoff > 1 => d.min(max.max(self.delay)),
+            Some(max) if self.backoff > 1 => d.min(max.max(delay)),
             _ => d,
         }
     }
 
-    /// When the next request may start, as far as spacing goes.
-    fn next_start(&self, max_delay: Option<Duration>) -> Option<Instant> {
-        let spaced = self.last_start.map(|t| after(t, self.spacing(max_delay)));
+    /// When a request asking for `delay` may start, as far as spacing goes.
+    fn next_start(&self, delay: Duration, max_delay: Option<Duration>) -> Option<Instant> {
+        let spaced = self
+            .last_start
+            .map(|t| after(t, self.spacing(delay, max_delay)));
         match (spaced, self.not_before) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -283,6 +294,18 @@ impl Politeness {
         server: &Server,
         delay: Option<Duration>,
     ) -> Result<Permit, SlowDown> {
+        self.admit_holding(server, delay, Duration::ZERO).await
+    }
+
+    /// [`Politeness::admit`] where other requests to this server may ask for a
+    /// longer spacing (other bots' Crawl-delay): `hold` is the longest, and the
+    /// gate is remembered at least that long after this request starts.
+    pub async fn admit_holding(
+        self: &Arc<Self>,
+        server: &Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Result<Permit, SlowDown> {
         let ticket = self
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -295,15 +318,14 @@ impl Politeness {
                     retry_after: Duration::from_secs(1),
                 });
             };
-            if let Some(delay) = delay {
-                host.delay = delay;
-            }
+            let delay = delay.unwrap_or(host.delay);
+            host.hold = host.hold.max(hold).max(delay);
             // Estimated wait: until this host's next start, then one spacing for
             // each request ahead, shared among the concurrent slots.
             let now = Instant::now();
-            let spacing = host.spacing(self.config.max_delay);
+            let spacing = host.spacing(delay, self.config.max_delay);
             let until_next = host
-                .next_start(self.config.max_delay)
+                .next_start(delay, self.config.max_delay)
                 .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
             let ahead = (host.queue.len()
                 + host
@@ -327,6 +349,7 @@ impl Politeness {
             host.queue.push_back(Waiter {
                 ticket,
                 wake: wake.clone(),
+                delay,
             });
             id
         };
@@ -347,9 +370,11 @@ impl Politeness {
                         retry_after: Duration::from_secs(1),
                     });
                 };
-                let at_head = host.queue.front().is_some_and(|w| w.ticket == ticket);
+                let head = host.queue.front().filter(|w| w.ticket == ticket);
+                let at_head = head.is_some();
+                let delay = head.map_or(host.delay, |w| w.delay);
                 let now = Instant::now();
-                let next = host.next_start(self.config.max_delay);
+                let next = host.next_start(delay, self.config.max_delay);
                 if at_head
                     && host.in_flight < self.config.per_host_concurrency
                     && next.is_none_or(|t| t <= now)
@@ -357,6 +382,7 @@ impl Politeness {
                     host.queue.pop_front();
                     host.in_flight += 1;
                     host.last_start = Some(now);
+                    host.delay = delay;
                     // The next in line may be able to go too (concurrency > 1, no delay).
                     host.wake_head();
                     place.admitted = true;
@@ -434,7 +460,7 @@ impl Politeness {
         hosts.retain(|_, h| {
             let idle = h.queue.is_empty()
                 && h.in_flight == 0
-                && h.next_start(max_delay).is_none_or(|t| t <= now);
+                && h.next_start(h.hold, max_delay).is_none_or(|t| t <= now);
             if idle {
                 for alias in &h.aliases {
                     aliases.remove(alias);

@@ -122,6 +122,10 @@ pub mod status {
     pub const PROXY_REQUEST_REFUSED: u8 = 53;
     /// The request was malformed.
     pub const BAD_REQUEST: u8 = 59;
+    /// A client certificate is required.
+    pub const CERTIFICATE_REQUIRED: u8 = 60;
+    /// The client certificate is not authorised.
+    pub const CERTIFICATE_NOT_AUTHORISED: u8 = 61;
 }
 
 #[cfg(test)]

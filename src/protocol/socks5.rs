@@ -74,13 +74,66 @@ pub async fn send_reply<W: AsyncWrite + Unpin>(w: &mut W, code: u8) -> std::io::
     w.flush().await
 }
 
+/// A client's CONNECT, and the user it authenticated as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connect {
+    /// `None` without authentication.
+    pub user: Option<String>,
+    pub dest: Destination,
+}
+
 /// Runs the server side of the handshake up to the CONNECT request. On an error
 /// the proper reply has been sent (when the protocol has one) before returning.
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     users: &Users,
+) -> Result<Connect, SocksError> {
+    let wanted = if users.is_empty() { NO_AUTH } else { USER_PASS };
+    greeting(s, |methods| methods.contains(&wanted).then_some(wanted)).await?;
+    let mut user = None;
+    if wanted == USER_PASS {
+        let (name, pass) = credentials(s).await?;
+        let found = users
+            .iter()
+            .find(|(u, p)| u.as_bytes() == name.as_slice() && p.as_bytes() == pass.as_slice());
+        let _ = s.write_all(&[1, if found.is_some() { 0 } else { 1 }]).await;
+        match found {
+            Some((u, _)) => user = Some(u.clone()),
+            None => return Err(SocksError::BadCredentials),
+        }
+    }
+    let dest = request(s).await?;
+    Ok(Connect { user, dest })
+}
+
+/// The handshake for a client the proxy does not serve (its address is outside
+/// `access.allow_from`): whatever method it offers is taken and its
+/// credentials are not checked (they do not matter, and an outsider learns
+/// nothing of them), then its CONNECT is answered `0x02`, "not allowed by
+/// ruleset". Returns where it asked to go, for the log.
+pub async fn turn_away<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
 ) -> Result<Destination, SocksError> {
-    // Greeting: VER NMETHODS METHODS…
+    let method = greeting(s, |methods| {
+        [NO_AUTH, USER_PASS]
+            .into_iter()
+            .find(|m| methods.contains(m))
+    })
+    .await?;
+    if method == USER_PASS {
+        credentials(s).await?;
+        s.write_all(&[1, 0]).await.map_err(|_| SocksError::Closed)?;
+    }
+    let dest = request(s).await?;
+    let _ = send_reply(s, reply::NOT_ALLOWED).await;
+    Ok(dest)
+}
+
+/// Greeting: VER NMETHODS METHODS…, answered with the method `choose` picks.
+async fn greeting<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    choose: impl Fn(&[u8]) -> Option<u8>,
+) -> Result<u8, SocksError> {
     let version = read_u8(s).await?;
     if version != VERSION {
         return Err(SocksError::Version(version));
@@ -88,34 +141,30 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     let n = read_u8(s).await? as usize;
     let mut methods = vec![0u8; n];
     read_exact(s, &mut methods).await?;
-    let wanted = if users.is_empty() { NO_AUTH } else { USER_PASS };
-    if !methods.contains(&wanted) {
+    let Some(method) = choose(&methods) else {
         let _ = s.write_all(&[VERSION, NO_ACCEPTABLE]).await;
         return Err(SocksError::NoAcceptableMethod);
-    }
-    s.write_all(&[VERSION, wanted])
+    };
+    s.write_all(&[VERSION, method])
         .await
         .map_err(|_| SocksError::Closed)?;
+    Ok(method)
+}
 
-    if wanted == USER_PASS {
-        // RFC 1929: VER(1) ULEN UNAME PLEN PASSWD
-        let _sub_version = read_u8(s).await?;
-        let ulen = read_u8(s).await? as usize;
-        let mut user = vec![0u8; ulen];
-        read_exact(s, &mut user).await?;
-        let plen = read_u8(s).await? as usize;
-        let mut pass = vec![0u8; plen];
-        read_exact(s, &mut pass).await?;
-        let ok = users
-            .iter()
-            .any(|(u, p)| u.as_bytes() == user.as_slice() && p.as_bytes() == pass.as_slice());
-        let _ = s.write_all(&[1, if ok { 0 } else { 1 }]).await;
-        if !ok {
-            return Err(SocksError::BadCredentials);
-        }
-    }
+/// RFC 1929: VER(1) ULEN UNAME PLEN PASSWD, not yet answered.
+async fn credentials<S: AsyncRead + Unpin>(s: &mut S) -> Result<(Vec<u8>, Vec<u8>), SocksError> {
+    let _sub_version = read_u8(s).await?;
+    let ulen = read_u8(s).await? as usize;
+    let mut user = vec![0u8; ulen];
+    read_exact(s, &mut user).await?;
+    let plen = read_u8(s).await? as usize;
+    let mut pass = vec![0u8; plen];
+    read_exact(s, &mut pass).await?;
+    Ok((user, pass))
+}
 
-    // Request: VER CMD RSV ATYP DST.ADDR DST.PORT
+/// Request: VER CMD RSV ATYP DST.ADDR DST.PORT; only CONNECT is served.
+async fn request<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<Destination, SocksError> {
     let mut head = [0u8; 4];
     read_exact(s, &mut head).await?;
     if head[0] != VERSION {
@@ -174,6 +223,14 @@ mod tests {
     /// Runs the server side against `client_bytes`; returns the result and what
     /// the server wrote.
     async fn run(client_bytes: &[u8], users: &Users) -> (Result<Destination, SocksError>, Vec<u8>) {
+        let (result, out) = run_connect(client_bytes, users).await;
+        (result.map(|c| c.dest), out)
+    }
+
+    async fn run_connect(
+        client_bytes: &[u8],
+        users: &Users,
+    ) -> (Result<Connect, SocksError>, Vec<u8>) {
         let (mut client, mut server) = tokio::io::duplex(1024);
         client.write_all(client_bytes).await.unwrap();
         drop(client.shutdown().await);
@@ -235,8 +292,10 @@ mod tests {
         msg.push(6);
         msg.extend_from_slice(b"s3cret");
         msg.extend(connect_domain("h", 70));
-        let (r, out) = run(&msg, &users).await;
-        assert_eq!(r.map(|d| d.host), Ok("h".into()));
+        let (r, out) = run_connect(&msg, &users).await;
+        let connect = r.unwrap();
+        assert_eq!(connect.dest.host, "h");
+        assert_eq!(connect.user.as_deref(), Some("bot"));
         assert_eq!(out, [5, 2, 1, 0]);
 
         let mut wrong = vec![5, 1, 2, 1, 3];
@@ -275,6 +334,39 @@ mod tests {
 
         let (r, _) = run(&[5, 1], &[]).await;
         assert_eq!(r, Err(SocksError::Closed));
+    }
+
+    /// An outsider is told "not allowed by ruleset" whatever it offers, and
+    /// its password is never checked.
+    #[tokio::test]
+    async fn outsiders_get_not_allowed() {
+        async fn away(bytes: &[u8]) -> (Result<Destination, SocksError>, Vec<u8>) {
+            let (mut client, mut server) = tokio::io::duplex(1024);
+            client.write_all(bytes).await.unwrap();
+            drop(client.shutdown().await);
+            let result = turn_away(&mut server).await;
+            drop(server);
+            let mut written = Vec::new();
+            client.read_to_end(&mut written).await.unwrap();
+            (result, written)
+        }
+        let mut no_auth = vec![5, 1, 0];
+        no_auth.extend(connect_domain("h", 70));
+        let (r, out) = away(&no_auth).await;
+        assert_eq!(r.map(|d| d.host), Ok("h".into()));
+        assert_eq!(out[..2], [5, 0]);
+        assert_eq!(out[2..4], [5, reply::NOT_ALLOWED]);
+
+        let mut password = vec![5, 1, 2, 1, 1, b'x', 1, b'y'];
+        password.extend(connect_domain("h", 70));
+        let (r, out) = away(&password).await;
+        assert!(r.is_ok());
+        assert_eq!(out[..4], [5, 2, 1, 0]);
+        assert_eq!(out[4..6], [5, reply::NOT_ALLOWED]);
+
+        let (r, out) = away(&[5, 1, 0x80]).await;
+        assert_eq!(r, Err(SocksError::NoAcceptableMethod));
+        assert_eq!(out, [5, 0xFF]);
     }
 
     #[test]

@@ -11,9 +11,11 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::{
-    ceil_secs, finish, log, serve_admitted, stream, Admitted, Answer, Context, Cut, Ended, Hangup,
-    Outcome, Refusal,
+    ceil_secs, close, finish, log, serve_admitted, stream, Admitted, Answer, Conn, Context, Cut,
+    Ended, Hangup, Outcome, Refusal,
 };
+use crate::access::Denied;
+use crate::bots::{BotId, Fingerprint, Presented};
 use crate::fate::Fate;
 use crate::metrics::Protocol;
 use crate::protocol::gemini::{
@@ -22,10 +24,17 @@ use crate::protocol::gemini::{
 use crate::target::Target;
 
 /// The Gemini status for a request that was not relayed (the README's table).
-fn status_for(fate: Fate) -> u8 {
-    match fate {
+fn status_for(refusal: &Refusal) -> u8 {
+    match refusal {
+        Refusal::Denied(Denied::NoCertificate) => return status::CERTIFICATE_REQUIRED,
+        Refusal::Denied(Denied::UnknownCertificate(_)) => {
+            return status::CERTIFICATE_NOT_AUTHORISED
+        }
+        _ => {}
+    }
+    match refusal.fate() {
         Fate::Malformed => status::BAD_REQUEST,
-        Fate::ProxyRule | Fate::Disallowed => status::PROXY_REQUEST_REFUSED,
+        Fate::ProxyRule | Fate::Disallowed | Fate::Denied => status::PROXY_REQUEST_REFUSED,
         Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
             status::PROXY_ERROR
         }
@@ -35,22 +44,52 @@ fn status_for(fate: Fate) -> u8 {
 
 /// Serves one client connection: TLS, one request, one answer.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: Arc<Context>) {
-    let started = Instant::now();
     // The handshake and the request line share one deadline: a client that
     // trickles bytes cannot hold a connection longer than that.
-    let deadline = started + ctx.config.limits.request_timeout;
-    let tls = match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => tls,
+    let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    let Some(tls) = handshake(stream, &conn, &acceptor).await else {
+        return;
+    };
+    conn.cert = presented(tls.get_ref().1);
+    serve_tls(tls, conn, &ctx, None).await;
+}
+
+async fn handshake(
+    stream: TcpStream,
+    conn: &Conn<'_>,
+    acceptor: &TlsAcceptor,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let peer = conn.peer;
+    match tokio::time::timeout_at(conn.deadline, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
         Ok(Err(e)) => {
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
+            None
         }
         Err(_) => {
             tracing::debug!(%peer, "TLS handshake timed out");
-            return;
+            None
         }
-    };
-    serve_tls(tls, peer, &ctx, None, started, deadline).await;
+    }
+}
+
+/// The client certificate of a TLS connection, by its fingerprint.
+pub fn presented(tls: &rustls::ServerConnection) -> Presented {
+    match tls.peer_certificates().and_then(|chain| chain.first()) {
+        Some(cert) => Presented::Cert(Fingerprint::of(cert.as_ref())),
+        None => Presented::Nothing,
+    }
+}
+
+/// A client outside `access.allow_from`: after the TLS handshake, `53` and
+/// nothing else. Its request is not read.
+pub async fn turn_away(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: &Context) {
+    let conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    if let Some(mut tls) = handshake(stream, &conn, &acceptor).await {
+        let refusal = Refusal::Denied(Denied::Address(peer.ip()));
+        answer(&mut tls, &refusal).await;
+        close(&mut tls).await;
+    }
 }
 
 /// The request on an established TLS connection. `expected`: the names the
@@ -58,51 +97,46 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
 /// name) and its port; a request naming another host is refused with `53`.
 pub async fn serve_tls<S>(
     tls: S,
-    peer: SocketAddr,
+    conn: Conn<'_>,
     ctx: &Arc<Context>,
     expected: Option<(&[String], u16)>,
-    started: Instant,
-    deadline: Instant,
 ) where
     S: AsyncRead + AsyncWrite + Cut + Unpin,
 {
     // The buffer is sized to the request it must hold: a waiting request costs
     // this much, not the 8 KiB default (docs/architecture.md, "Memory per waiting request").
     let mut client = BufReader::with_capacity(MAX_URL + 2, tls);
-    let left = deadline.saturating_duration_since(Instant::now());
+    let left = conn.deadline.saturating_duration_since(Instant::now());
+    // Who is asking is known from the handshake: even a malformed request
+    // counts for its bot.
+    let who = ctx.config.access.identify(&ctx.config.bots, &conn.client());
+    let bot = who.as_ref().ok().copied();
     let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
-        Ok(line) => handle(&mut client, &line, ctx, expected).await,
+        Ok(line) => handle(&mut client, &line, ctx, who, expected).await,
         Err(LineError::TooLong(_)) => {
             let refusal = Refusal::Malformed("request longer than 1024 bytes".into());
             (None, answer(client.get_mut(), &refusal).await)
         }
         Err(e) => {
-            tracing::debug!(%peer, error = %e, "no request");
+            tracing::debug!(peer = %conn.peer, error = %e, "no request");
             return;
         }
     };
-    log(
-        &ctx.metrics,
-        Protocol::Gemini,
-        peer,
-        target.as_ref(),
-        started,
-        &outcome,
-    );
+    log(ctx, Protocol::Gemini, &conn, (bot, target.as_ref()), &outcome);
     finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gemini).await;
 }
 
 /// Writes the answer to a refusal.
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    let code = status_for(refusal.fate());
+    let code = status_for(refusal);
     // Our own `44` always carries a number: the seconds to wait.
     let meta = match refusal {
         Refusal::SlowDown { retry_after, .. } => ceil_secs(*retry_after).to_string(),
-        other => other.detail().to_string(),
+        other => other.detail(),
     };
     let _ = client.write_all(&header(code, &meta)).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(code), refusal.detail().to_string())
+    Outcome::new(refusal.fate(), Some(code), refusal.detail())
 }
 
 /// The request line → a Gemini target, or a `59`.
@@ -110,18 +144,26 @@ fn parse(line: &[u8]) -> Result<Target, Refusal> {
     parse_request(line).map_err(Refusal::Malformed)
 }
 
+/// One request line from a client identified as `who`: parsed, refused if the
+/// client may not use the proxy, its host checked against the connection's,
+/// then admitted and relayed or refused.
 async fn handle<S>(
     client: &mut BufReader<S>,
     line: &[u8],
     ctx: &Context,
+    who: Result<BotId, Denied>,
     expected: Option<(&[String], u16)>,
 ) -> (Option<Target>, Outcome)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let target = match parse(line) {
-        Ok(t) => t,
-        Err(refusal) => return (None, answer(client.get_mut(), &refusal).await),
+    let (target, bot) = match (parse(line), who) {
+        (parsed, Err(denied)) => {
+            let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
+            return (parsed.ok(), outcome);
+        }
+        (Err(refusal), Ok(_)) => return (None, answer(client.get_mut(), &refusal).await),
+        (Ok(target), Ok(bot)) => (target, bot),
     };
     if let Some((hosts, port)) = expected {
         if !hosts.contains(&target.host) || target.port != port {
@@ -137,7 +179,7 @@ where
         ctx,
         target: &target,
     };
-    let outcome = serve_admitted(ctx, &target, client, Hangup::OnEof, &gemini).await;
+    let outcome = serve_admitted(ctx, (bot, &target), client, Hangup::OnEof, &gemini).await;
     (Some(target), outcome)
 }
 

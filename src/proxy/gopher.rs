@@ -10,9 +10,11 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{
-    close, finish, log, serve_admitted, stream, Admitted, Answer, Context, Cut, Ended, Hangup,
-    Outcome, Refusal,
+    close, finish, log, serve_admitted, stream, Admitted, Answer, Conn, Context, Cut, Ended,
+    Hangup, Outcome, Refusal,
 };
+use crate::access::Denied;
+use crate::bots::BotId;
 use crate::fate::Fate;
 use crate::metrics::{Listener, Protocol, Rejection};
 use crate::protocol::gopher::{
@@ -24,7 +26,7 @@ use crate::protocol::{read_line, LineError};
 fn text_for(refusal: &Refusal) -> String {
     let kind = match refusal.fate() {
         Fate::Malformed => "400 Bad Request",
-        Fate::ProxyRule | Fate::Disallowed => "403 Forbidden",
+        Fate::ProxyRule | Fate::Disallowed | Fate::Denied => "403 Forbidden",
         Fate::RobotsUnreachable | Fate::SlowDown => "503 Service Unavailable",
         Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => "502 Bad Gateway",
     };
@@ -34,39 +36,44 @@ fn text_for(refusal: &Refusal) -> String {
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
     let _ = client.write_all(&error_menu(&text_for(refusal))).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), None, refusal.detail().to_string())
+    Outcome::new(refusal.fate(), None, refusal.detail())
 }
 
 /// Serves one client of the Gopher listener: one selector line (a Gopher URL),
 /// one answer, menus rewritten to point back through the proxy.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
-    let started = Instant::now();
-    let deadline = started + ctx.config.limits.request_timeout;
-    serve_line(stream, peer, &ctx, started, deadline, parse_request, true).await;
+    let conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    serve_line(stream, conn, &ctx, parse_request, true).await;
 }
 
-/// Serves one selector line read from `stream` within `deadline`, parsed by
-/// `parse`: the Gopher listener's URL lines and SOCKS5's bare selectors take the
-/// same path from here on (checks, answers, log line, metrics).
+/// A client outside `access.allow_from`: a `403` menu at once, and nothing
+/// else. Its selector is not read.
+pub async fn turn_away(mut stream: TcpStream, peer: SocketAddr) {
+    answer(&mut stream, &Refusal::Denied(Denied::Address(peer.ip()))).await;
+    close(&mut stream).await;
+}
+
+/// Serves one selector line read from `stream` within the connection's
+/// deadline, parsed by `parse`: the Gopher listener's URL lines and SOCKS5's
+/// bare selectors take the same path from here on (checks, answers, log line, metrics).
 pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
     stream: S,
-    peer: SocketAddr,
+    conn: Conn<'_>,
     ctx: &Context,
-    started: Instant,
-    deadline: Instant,
     parse: impl FnOnce(&[u8]) -> Result<Request, BadRequest>,
     rewrite_menus: bool,
 ) {
+    let peer = conn.peer;
     // Sized to the longest request: a waiting request costs this, not 8 KiB.
     let mut client = BufReader::with_capacity(MAX_REQUEST + 2, stream);
-    let left = deadline.saturating_duration_since(Instant::now());
+    let left = conn.deadline.saturating_duration_since(Instant::now());
+    // Who is asking is known before its line is read: even a malformed
+    // request counts for its bot.
+    let who = ctx.config.access.identify(&ctx.config.bots, &conn.client());
+    let bot = who.as_ref().ok().copied();
     let (request, outcome) = match read_line(&mut client, MAX_REQUEST, left).await {
-        Ok(line) => match parse(&line) {
-            Ok(request) => {
-                let outcome = process(&mut client, &request, ctx, rewrite_menus).await;
-                (Some(request), outcome)
-            }
-            Err(BadRequest::Http) => {
+        Ok(line) => match (parse(&line), who) {
+            (Err(BadRequest::Http), _) => {
                 // A web client: no Gopher answer would mean anything to it.
                 let listener = match rewrite_menus {
                     true => Listener::Gopher,
@@ -77,7 +84,15 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
                 close(client.get_mut()).await;
                 return;
             }
-            Err(e) => {
+            (parsed, Err(denied)) => {
+                let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
+                (parsed.ok(), outcome)
+            }
+            (Ok(request), Ok(bot)) => {
+                let outcome = process(&mut client, (bot, &request), ctx, rewrite_menus).await;
+                (Some(request), outcome)
+            }
+            (Err(e), Ok(_)) => {
                 let refusal = Refusal::Malformed(e.to_string());
                 (None, answer(client.get_mut(), &refusal).await)
             }
@@ -92,14 +107,8 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
             return;
         }
     };
-    log(
-        &ctx.metrics,
-        Protocol::Gopher,
-        peer,
-        request.as_ref().map(|r| &r.target),
-        started,
-        &outcome,
-    );
+    let target = request.as_ref().map(|r| &r.target);
+    log(ctx, Protocol::Gopher, &conn, (bot, target), &outcome);
     finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gopher).await;
 }
 
@@ -108,7 +117,7 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
 /// SOCKS5 the client's next request comes through SOCKS again, so no rewriting.
 pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
     client: &mut BufReader<S>,
-    request: &Request,
+    (bot, request): (BotId, &Request),
     ctx: &Context,
     rewrite_menus: bool,
 ) -> Outcome {
@@ -117,7 +126,8 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
         request,
         rewrite_menus,
     };
-    serve_admitted(ctx, &request.target, client, Hangup::OnError, &gopher).await
+    let admitted = (bot, &request.target);
+    serve_admitted(ctx, admitted, client, Hangup::OnError, &gopher).await
 }
 
 /// How Gopher relays and refuses.

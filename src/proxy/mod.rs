@@ -12,6 +12,8 @@ use tokio::io::{
 };
 use tokio::time::Instant;
 
+use crate::access::Denied;
+use crate::bots::{BotId, Client, Presented};
 use crate::cache::Lookup;
 use crate::cache::{RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
@@ -40,9 +42,47 @@ pub struct Context {
     pub metrics: std::sync::Arc<Metrics>,
 }
 
+/// One client connection as the request path sees it: who is asking, since
+/// when, and until when its request must have arrived.
+#[derive(Clone, Copy, Debug)]
+pub struct Conn<'a> {
+    pub peer: SocketAddr,
+    /// The SOCKS5 user it authenticated as.
+    pub socks5_user: Option<&'a str>,
+    /// Its client certificate, where the connection is TLS.
+    pub cert: Presented,
+    pub started: Instant,
+    pub deadline: Instant,
+}
+
+impl<'a> Conn<'a> {
+    /// A connection accepted now, whose request must arrive within `request_timeout`.
+    pub fn accepted(peer: SocketAddr, request_timeout: Duration) -> Conn<'a> {
+        let started = Instant::now();
+        Conn {
+            peer,
+            socks5_user: None,
+            cert: Presented::NotTls,
+            started,
+            deadline: started + request_timeout,
+        }
+    }
+
+    /// What picks its bot.
+    pub fn client(&self) -> Client<'a> {
+        Client {
+            addr: self.peer.ip(),
+            socks5_user: self.socks5_user,
+            cert: self.cert,
+        }
+    }
+}
+
 /// Why a request is not relayed, and who caused it (docs/architecture.md, "Answers").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
+    /// The client may not use the proxy, or as no bot.
+    Denied(Denied),
     /// The client's request is malformed.
     Malformed(String),
     /// The proxy's own access rules (private upstreams, the proxy itself).
@@ -61,20 +101,22 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    pub fn detail(&self) -> &str {
+    pub fn detail(&self) -> String {
         match self {
+            Refusal::Denied(d) => d.to_string(),
             Refusal::Malformed(d)
             | Refusal::ProxyRule(d)
             | Refusal::Disallowed(d)
             | Refusal::RobotsUnreachable(d)
             | Refusal::Upstream(d)
-            | Refusal::SlowDown { detail: d, .. } => d,
+            | Refusal::SlowDown { detail: d, .. } => d.clone(),
         }
     }
 
     /// What became of the request.
     pub fn fate(&self) -> Fate {
         match self {
+            Refusal::Denied(_) => Fate::Denied,
             Refusal::Malformed(_) => Fate::Malformed,
             Refusal::ProxyRule(_) => Fate::ProxyRule,
             Refusal::Disallowed(_) => Fate::Disallowed,
@@ -208,7 +250,7 @@ pub fn ceil_secs(d: Duration) -> u64 {
 /// address rules (a host it must not connect to is not even asked for its
 /// robots.txt), then the host's robots.txt, then the host's turn (spaced by the
 /// bot's Crawl-delay).
-pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> {
+pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitted, Refusal> {
     let addrs = ctx.upstream.resolve(&target.host, target.port).await?;
     let server = Server {
         name: HostKey {
@@ -219,22 +261,20 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
         addrs,
     };
     let key = &server.name;
-    let (entry, lookup) = ctx.robots.rules(&server).await;
+    let (entry, lookup) = ctx.robots.rules(&server, bot).await;
     match lookup {
         Lookup::Hit => ctx.metrics.cache_hits.inc(),
         Lookup::Miss => ctx.metrics.cache_misses.inc(),
     }
-    let crawl_delay = match &entry.rules {
-        Rules::Found { policy, .. } => policy.crawl_delay(),
-        _ => None,
-    };
     match &entry.rules {
-        Rules::Found { policy, stale } => {
+        Rules::Found { policies, stale } => {
+            let policy = &policies[bot];
             let decision = target
                 .decide(policy, ctx.config.selector_reading)
                 .map_err(|e| Refusal::Malformed(e.to_string()))?;
             if !decision.allowed() {
-                let mut reason = refusal_reason(key, &ctx.config.bot, policy, &decision);
+                let profile = &ctx.config.bots.get(bot).profile;
+                let mut reason = refusal_reason(key, profile, policy, &decision);
                 if stale.is_some() {
                     reason.push_str(" (cached copy; the host is unreachable now)");
                 }
@@ -252,9 +292,17 @@ pub async fn admit(ctx: &Context, target: &Target) -> Result<Admitted, Refusal> 
             }
         }
     }
-    let delay = ctx.politeness.config().delay_for(crawl_delay);
+    // Spaced by this bot's Crawl-delay from the last start by any bot; the gate
+    // remembers the server as long as the longest of its bots' spacings
+    // (docs/architecture.md, "Several bots").
+    let spacing = ctx.politeness.config();
+    let delay = spacing.delay_for(entry.crawl_delay(bot));
+    let hold = entry
+        .crawl_delays()
+        .map(|d| spacing.delay_for(d))
+        .fold(delay, Duration::max);
     let asked = Instant::now();
-    let turn = ctx.politeness.admit(&server, Some(delay)).await;
+    let turn = ctx.politeness.admit_holding(&server, Some(delay), hold).await;
     let waited = asked.elapsed();
     ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
     match turn {
@@ -303,12 +351,12 @@ pub async fn client_gone<R: AsyncRead + Unpin>(client: &mut R, hangup: Hangup) {
 /// `None`: the client left.
 pub async fn admit_while_connected<R: AsyncRead + Unpin>(
     ctx: &Context,
-    target: &Target,
+    (bot, target): (BotId, &Target),
     client: &mut R,
     hangup: Hangup,
 ) -> Option<Result<Admitted, Refusal>> {
     tokio::select! {
-        admitted = admit(ctx, target) => Some(admitted),
+        admitted = admit(ctx, bot, target) => Some(admitted),
         _ = client_gone(client, hangup) => None,
     }
 }
@@ -336,7 +384,7 @@ pub trait Answer<S> {
 /// then relay or refuse. Its outcome carries the politeness wait.
 pub async fn serve_admitted<S, A>(
     ctx: &Context,
-    target: &Target,
+    request: (BotId, &Target),
     client: &mut BufReader<S>,
     hangup: Hangup,
     protocol: &A,
@@ -345,7 +393,7 @@ where
     S: AsyncRead + Unpin,
     A: Answer<S>,
 {
-    match admit_while_connected(ctx, target, client, hangup).await {
+    match admit_while_connected(ctx, request, client, hangup).await {
         Some(Ok(admitted)) => {
             let mut outcome = match protocol.relay(client, &admitted).await {
                 Ok(outcome) => outcome,
@@ -469,17 +517,18 @@ pub fn client_left() -> Outcome {
     )
 }
 
-/// One log line per finished request, and its count.
+/// One log line per finished request, and its count. `bot`: the bot it was
+/// served as (`None`: turned away before one was picked).
 pub fn log(
-    metrics: &Metrics,
+    ctx: &Context,
     protocol: Protocol,
-    peer: SocketAddr,
-    target: Option<&Target>,
-    started: Instant,
+    conn: &Conn,
+    (bot, target): (Option<BotId>, Option<&Target>),
     outcome: &Outcome,
 ) {
+    let metrics = &ctx.metrics;
     let class = outcome.fate.class();
-    metrics.request(protocol, class);
+    metrics.request(bot, protocol, class);
     if let Some(t) = target {
         metrics.host_request(&t.host, class);
     }
@@ -492,9 +541,11 @@ pub fn log(
         }
         None => (String::new(), String::new()),
     };
+    let bot = bot.map_or(crate::metrics::NO_BOT, |b| &ctx.config.bots.get(b).name);
     tracing::info!(
         protocol = protocol.as_str(),
-        client = %peer,
+        client = %conn.peer,
+        bot = %bot,
         host = %host,
         path = %path,
         decision = %outcome.fate.as_str(),
@@ -503,7 +554,7 @@ pub fn log(
         detail = %outcome.detail,
         wait_ms = outcome.waited.as_millis() as u64,
         bytes = outcome.bytes,
-        duration_ms = started.elapsed().as_millis() as u64,
+        duration_ms = conn.started.elapsed().as_millis() as u64,
         "request"
     );
 }

@@ -9,13 +9,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 use tokio_rustls::LazyConfigAcceptor;
 
-use super::{close, gemini, gopher, Context};
+use super::{close, gemini, gopher, Conn, Context};
+use crate::bots::Presented;
 use crate::metrics::{Listener, Rejection};
 use crate::protocol::gopher::parse_selector_line;
-use crate::protocol::socks5::{handshake, looks_like_tls, reply, send_reply};
+use crate::protocol::socks5::{self, handshake, looks_like_tls, reply, send_reply, Connect};
 use crate::target::canonical_host;
 use crate::tls::Authority;
 
@@ -25,13 +25,13 @@ pub async fn serve(
     ctx: Arc<Context>,
     authority: Arc<Authority>,
 ) {
-    let started = Instant::now();
-    let deadline = started + ctx.config.limits.request_timeout;
-    let dest =
+    let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    let deadline = conn.deadline;
+    let connect =
         match tokio::time::timeout_at(deadline, handshake(&mut stream, &ctx.config.socks5_users))
             .await
         {
-            Ok(Ok(d)) => d,
+            Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 tracing::info!(%peer, error = %e, "SOCKS5 handshake refused");
                 close(&mut stream).await;
@@ -42,6 +42,18 @@ pub async fn serve(
                 return;
             }
         };
+    let Connect { user, dest } = connect;
+    conn.socks5_user = user.as_deref();
+    // No bot for this client, whatever certificate it might show: refused now,
+    // in SOCKS terms.
+    let mut could_be = conn.client();
+    could_be.cert = Presented::Nothing;
+    if ctx.config.bots.pick(&could_be).is_none() && !ctx.config.bots.lists_certs() {
+        tracing::info!(%peer, user = user.as_deref().unwrap_or(""), "SOCKS5 client is no configured bot; refused");
+        ctx.metrics.rejected(Listener::Socks5, Rejection::Access);
+        let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
+        return;
+    }
     let host = match canonical_host(&dest.host) {
         Ok(h) => h,
         Err(e) => {
@@ -111,6 +123,7 @@ pub async fn serve(
         };
         // The request may name the host the client connected to, or the one it
         // asked for by SNI (a client that resolved the name itself connects by address).
+        conn.cert = gemini::presented(tls.get_ref().1);
         let mut names = vec![host];
         if let Some(sni) = tls
             .get_ref()
@@ -122,19 +135,23 @@ pub async fn serve(
                 names.push(sni);
             }
         }
-        gemini::serve_tls(
-            tls,
-            peer,
-            &ctx,
-            Some((&names, dest.port)),
-            started,
-            deadline,
-        )
-        .await;
+        gemini::serve_tls(tls, conn, &ctx, Some((&names, dest.port))).await;
     } else {
         // Requests carry no item type; through SOCKS the answer is relayed as
         // it is (the client's next request comes through SOCKS again).
         let parse = |line: &[u8]| parse_selector_line(&host, dest.port, line);
-        gopher::serve_line(stream, peer, &ctx, started, deadline, parse, false).await;
+        gopher::serve_line(stream, conn, &ctx, parse, false).await;
+    }
+}
+
+/// A client outside `access.allow_from`: its CONNECT is answered `0x02`
+/// ("not allowed by ruleset") and nothing else happens. Returns where it asked to go.
+pub async fn turn_away(mut stream: TcpStream, ctx: &Context) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + ctx.config.limits.request_timeout;
+    let dest = tokio::time::timeout_at(deadline, socks5::turn_away(&mut stream)).await;
+    close(&mut stream).await;
+    match dest {
+        Ok(Ok(d)) => Some(format!("{}:{}", d.host, d.port)),
+        _ => None,
     }
 }

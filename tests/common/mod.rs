@@ -447,7 +447,7 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
-/// The value of one sample line, e.g. `robots_proxy_requests_total{decision="allowed",protocol="gemini"}`.
+/// The value of one sample line, e.g. `robots_proxy_requests_total{bot="default",decision="allowed",protocol="gemini"}`.
 pub fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find_map(|l| {
         l.strip_prefix(series)

@@ -1,0 +1,202 @@
+//! The proxy's own certificate authority for the SOCKS5 drop-in mode, and the
+//! leaf certificates it issues and keeps.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::ServerConfig;
+
+use super::{fingerprint, io, provider, write_private, ClientCerts, TlsError};
+
+/// The proxy's own certificate authority, for the SOCKS5 drop-in mode: it issues
+/// a certificate for whatever Gemini host a client connects to. Generated once
+/// and kept in the state directory; operators whose clients check certificates
+/// trust `ca-cert.pem`.
+pub struct Authority {
+    key: rcgen::KeyPair,
+    cert: rcgen::Certificate,
+    pub cert_path: PathBuf,
+    /// Where issued certificates are kept, so a host shows a TOFU client the
+    /// same certificate after a restart: `state_dir/dropin/<CA>/<host>.pem`,
+    /// named by SHA-256 (of the CA key, so a new CA never serves old leaves).
+    store: PathBuf,
+    /// Certificates kept on disk, up to [`MAX_STORED_LEAVES`].
+    stored: std::sync::atomic::AtomicUsize,
+    /// Certificates issued so far, by host name.
+    issued: moka::sync::Cache<String, Arc<rustls::sign::CertifiedKey>>,
+    provider: Arc<CryptoProvider>,
+}
+
+/// Drop-in certificates kept on disk at most (about 1.5 KiB each); past this,
+/// new hosts get certificates that last until the proxy stops.
+pub const MAX_STORED_LEAVES: usize = 100_000;
+
+/// The CA's parameters: fixed, so the same key always makes an equivalent CA
+/// certificate (same name, same key) when the proxy restarts.
+fn ca_params() -> Result<rcgen::CertificateParams, rcgen::Error> {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "robots-proxy drop-in CA");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "robots-proxy");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2045, 1, 1);
+    params.serial_number = Some(rcgen::SerialNumber::from(1u64));
+    Ok(params)
+}
+
+impl Authority {
+    /// Loads the CA key kept in `state_dir`, or generates one and keeps it.
+    pub fn load_or_generate(state_dir: &Path) -> Result<Authority, TlsError> {
+        let cert_path = state_dir.join("ca-cert.pem");
+        let key_path = state_dir.join("ca-key.pem");
+        let key = if key_path.exists() {
+            let pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+            rcgen::KeyPair::from_pem(&pem)?
+        } else {
+            std::fs::create_dir_all(state_dir).map_err(io(state_dir))?;
+            let key = rcgen::KeyPair::generate()?;
+            write_private(&key_path, key.serialize_pem().as_bytes())?;
+            key
+        };
+        let cert = ca_params()?.self_signed(&key)?;
+        if !cert_path.exists() {
+            std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
+        }
+        let ca_id = fingerprint(&CertificateDer::from(key.public_key_der()));
+        let store = state_dir.join("dropin").join(&ca_id[..16]);
+        std::fs::create_dir_all(&store).map_err(io(&store))?;
+        let stored = std::fs::read_dir(&store).map_err(io(&store))?.count();
+        Ok(Authority {
+            key,
+            cert,
+            cert_path,
+            store,
+            stored: stored.into(),
+            issued: moka::sync::Cache::new(10_000),
+            provider: provider(),
+        })
+    }
+
+    /// The CA certificate (DER), for tests and for clients to trust.
+    pub fn cert_der(&self) -> CertificateDer<'static> {
+        self.cert.der().clone()
+    }
+
+    /// A certificate for `host`, signed by this CA (made once, then cached).
+    pub fn certificate_for(&self, host: &str) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let host = host.to_ascii_lowercase();
+        if let Some(found) = self.issued.get(&host) {
+            return Some(found);
+        }
+        let issued = self.issue(&host).ok()?;
+        self.issued.insert(host, issued.clone());
+        Some(issued)
+    }
+
+    /// The kept certificate for `host` when there is one (made by this CA),
+    /// else a new one, kept if the store is not full.
+    fn issue(&self, host: &str) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+        let digest = ring::digest::digest(&ring::digest::SHA256, host.as_bytes());
+        let file: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        let path = self.store.join(format!("{file}.pem"));
+        if let Some(kept) = self.load_kept(&path) {
+            return Ok(kept);
+        }
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(vec![host.to_string()])?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, host);
+        params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2045, 1, 1);
+        let cert = params.signed_by(&key, &self.cert, &self.key)?;
+        use std::sync::atomic::Ordering;
+        if self.stored.fetch_add(1, Ordering::Relaxed) < MAX_STORED_LEAVES {
+            let pem = format!("{}{}", cert.pem(), key.serialize_pem());
+            if let Err(e) = write_private(&path, pem.as_bytes()) {
+                tracing::warn!(error = %e, "a drop-in certificate could not be kept");
+            }
+        } else {
+            self.stored.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.certified(cert.der().clone(), key.serialize_der(), host)
+    }
+
+    /// A kept certificate, if it is readable and was issued by this CA.
+    fn load_kept(&self, path: &Path) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let pem = std::fs::read(path).ok()?;
+        let cert = CertificateDer::from_pem_slice(&pem).ok()?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).ok()?;
+        self.certified(cert, key.secret_der().to_vec(), "a kept certificate")
+            .ok()
+    }
+
+    fn certified(
+        &self,
+        cert: CertificateDer<'static>,
+        key_der: Vec<u8>,
+        host: &str,
+    ) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+        let der_key = PrivateKeyDer::try_from(key_der).map_err(|e| TlsError::Pem {
+            path: PathBuf::from(host),
+            message: e.to_string(),
+        })?;
+        let signing = self.provider.key_provider.load_private_key(der_key)?;
+        Ok(Arc::new(rustls::sign::CertifiedKey::new(
+            vec![cert, self.cert.der().clone()],
+            signing,
+        )))
+    }
+
+    /// A TLS server config for one SOCKS5 connection: the certificate follows the
+    /// client's SNI, or `connect_host` (the CONNECT target) when it sends none.
+    pub fn server_config(
+        self: &Arc<Self>,
+        connect_host: &str,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
+        let resolver = HostResolver {
+            authority: self.clone(),
+            fallback: connect_host.to_string(),
+        };
+        let config = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+            .with_client_cert_verifier(Arc::new(ClientCerts::new(self.provider.clone())))
+            .with_cert_resolver(Arc::new(resolver));
+        Ok(Arc::new(config))
+    }
+}
+
+#[derive(Debug)]
+struct HostResolver {
+    authority: Arc<Authority>,
+    fallback: String,
+}
+
+impl fmt::Debug for Authority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Authority")
+    }
+}
+
+impl rustls::server::ResolvesServerCert for HostResolver {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let host = hello.server_name().unwrap_or(&self.fallback);
+        self.authority.certificate_for(host)
+    }
+}
