@@ -161,7 +161,10 @@ mod tests {
         assert_eq!(id(&open, &with_default, Presented::Cert(unknown)), Ok(1));
         assert_eq!(id(&open, &with_default, Presented::Nothing), Ok(1));
         assert_eq!(id(&open, &with_default, Presented::NotTls), Ok(1));
-        assert_eq!(id(&open, &without, Presented::Nothing), Err(Denied::NoCertificate));
+        assert_eq!(
+            id(&open, &without, Presented::Nothing),
+            Err(Denied::NoCertificate)
+        );
         assert!(matches!(
             id(&open, &without, Presented::Cert(unknown)),
             Err(Denied::UnknownCertificate(_))
@@ -169,7 +172,10 @@ mod tests {
         assert_eq!(id(&open, &without, Presented::NotTls), Err(Denied::NoBot));
 
         assert_eq!(id(&strict, &with_default, Presented::Cert(listed)), Ok(0));
-        assert_eq!(id(&strict, &with_default, Presented::Nothing), Err(Denied::NoCertificate));
+        assert_eq!(
+            id(&strict, &with_default, Presented::Nothing),
+            Err(Denied::NoCertificate)
+        );
         assert!(matches!(
             id(&strict, &with_default, Presented::Cert(unknown)),
             Err(Denied::UnknownCertificate(fp)) if fp == unknown.to_string()

@@ -33,7 +33,9 @@ impl Fingerprint {
             .map_or(text, |_| &text[7..]);
         let digits: Vec<u8> = hex.bytes().filter(|&b| b != b':').collect();
         let bad = || {
-            format!("{text:?} is not a SHA-256 fingerprint (sha256: and 64 hex digits, colons allowed)")
+            format!(
+                "{text:?} is not a SHA-256 fingerprint (sha256: and 64 hex digits, colons allowed)"
+            )
         };
         if digits.len() != 64 {
             return Err(bad());
@@ -216,9 +218,15 @@ mod tests {
         assert_eq!(pick("::ffff:10.9.1.1", None, Presented::NotTls), Some(1));
         // A certificate is stronger than an address, a SOCKS5 user stronger still.
         assert_eq!(pick("10.9.1.1", None, Presented::Cert(fp(1))), Some(0));
-        assert_eq!(pick("10.1.1.1", Some("bob"), Presented::Cert(fp(1))), Some(1));
+        assert_eq!(
+            pick("10.1.1.1", Some("bob"), Presented::Cert(fp(1))),
+            Some(1)
+        );
         // An unknown user or certificate is no evidence: the address decides.
-        assert_eq!(pick("10.1.1.1", Some("eve"), Presented::Cert(fp(9))), Some(0));
+        assert_eq!(
+            pick("10.1.1.1", Some("eve"), Presented::Cert(fp(9))),
+            Some(0)
+        );
         let no_default = Bots::new(b.all()[..2].to_vec(), None);
         assert_eq!(
             no_default.pick(&client("127.0.0.1", None, Presented::Nothing)),

@@ -374,4 +374,40 @@ mod tests {
         assert_eq!(how, Lookup::Miss);
         assert_eq!(allows(&e, "/anything"), Some(true));
     }
+
+    /// One fetch serves every bot, each judged by its own groups; the bot
+    /// whose request caused the fetch is the one named in it.
+    #[tokio::test(start_paused = true)]
+    async fn one_fetch_one_policy_per_bot() {
+        struct Named(Mutex<Vec<Option<String>>>);
+        impl RobotsFetcher for Named {
+            fn fetch<'a>(&'a self, _server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
+                self.0.lock().unwrap().push(bot.map(String::from));
+                Box::pin(async {
+                    FetchOutcome::Found(
+                        b"User-agent: alpha\nDisallow: /b\nCrawl-delay: 3\n\nUser-agent: beta\nDisallow: /a\n"
+                            .to_vec(),
+                    )
+                })
+            }
+        }
+        let fetcher = Arc::new(Named(Mutex::new(Vec::new())));
+        let mut named = config();
+        named.name_bot_in_request = true;
+        let cache = RobotsCache::new(
+            fetcher.clone(),
+            named,
+            vec![BotProfile::new("alpha"), BotProfile::new("beta")],
+        );
+        let (entry, _) = cache.rules(&key(), 1).await;
+        let Rules::Found { policies, .. } = &entry.rules else {
+            panic!("{:?}", entry.rules)
+        };
+        assert!(policies[0].decide("/a").allowed() && !policies[0].decide("/b").allowed());
+        assert!(!policies[1].decide("/a").allowed() && policies[1].decide("/b").allowed());
+        assert_eq!(entry.crawl_delay(0), Some(Duration::from_secs(3)));
+        assert_eq!(entry.crawl_delay(1), None);
+        assert_eq!(cache.rules(&key(), 0).await.1, Lookup::Hit);
+        assert_eq!(*fetcher.0.lock().unwrap(), [Some("beta".to_string())]);
+    }
 }

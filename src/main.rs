@@ -77,6 +77,27 @@ fn run(args: RunArgs) -> ExitCode {
             sha256 = %proxy.cert_fingerprint,
             "robots-proxy listening"
         );
+        let config = &proxy.context.config;
+        let bots: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+        let allow_from: Vec<String> = config
+            .access
+            .allow_from
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        tracing::info!(
+            bots = %bots.join(","),
+            default_bot = config.bots.default_bot().map_or("none", |b| bots[b]),
+            allow_from = %allow_from.join(","),
+            require_client_cert = config.access.require_client_cert,
+            "access rules"
+        );
+        if config.access.open_to_all() {
+            tracing::warn!(
+                allow_from = %allow_from.join(","),
+                "access.allow_from admits every address: anyone who reaches these listeners can crawl through this proxy"
+            );
+        }
         if let (Some(addr), Some(ca)) = (proxy.socks5_addr, &proxy.ca_cert_path) {
             tracing::info!(
                 socks5 = %addr,

@@ -112,7 +112,12 @@ impl Proxy {
         let robots = Arc::new(RobotsCache::new(
             Arc::new(fetcher),
             config.robots.clone(),
-            config.bots.all().iter().map(|b| b.profile.clone()).collect(),
+            config
+                .bots
+                .all()
+                .iter()
+                .map(|b| b.profile.clone())
+                .collect(),
         ));
         let gopher_public = (
             config
@@ -336,7 +341,12 @@ async fn accept_loop(
 
 /// Answers a client outside `access.allow_from` in its listener's protocol.
 /// Returns what it asked for, when the protocol says before the refusal (SOCKS5).
-async fn turn_away(kind: Kind, stream: TcpStream, peer: SocketAddr, ctx: &Context) -> Option<String> {
+async fn turn_away(
+    kind: Kind,
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: &Context,
+) -> Option<String> {
     match kind {
         Kind::Gemini(acceptor) => {
             proxy::gemini::turn_away(stream, peer, acceptor, ctx).await;

@@ -105,7 +105,9 @@ impl Config {
             ));
         }
         if default.is_none() {
-            out.push_str("# No [bot] section: a connection that no [[bots]] entry picks is refused.\n\n");
+            out.push_str(
+                "# No [bot] section: a connection that no [[bots]] entry picks is refused.\n\n",
+            );
         }
         let r = &self.robots;
         out.push_str(&format!(

@@ -14,10 +14,10 @@ pub use raw::*;
 use thiserror::Error;
 pub use values::{format_duration, parse_duration};
 
-use crate::egress::PortSet;
-use crate::politeness::PolitenessConfig;
 use crate::access::Access;
 use crate::bots::Bots;
+use crate::egress::PortSet;
+use crate::politeness::PolitenessConfig;
 use crate::spelling::SelectorReading;
 
 /// A configuration problem, naming the key or flag. Exit status 2.

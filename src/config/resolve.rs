@@ -17,9 +17,9 @@ use super::{
 use crate::access::Access;
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
+use crate::egress::PortSet;
 use crate::egress::Prefix;
 use crate::metrics::NO_BOT;
-use crate::egress::PortSet;
 use crate::politeness::{GateBy, PolitenessConfig};
 use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
 use crate::spelling::SelectorReading;
@@ -174,7 +174,10 @@ fn gopher(
 
 /// `[bot]`, `--agent` and `--virtual-agent`: the default bot's profile, or
 /// `None` when there is no default bot (`[[bots]]` without `[bot]` or flags).
-fn default_bot(raw: &RawConfig, flags: &RunArgs) -> Result<Option<(String, BotProfile)>, ConfigError> {
+fn default_bot(
+    raw: &RawConfig,
+    flags: &RunArgs,
+) -> Result<Option<(String, BotProfile)>, ConfigError> {
     let section = raw.bot.as_ref();
     let has_default = section.is_some()
         || flags.agent.is_some()
@@ -269,8 +272,13 @@ fn bots(
         }
         let mut bot = Bot::named(
             name,
-            bot_profile("bots.agent", "bots.virtual_agents", &entry.agent, &entry.virtual_agents)
-                .map_err(|e| in_bot(name, e))?,
+            bot_profile(
+                "bots.agent",
+                "bots.virtual_agents",
+                &entry.agent,
+                &entry.virtual_agents,
+            )
+            .map_err(|e| in_bot(name, e))?,
         );
         for user in &entry.socks5_users {
             if !socks5_users.iter().any(|(u, _)| u == user) {

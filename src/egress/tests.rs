@@ -147,7 +147,16 @@ fn prefixes_as_operators_write_them() {
     assert_eq!(p("::/0").unwrap().len, 0);
     let typo = p("10.1.2.3/8").unwrap_err();
     assert!(typo.contains("did you mean 10.0.0.0/8"), "{typo}");
-    for bad in ["", "10.0.0.0/33", "::/129", "10.0.0.0/", "/8", "localhost", "10.0.0.0/-1", "10.0.0.0/8/8"] {
+    for bad in [
+        "",
+        "10.0.0.0/33",
+        "::/129",
+        "10.0.0.0/",
+        "/8",
+        "localhost",
+        "10.0.0.0/-1",
+        "10.0.0.0/8/8",
+    ] {
         assert!(p(bad).is_err(), "{bad:?}");
     }
     let ten = p("10.0.0.0/8").unwrap();
@@ -155,6 +164,11 @@ fn prefixes_as_operators_write_them() {
     assert!(ten.covers(&sub) && !sub.covers(&ten));
     assert!(ten.overlaps(&sub) && sub.overlaps(&ten));
     assert!(!ten.overlaps(&p("11.0.0.0/8").unwrap()));
-    assert!(!ten.overlaps(&p("::/0").unwrap()), "IPv4 and IPv6 never overlap");
-    assert!(p("0.0.0.0/0").unwrap().contains("203.0.113.9".parse().unwrap()));
+    assert!(
+        !ten.overlaps(&p("::/0").unwrap()),
+        "IPv4 and IPv6 never overlap"
+    );
+    assert!(p("0.0.0.0/0")
+        .unwrap()
+        .contains("203.0.113.9".parse().unwrap()));
 }

@@ -507,3 +507,59 @@ proptest::proptest! {
         });
     }
 }
+
+/// Requests of bots with different Crawl-delays at one server: each waits its
+/// own delay from the last start by any of them, queued or not.
+#[tokio::test(start_paused = true)]
+async fn each_request_is_spaced_by_its_own_delay_from_the_last_start() {
+    let gate = Politeness::new(config());
+    let k = key("shared");
+    let (slow, fast) = (Duration::from_secs(10), Duration::from_secs(1));
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(slow)).await.unwrap());
+    // Queued behind nobody: 1 s after the slow bot's start, not 10.
+    drop(gate.admit(&k, Some(fast)).await.unwrap());
+    assert_eq!(t0.elapsed(), fast);
+    // The slow bot again: 10 s after the fast bot's start.
+    drop(gate.admit(&k, Some(slow)).await.unwrap());
+    assert_eq!(t0.elapsed(), fast + slow);
+
+    // Both queued at once: the fast one queued second still waits its turn
+    // (FIFO), and then only its own spacing after the slow one.
+    let (g1, g2, k1, k2) = (gate.clone(), gate.clone(), k.clone(), k.clone());
+    let t1 = Instant::now();
+    let a = tokio::spawn(async move {
+        drop(g1.admit(&k1, Some(slow)).await.unwrap());
+        Instant::now()
+    });
+    tokio::task::yield_now().await;
+    let b = tokio::spawn(async move {
+        drop(g2.admit(&k2, Some(fast)).await.unwrap());
+        Instant::now()
+    });
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!(a - t1, slow);
+    assert_eq!(b - a, fast);
+}
+
+/// A gate is remembered as long as the longest spacing any bot has at its
+/// server (`hold`), so a sweep never lets a slow bot in early.
+#[tokio::test(start_paused = true)]
+async fn a_gate_is_held_for_the_longest_spacing_of_its_bots() {
+    let gate = Politeness::new(config());
+    let k = key("held");
+    let t0 = Instant::now();
+    drop(
+        gate.admit_holding(&k, Some(Duration::from_secs(1)), Duration::from_secs(60))
+            .await
+            .unwrap(),
+    );
+    tokio::time::advance(Duration::from_secs(31)).await;
+    gate.sweep();
+    assert_eq!(gate.usage().0, 1, "within the slow bot's spacing: kept");
+    drop(gate.admit(&k, Some(Duration::from_secs(60))).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::from_secs(60));
+    tokio::time::advance(Duration::from_secs(61)).await;
+    gate.sweep();
+    assert_eq!(gate.usage().0, 0, "past every spacing: forgotten");
+}

@@ -122,7 +122,13 @@ pub async fn serve_tls<S>(
             return;
         }
     };
-    log(ctx, Protocol::Gemini, &conn, (bot, target.as_ref()), &outcome);
+    log(
+        ctx,
+        Protocol::Gemini,
+        &conn,
+        (bot, target.as_ref()),
+        &outcome,
+    );
     finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gemini).await;
 }
 

@@ -302,7 +302,10 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         .map(|d| spacing.delay_for(d))
         .fold(delay, Duration::max);
     let asked = Instant::now();
-    let turn = ctx.politeness.admit_holding(&server, Some(delay), hold).await;
+    let turn = ctx
+        .politeness
+        .admit_holding(&server, Some(delay), hold)
+        .await;
     let waited = asked.elapsed();
     ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
     match turn {

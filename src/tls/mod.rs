@@ -203,7 +203,6 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,16 +29,35 @@ pub fn state_dir() -> PathBuf {
 /// The configuration tests start from: loopback upstreams allowed, short deadlines.
 pub fn test_config() -> Config {
     let args = RunArgs {
+        agent: Some("examplebot".into()),
+        ..test_args()
+    };
+    tuned(RawConfig::default().resolve(&args).unwrap())
+}
+
+/// [`test_config`] with a config file's text instead of `--agent`.
+pub fn test_config_with(toml: &str) -> Config {
+    let raw = RawConfig::parse(toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    tuned(
+        raw.resolve(&test_args())
+            .unwrap_or_else(|e| panic!("{e}\n{toml}")),
+    )
+}
+
+/// Every listener on 127.0.0.1 port 0, loopback upstreams allowed, a fresh state directory.
+fn test_args() -> RunArgs {
+    RunArgs {
         gemini_listen: Some("127.0.0.1:0".into()),
         gopher_listen: Some("127.0.0.1:0".into()),
         metrics_listen: Some("127.0.0.1:0".into()),
         socks5_listen: Some("127.0.0.1:0".into()),
-        agent: Some("examplebot".into()),
         allow_private_upstreams: true,
         state_dir: Some(state_dir()),
         ..RunArgs::default()
-    };
-    let mut config = RawConfig::default().resolve(&args).unwrap();
+    }
+}
+
+fn tuned(mut config: Config) -> Config {
     config.robots.fetch_timeout = Duration::from_millis(1500);
     config.limits.request_timeout = Duration::from_millis(1500);
     config.limits.connect_timeout = Duration::from_millis(1500);
@@ -245,6 +264,78 @@ impl Origin {
     }
 }
 
+/// A client certificate (self-signed, as Gemini clients make them) and its
+/// fingerprint as a bot's `client_certs` lists it.
+pub struct ClientCert {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+    pub fingerprint: String,
+}
+
+pub fn client_cert(name: &str) -> ClientCert {
+    let cert = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    let der = CertificateDer::from(cert.cert.der().to_vec());
+    ClientCert {
+        fingerprint: robots_proxy::bots::Fingerprint::of(der.as_ref()).to_string(),
+        chain: vec![der],
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der())),
+    }
+}
+
+/// A TCP connection to `to` from the loopback address `from` (127.0.0.0/8 is
+/// all this machine's, so tests can be several clients).
+pub async fn tcp_from(from: &str, to: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::new(from.parse().unwrap(), 0))
+        .unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// A Gemini request through the proxy from the loopback address `from`, with
+/// a client certificate or none; the answer's header line and body.
+pub async fn gemini_as(
+    proxy: SocketAddr,
+    url: &str,
+    from: &str,
+    cert: Option<&ClientCert>,
+) -> (String, Vec<u8>) {
+    let tcp = tcp_from(from, proxy).await;
+    let provider = robots_proxy::tls::provider();
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(robots_proxy::tls::GeminiVerifier::new(
+            provider,
+        )));
+    let config = match cert {
+        Some(c) => builder
+            .with_client_auth_cert(c.chain.clone(), c.key.clone_key())
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let mut tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.write_all(format!("{url}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    split(&answer)
+}
+
+/// One line to the proxy's Gopher listener from the loopback address `from`.
+pub async fn gopher_from(proxy: SocketAddr, line: &[u8], from: &str) -> Vec<u8> {
+    let mut stream = tcp_from(from, proxy).await;
+    let _ = stream.write_all(&[line, b"\r\n"].concat()).await;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    answer
+}
+
 /// Sends `request` (bytes, CRLF included by the caller) over TLS and reads the
 /// whole answer.
 pub async fn gemini_raw(proxy: SocketAddr, request: &[u8]) -> Vec<u8> {
@@ -383,7 +474,16 @@ pub async fn socks_connect(
     port: u16,
     auth: Option<(&str, &str)>,
 ) -> (TcpStream, u8) {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
+    socks_handshake(TcpStream::connect(proxy).await.unwrap(), host, port, auth).await
+}
+
+/// [`socks_connect`] on a connection already open.
+pub async fn socks_handshake(
+    mut s: TcpStream,
+    host: &str,
+    port: u16,
+    auth: Option<(&str, &str)>,
+) -> (TcpStream, u8) {
     match auth {
         None => s.write_all(&[5, 1, 0]).await.unwrap(),
         Some(_) => s.write_all(&[5, 1, 2]).await.unwrap(),
