@@ -7,6 +7,8 @@
 //! - [`target`]: targets in canonical form (URLs, hosts, paths, Gopher selectors). Pure.
 //! - [`spelling`]: the spellings a server reads as one resource; deciding over all. Pure.
 //! - [`fate`]: what became of a request, who caused it, how it is counted. Pure.
+//! - [`access`]: who may use the proxy (client ranges, client certificates). Pure.
+//! - [`bots`]: several bots, and which one a connection is. Pure.
 //! - [`check`]: the `robots-proxy check` command over the engine and targets.
 //! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
 //! - [`server`]: listeners, accept loops, shutdown; [`slots`]: connection caps (in all, per

@@ -20,6 +20,16 @@ async fn gemini_via_socks(
     port: u16,
     url: &str,
 ) -> String {
+    gemini_via_socks_as(proxy, (host, port), url, None).await
+}
+
+/// [`gemini_via_socks`] with a client certificate or none.
+async fn gemini_via_socks_as(
+    proxy: &robots_proxy::server::Proxy,
+    (host, port): (&str, u16),
+    url: &str,
+    cert: Option<&ClientCert>,
+) -> String {
     let (tcp, code) = socks_connect(proxy.socks5_addr.unwrap(), host, port, None).await;
     assert_eq!(code, 0);
     let ca = CertificateDer::from_pem_file(proxy.ca_cert_path.as_ref().unwrap()).unwrap();
@@ -28,8 +38,13 @@ async fn gemini_via_socks(
     let config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let config = match cert {
+        Some(c) => config
+            .with_client_auth_cert(c.chain.clone(), c.key.clone_key())
+            .unwrap(),
+        None => config.with_no_client_auth(),
+    };
     let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from(host.to_string()).unwrap(), tcp)
         .await
@@ -176,5 +191,42 @@ async fn the_ca_survives_a_restart() {
     assert_eq!(
         std::fs::read(second.ca_cert_path.as_ref().unwrap()).unwrap(),
         pem
+    );
+}
+
+/// SOCKS5's Gemini interception asks for client certificates too: with
+/// `require_client_cert`, none is `60`, an unlisted one `61`, a listed one
+/// picks its bot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_through_socks() {
+    let origin = capsule(
+        text("20 text/plain", "User-agent: certbot\nDisallow: /private\n"),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let listed = client_cert("listed");
+    let proxy = start_proxy(test_config_with(&format!(
+        "[access]\nrequire_client_cert = true\n[[bots]]\nname = \"cert\"\nagent = \"certbot\"\nclient_certs = [\"{}\"]\n",
+        listed.fingerprint
+    )))
+    .await;
+    let at = ("localhost", origin.addr.port());
+    let url = |path: &str| format!("gemini://localhost:{}{path}", at.1);
+    let none = gemini_via_socks_as(&proxy, at, &url("/"), None).await;
+    assert!(none.starts_with("60 "), "{none}");
+    let stranger = client_cert("stranger");
+    let other = gemini_via_socks_as(&proxy, at, &url("/"), Some(&stranger)).await;
+    assert!(other.starts_with("61 "), "{other}");
+    assert_eq!(
+        gemini_via_socks_as(&proxy, at, &url("/"), Some(&listed)).await,
+        "20 text/gemini"
+    );
+    let refused = gemini_via_socks_as(&proxy, at, &url("/private/x"), Some(&listed)).await;
+    assert!(refused.contains("for certbot"), "{refused}");
+    assert_eq!(
+        origin.all().len(),
+        2,
+        "robots.txt and one page: {:?}",
+        origin.all()
     );
 }
