@@ -398,3 +398,22 @@ impl LogBudget {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LogBudget;
+    use std::time::Duration;
+
+    /// A flood of outsiders writes at most the budget each second, and the next
+    /// line written says how many were left out.
+    #[tokio::test(start_paused = true)]
+    async fn the_log_budget_bounds_lines_and_counts_the_rest() {
+        let mut budget = LogBudget::new(3);
+        let first: Vec<_> = (0..10).map(|_| budget.note()).collect();
+        assert_eq!(first[..3], [Some(0), Some(0), Some(0)]);
+        assert!(first[3..].iter().all(Option::is_none));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(budget.note(), Some(7));
+        assert_eq!(budget.note(), Some(0));
+    }
+}

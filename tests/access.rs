@@ -52,10 +52,8 @@ fn colons_upper(fingerprint: &str) -> String {
     pairs.join(":")
 }
 
-/// One bot's view through every way it can be picked: `allowed` is served,
-/// `refused` is not.
-#[tokio::test]
-async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
+/// A capsule and a gopherhole with [`ROBOTS`], every other page `page`.
+async fn origins() -> (Origin, GopherOrigin) {
     let capsule = capsule(
         text("20 text/plain", ROBOTS),
         text("20 text/gemini", "page"),
@@ -66,6 +64,14 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
         Reply::Bytes(b"page\r\n".to_vec()),
     )
     .await;
+    (capsule, hole)
+}
+
+/// One bot's view through every way it can be picked: `allowed` is served,
+/// `refused` is not.
+#[tokio::test]
+async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
+    let (capsule, hole) = origins().await;
     let (alpha_cert, beta_cert) = (client_cert("alpha"), client_cert("beta"));
     let proxy = start_proxy(test_config_with(&two_bots(&alpha_cert, &beta_cert))).await;
 
@@ -182,16 +188,7 @@ async fn exchange(s: &mut tokio::net::TcpStream, selector: &[u8]) -> Vec<u8> {
 /// nothing: no robots.txt fetch, no upstream connection, whatever it sends.
 #[tokio::test]
 async fn outsiders_are_refused_on_every_listener_before_anything_is_fetched() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let hole = hole(
-        Reply::Bytes(ROBOTS.as_bytes().to_vec()),
-        Reply::Bytes(b"page\r\n".to_vec()),
-    )
-    .await;
+    let (capsule, hole) = origins().await;
     let proxy = start_proxy(test_config_with(
         r#"
 [access]
@@ -258,16 +255,7 @@ agent = "anybot"
 /// as before.
 #[tokio::test]
 async fn required_certificates_are_checked_with_gemini_statuses() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let hole = hole(
-        Reply::Bytes(ROBOTS.as_bytes().to_vec()),
-        Reply::Bytes(b"page\r\n".to_vec()),
-    )
-    .await;
+    let (capsule, hole) = origins().await;
     let (alpha_cert, beta_cert) = (client_cert("alpha"), client_cert("beta"));
     let config = format!(
         "[access]\nrequire_client_cert = true\n{}",
@@ -309,16 +297,7 @@ async fn required_certificates_are_checked_with_gemini_statuses() {
 /// listener, before anything is fetched.
 #[tokio::test]
 async fn without_a_default_bot_unknown_clients_are_refused() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let hole = hole(
-        Reply::Bytes(ROBOTS.as_bytes().to_vec()),
-        Reply::Bytes(b"page\r\n".to_vec()),
-    )
-    .await;
+    let (capsule, hole) = origins().await;
     let proxy = start_proxy(test_config_with(
         r#"
 [socks5]

@@ -7,10 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 /// A Gemini answer whose upstream resets mid-body reaches the client as far
 /// as it got, then ends without TLS `close_notify`: the client's TLS library
@@ -30,17 +28,8 @@ async fn a_gemini_answer_cut_short_upstream_is_not_closed_cleanly() {
     let proxy = start_proxy(test_config()).await;
     let read_all = |url: String| async move {
         let tcp = TcpStream::connect(proxy.gemini_addr).await.unwrap();
-        let connector = TlsConnector::from(robots_proxy::tls::client_config().unwrap());
-        let mut tls = connector
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .unwrap();
-        tls.write_all(format!("{url}\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut answer = Vec::new();
-        let end = tls.read_to_end(&mut answer).await.map(|_| ());
-        (answer, end.map_err(|e| e.kind()))
+        let config = robots_proxy::tls::client_config().unwrap();
+        exchange_tls(tcp, config, format!("{url}\r\n").as_bytes()).await
     };
     let (answer, end) = read_all(origin.url("/cut")).await;
     assert_eq!(answer, b"20 text/gemini\r\n# The first half");

@@ -280,50 +280,42 @@ fn bots(
             )
             .map_err(|e| in_bot(name, e))?,
         );
-        for user in &entry.socks5_users {
-            if !socks5_users.iter().any(|(u, _)| u == user) {
-                return Err(invalid(
-                    "bots.socks5_users",
-                    format!("bot {name:?}: {user:?} is not a [socks5] users entry"),
-                ));
-            }
-            if let Some(other) = bots.iter().find(|b| b.socks5_users.contains(user)) {
-                return Err(invalid(
-                    "bots.socks5_users",
-                    format!("{user:?} picks both {:?} and {name:?}", other.name),
-                ));
-            }
-            bot.socks5_users.push(user.clone());
-        }
-        for text in &entry.client_certs {
-            let fp = Fingerprint::parse(text)
-                .map_err(|e| invalid("bots.client_certs", format!("bot {name:?}: {e}")))?;
-            if let Some(other) = bots.iter().find(|b| b.client_certs.contains(&fp)) {
-                return Err(invalid(
-                    "bots.client_certs",
-                    format!("{fp} picks both {:?} and {name:?}", other.name),
-                ));
-            }
-            bot.client_certs.push(fp);
-        }
-        for text in &entry.clients {
-            let range = Prefix::parse(text)
-                .map_err(|e| invalid("bots.clients", format!("bot {name:?}: {e}")))?;
-            if let Some(other) = bots.iter().find(|b| b.clients.contains(&range)) {
-                return Err(invalid(
-                    "bots.clients",
-                    format!("{range} picks both {:?} and {name:?}", other.name),
-                ));
-            }
-            if !access.allow_from.iter().any(|a| a.overlaps(&range)) {
-                return Err(invalid(
-                    "bots.clients",
-                    format!(
-                        "bot {name:?}: {range} is outside access.allow_from, so its clients are refused before a bot is picked"
-                    ),
-                ));
-            }
-            bot.clients.push(range);
+        let socks5_user = |user: &str| match socks5_users.iter().any(|(u, _)| u == user) {
+            true => Ok(user.to_string()),
+            false => Err(format!("{user:?} is not a [socks5] users entry")),
+        };
+        bot.socks5_users = claim(
+            ("bots.socks5_users", name),
+            &entry.socks5_users,
+            socks5_user,
+            &bots,
+            |b| &b.socks5_users,
+        )?;
+        bot.client_certs = claim(
+            ("bots.client_certs", name),
+            &entry.client_certs,
+            Fingerprint::parse,
+            &bots,
+            |b| &b.client_certs,
+        )?;
+        bot.clients = claim(
+            ("bots.clients", name),
+            &entry.clients,
+            Prefix::parse,
+            &bots,
+            |b| &b.clients,
+        )?;
+        if let Some(range) = bot
+            .clients
+            .iter()
+            .find(|r| !access.allow_from.iter().any(|a| a.overlaps(r)))
+        {
+            return Err(invalid(
+                "bots.clients",
+                format!(
+                    "bot {name:?}: {range} is outside access.allow_from, so its clients are refused before a bot is picked"
+                ),
+            ));
         }
         if bot.socks5_users.is_empty() && bot.client_certs.is_empty() && bot.clients.is_empty() {
             return Err(invalid(
@@ -343,6 +335,30 @@ fn bots(
         ));
     }
     Ok(bots)
+}
+
+/// One key of a `[[bots]]` entry (a user, certificate or range list): each
+/// item parsed, and picking this bot only (an item another bot has is an error,
+/// so which bot a client is never depends on the file's order).
+fn claim<T: PartialEq>(
+    (key, name): (&'static str, &str),
+    items: &[String],
+    parse: impl Fn(&str) -> Result<T, String>,
+    bots: &[Bot],
+    claimed: impl Fn(&Bot) -> &Vec<T>,
+) -> Result<Vec<T>, ConfigError> {
+    let mut out: Vec<T> = Vec::new();
+    for text in items {
+        let item = parse(text).map_err(|e| invalid(key, format!("bot {name:?}: {e}")))?;
+        if let Some(other) = bots.iter().find(|b| claimed(b).contains(&item)) {
+            return Err(invalid(
+                key,
+                format!("{text:?} picks both {:?} and {name:?}", other.name),
+            ));
+        }
+        out.push(item);
+    }
+    Ok(out)
 }
 
 fn bad_name(name: &str) -> String {

@@ -315,16 +315,25 @@ pub async fn gemini_as(
             .unwrap(),
         None => builder.with_no_client_auth(),
     };
-    let mut tls = TlsConnector::from(Arc::new(config))
+    let (answer, _) = exchange_tls(tcp, Arc::new(config), format!("{url}\r\n").as_bytes()).await;
+    split(&answer)
+}
+
+/// TLS to the proxy (as `localhost`) on `tcp`, `request` sent, the whole answer
+/// read; and how the reading ended (`UnexpectedEof`: no TLS `close_notify`).
+pub async fn exchange_tls(
+    tcp: TcpStream,
+    config: Arc<rustls::ClientConfig>,
+    request: &[u8],
+) -> (Vec<u8>, Result<(), std::io::ErrorKind>) {
+    let mut tls = TlsConnector::from(config)
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();
-    tls.write_all(format!("{url}\r\n").as_bytes())
-        .await
-        .unwrap();
+    tls.write_all(request).await.unwrap();
     let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
-    split(&answer)
+    let end = tls.read_to_end(&mut answer).await.map(|_| ());
+    (answer, end.map_err(|e| e.kind()))
 }
 
 /// One line to the proxy's Gopher listener from the loopback address `from`.
@@ -340,19 +349,11 @@ pub async fn gopher_from(proxy: SocketAddr, line: &[u8], from: &str) -> Vec<u8> 
 /// whole answer.
 pub async fn gemini_raw(proxy: SocketAddr, request: &[u8]) -> Vec<u8> {
     let tcp = TcpStream::connect(proxy).await.unwrap();
-    let connector = TlsConnector::from(robots_proxy::tls::client_config().unwrap());
-    let mut tls = connector
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    tls.write_all(request).await.unwrap();
-    let mut answer = Vec::new();
-    match tls.read_to_end(&mut answer).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
-        Err(e) => panic!("reading the answer: {e}"),
+    let config = robots_proxy::tls::client_config().unwrap();
+    match exchange_tls(tcp, config, request).await {
+        (answer, Ok(()) | Err(std::io::ErrorKind::UnexpectedEof)) => answer,
+        (_, Err(e)) => panic!("reading the answer: {e}"),
     }
-    answer
 }
 
 /// A proxy request for `url`; the answer's header line and body.
