@@ -439,3 +439,69 @@ clients = ["127.0.0.3"]
     let (header, _) = gemini_as(addr, &capsule.url("/again"), "127.0.0.2", None).await;
     assert_eq!(header, "20 text/gemini");
 }
+
+/// A listed certificate is not enough without its key: a client that shows
+/// alpha's certificate but signs with another key fails the handshake, and
+/// nothing is fetched.
+#[tokio::test]
+async fn a_copied_certificate_without_its_key_is_refused_at_the_handshake() {
+    use std::sync::Arc;
+    let (capsule, _hole) = origins().await;
+    let (alpha, beta) = (client_cert("alpha"), client_cert("beta"));
+    let config = format!(
+        "[access]\nrequire_client_cert = true\n{}",
+        two_bots(&alpha, &beta)
+    );
+    let proxy = start_proxy(test_config_with(&config)).await;
+    let provider = robots_proxy::tls::provider();
+    let forged = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(robots_proxy::tls::GeminiVerifier::new(
+            provider,
+        )))
+        // rustls' own builder checks that a key matches its certificate; a
+        // forger's resolver does not.
+        .with_client_cert_resolver(Arc::new(Forged(Arc::new(rustls::sign::CertifiedKey::new(
+            alpha.chain.clone(),
+            rustls::crypto::ring::sign::any_supported_type(&beta.key).unwrap(),
+        )))));
+    let tcp = tcp_from("127.0.0.1", proxy.gemini_addr).await;
+    let connected = tokio_rustls::TlsConnector::from(Arc::new(forged))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            tcp,
+        )
+        .await;
+    // TLS 1.3: the client may finish before the server's alert arrives; then
+    // the first read fails instead.
+    if let Ok(mut tls) = connected {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _ = tls
+            .write_all(format!("{}\r\n", capsule.url("/a")).as_bytes())
+            .await;
+        let mut answer = Vec::new();
+        let read = tls.read_to_end(&mut answer).await;
+        assert!(read.is_err() && answer.is_empty(), "{answer:?}");
+    }
+    assert!(capsule.all().is_empty(), "{:?}", capsule.all());
+}
+
+/// Shows a certificate with a key that is not its own.
+#[derive(Debug)]
+struct Forged(std::sync::Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for Forged {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
