@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod clients;
 mod effective;
 mod raw;
 mod resolve;

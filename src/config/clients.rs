@@ -1,0 +1,253 @@
+//! The resolvers of `[access]`, `[bot]` and `[[bots]]`: who may use the proxy,
+//! and as which bot. Every user, certificate and range picks one bot only.
+
+use super::resolve::Listens;
+use super::{invalid, ConfigError, RawConfig};
+use crate::access::Access;
+use crate::bots::{Bot, Bots, Fingerprint};
+use crate::cli::RunArgs;
+use crate::egress::Prefix;
+use crate::metrics::NO_BOT;
+use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
+
+/// `[bot]`, `--agent` and `--virtual-agent`: the default bot's profile, or
+/// `None` when there is no default bot (`[[bots]]` without `[bot]` or flags).
+fn default_bot(
+    raw: &RawConfig,
+    flags: &RunArgs,
+) -> Result<Option<(String, BotProfile)>, ConfigError> {
+    let section = raw.bot.as_ref();
+    let has_default = section.is_some()
+        || flags.agent.is_some()
+        || !flags.virtual_agents.is_empty()
+        || raw.bots.is_empty();
+    if !has_default {
+        return Ok(None);
+    }
+    let (agent_key, agent) = match &flags.agent {
+        Some(a) => ("--agent", a.clone()),
+        None => (
+            "bot.agent",
+            section.and_then(|b| b.agent.clone()).unwrap_or_default(),
+        ),
+    };
+    let virtual_agents = if flags.virtual_agents.is_empty() {
+        section
+            .and_then(|b| b.virtual_agents.clone())
+            .unwrap_or_default()
+    } else {
+        flags.virtual_agents.clone()
+    };
+    // An empty token is the anonymous bot: only `*` groups apply to it.
+    let profile = bot_profile(agent_key, "bot.virtual_agents", &agent, &virtual_agents)?;
+    let name = section
+        .and_then(|b| b.name.clone())
+        .unwrap_or_else(|| "default".to_string());
+    Ok(Some((name, profile)))
+}
+
+/// A bot's robots.txt identity, each error naming its key. An empty `agent`
+/// is the anonymous bot.
+fn bot_profile(
+    agent_key: &'static str,
+    virtual_key: &'static str,
+    agent: &str,
+    virtual_agents: &[String],
+) -> Result<BotProfile, ConfigError> {
+    if !agent.is_empty() && !valid_product_token(agent) {
+        return Err(invalid(
+            agent_key,
+            format!("{agent:?} is not a product token (letters, digits, '_' and '-', optionally /VERSION)"),
+        ));
+    }
+    if let Some(v) = virtual_agents.iter().find(|v| !valid_virtual_agent(v)) {
+        return Err(invalid(virtual_key, format!("{v:?} is not one word")));
+    }
+    Ok(virtual_agents
+        .iter()
+        .fold(BotProfile::new(agent), |b, v| b.with_virtual_agent(v)))
+}
+
+/// A bot's name: the `bot` label of metrics, so short and plain.
+fn valid_bot_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name != NO_BOT
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// `[bot]` and `[[bots]]`: every bot, which one is the default, and what
+/// picks each, every user, certificate and range claimed by one bot only.
+pub(super) fn bots(
+    raw: &RawConfig,
+    flags: &RunArgs,
+    socks5_users: &[(String, String)],
+    access: &Access,
+) -> Result<Bots, ConfigError> {
+    let mut bots: Vec<Bot> = Vec::new();
+    let default = default_bot(raw, flags)?;
+    if let Some((name, profile)) = default {
+        if !valid_bot_name(&name) {
+            return Err(invalid("bot.name", bad_name(&name)));
+        }
+        bots.push(Bot::named(&name, profile));
+    }
+    let has_default = !bots.is_empty();
+    for entry in &raw.bots {
+        let name = &entry.name;
+        if !valid_bot_name(name) {
+            return Err(invalid("bots.name", bad_name(name)));
+        }
+        if bots.iter().any(|b| &b.name == name) {
+            return Err(invalid("bots.name", format!("two bots are named {name:?}")));
+        }
+        if entry.agent.is_empty() {
+            return Err(invalid(
+                "bots.agent",
+                format!("bot {name:?}: give it its product token (the name robots.txt groups use)"),
+            ));
+        }
+        let mut bot = Bot::named(
+            name,
+            bot_profile(
+                "bots.agent",
+                "bots.virtual_agents",
+                &entry.agent,
+                &entry.virtual_agents,
+            )
+            .map_err(|e| in_bot(name, e))?,
+        );
+        let socks5_user = |user: &str| match socks5_users.iter().any(|(u, _)| u == user) {
+            true => Ok(user.to_string()),
+            false => Err(format!("{user:?} is not a [socks5] users entry")),
+        };
+        bot.socks5_users = claim(
+            ("bots.socks5_users", name),
+            &entry.socks5_users,
+            socks5_user,
+            &bots,
+            |b| &b.socks5_users,
+        )?;
+        bot.client_certs = claim(
+            ("bots.client_certs", name),
+            &entry.client_certs,
+            Fingerprint::parse,
+            &bots,
+            |b| &b.client_certs,
+        )?;
+        bot.clients = claim(
+            ("bots.clients", name),
+            &entry.clients,
+            Prefix::parse,
+            &bots,
+            |b| &b.clients,
+        )?;
+        if let Some(range) = bot
+            .clients
+            .iter()
+            .find(|r| !access.allow_from.iter().any(|a| a.overlaps(r)))
+        {
+            return Err(invalid(
+                "bots.clients",
+                format!(
+                    "bot {name:?}: {range} is outside access.allow_from, so its clients are refused before a bot is picked"
+                ),
+            ));
+        }
+        if bot.socks5_users.is_empty() && bot.client_certs.is_empty() && bot.clients.is_empty() {
+            return Err(invalid(
+                "bots.name",
+                format!(
+                    "bot {name:?}: nothing picks it; give it socks5_users, client_certs or clients (the default bot is [bot])"
+                ),
+            ));
+        }
+        bots.push(bot);
+    }
+    let bots = Bots::new(bots, has_default.then_some(0));
+    if access.require_client_cert && !bots.lists_certs() {
+        return Err(invalid(
+            "access.require_client_cert",
+            "no bot lists client_certs, so every Gemini request would be refused",
+        ));
+    }
+    Ok(bots)
+}
+
+/// One key of a `[[bots]]` entry (a user, certificate or range list): each
+/// item parsed, and picking this bot only (an item another bot has is an error,
+/// so which bot a client is never depends on the file's order).
+fn claim<T: PartialEq>(
+    (key, name): (&'static str, &str),
+    items: &[String],
+    parse: impl Fn(&str) -> Result<T, String>,
+    bots: &[Bot],
+    claimed: impl Fn(&Bot) -> &Vec<T>,
+) -> Result<Vec<T>, ConfigError> {
+    let mut out: Vec<T> = Vec::new();
+    for text in items {
+        let item = parse(text).map_err(|e| invalid(key, format!("bot {name:?}: {e}")))?;
+        if let Some(other) = bots.iter().find(|b| claimed(b).contains(&item)) {
+            return Err(invalid(
+                key,
+                format!("{text:?} picks both {:?} and {name:?}", other.name),
+            ));
+        }
+        out.push(item);
+    }
+    Ok(out)
+}
+
+fn bad_name(name: &str) -> String {
+    format!(
+        "{name:?} is not a bot name (1 to 64 letters, digits, '_', '-' and '.'; not {NO_BOT:?})"
+    )
+}
+
+/// A profile error inside `[[bots]]`, with the bot's name.
+fn in_bot(name: &str, e: ConfigError) -> ConfigError {
+    match e {
+        ConfigError::Invalid { key, message } => ConfigError::Invalid {
+            key,
+            message: format!("bot {name:?}: {message}"),
+        },
+        other => other,
+    }
+}
+
+/// `[access]`, and the listeners it must cover: a listener reachable from
+/// other machines needs `allow_from` to say who may use it.
+pub(super) fn access(raw: &RawConfig, listen: &Listens) -> Result<Access, ConfigError> {
+    let allow_from = match &raw.access.allow_from {
+        None => Access::loopback(),
+        Some(items) => items
+            .iter()
+            .map(|t| Prefix::parse(t).map_err(|e| invalid("access.allow_from", e)))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let access = Access {
+        allow_from,
+        require_client_cert: raw.access.require_client_cert.unwrap_or(false),
+    };
+    if access.loopback_only() {
+        let proxy_listeners = [
+            ("Gemini", Some(listen.gemini)),
+            ("Gopher", Some(listen.gopher)),
+            ("SOCKS5", listen.socks5),
+        ];
+        for (listener, addr) in proxy_listeners {
+            let Some(addr) = addr else { continue };
+            if !addr.ip().is_loopback() {
+                return Err(invalid(
+                    "access.allow_from",
+                    format!(
+                        "the {listener} listener is on {addr}, reachable from other machines, but access.allow_from admits only this machine; \
+                         list the client ranges to serve (allow_from = [\"192.168.1.0/24\"]), or allow_from = [\"0.0.0.0/0\", \"::/0\"] to serve anyone"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(access)
+}
