@@ -135,14 +135,15 @@ pub async fn serve_tls<S>(
 /// Writes the answer to a refusal.
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
     let code = status_for(refusal);
+    let detail = refusal.detail();
     // Our own `44` always carries a number: the seconds to wait.
     let meta = match refusal {
-        Refusal::SlowDown { retry_after, .. } => ceil_secs(*retry_after).to_string(),
-        other => other.detail(),
+        Refusal::SlowDown { retry_after, .. } => &ceil_secs(*retry_after).to_string(),
+        _ => &detail,
     };
-    let _ = client.write_all(&header(code, &meta)).await;
+    let _ = client.write_all(&header(code, meta)).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(code), refusal.detail())
+    Outcome::new(refusal.fate(), Some(code), detail)
 }
 
 /// The request line → a Gemini target, or a `59`.
