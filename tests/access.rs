@@ -505,3 +505,43 @@ impl rustls::client::ResolvesClientCert for Forged {
         true
     }
 }
+
+/// Outsiders cannot crowd out admitted clients: their connections, held
+/// silent in the TLS handshake, count against the per-client cap like anyone's,
+/// so an admitted client is served while they still hold theirs.
+#[tokio::test]
+async fn outsiders_holding_connections_do_not_crowd_out_clients() {
+    let (capsule, _hole) = origins().await;
+    let mut config =
+        test_config_with("[access]\nallow_from = [\"127.0.0.2\"]\n[bot]\nagent = \"anybot\"\n");
+    config.limits.max_connections = 8;
+    config.limits.max_connections_per_client = 4;
+    config.limits.request_timeout = Duration::from_secs(30);
+    let proxy = start_proxy(config).await;
+    let mut outsiders = Vec::new();
+    for _ in 0..10 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        // A connection past the cap may already be reset when connect returns.
+        if let Ok(stream) = socket.connect(proxy.gemini_addr).await {
+            outsiders.push(stream);
+        }
+    }
+    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/c"), "127.0.0.2", None).await;
+    assert_eq!(header, "20 text/gemini");
+    // Served while the outsiders' first connections are still held open.
+    let mut buf = [0u8; 16];
+    let open = outsiders
+        .iter()
+        .filter(|s| {
+            matches!(s.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        })
+        .count();
+    assert!(open >= 1, "the outsider still holds connections");
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let capped =
+        r#"robots_proxy_connections_rejected_total{listener="gemini",reason="client-cap"}"#;
+    assert_eq!(sample(&metrics, capped), Some(6.0));
+    let refused = r#"robots_proxy_connections_rejected_total{listener="gemini",reason="access"}"#;
+    assert_eq!(sample(&metrics, refused), Some(4.0));
+}
