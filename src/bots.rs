@@ -147,6 +147,16 @@ impl Bots {
         self.bots.iter().position(|b| b.client_certs.contains(cert))
     }
 
+    /// True when some bot may serve this client once its certificate (if any)
+    /// is known: what SOCKS5 can tell at CONNECT, before the client's TLS.
+    pub fn could_pick(&self, client: &Client) -> bool {
+        let without_cert = Client {
+            cert: Presented::Nothing,
+            ..*client
+        };
+        self.pick(&without_cert).is_some() || self.lists_certs()
+    }
+
     /// The bot for a client, strongest evidence first: its SOCKS5 user, then its
     /// certificate, then the narrowest `clients` range holding its address,
     /// then the default bot. `None`: nothing picks it and there is no default.
@@ -232,6 +242,17 @@ mod tests {
             no_default.pick(&client("127.0.0.1", None, Presented::Nothing)),
             None
         );
+        // Before its TLS, a client may still show a certificate that picks a bot.
+        assert!(no_default.could_pick(&client("127.0.0.1", None, Presented::NotTls)));
+        let by_user_only = Bots::new(
+            vec![Bot {
+                client_certs: Vec::new(),
+                ..b.get(0).clone()
+            }],
+            None,
+        );
+        assert!(by_user_only.could_pick(&client("127.0.0.1", Some("alice"), Presented::NotTls)));
+        assert!(!by_user_only.could_pick(&client("127.0.0.1", Some("eve"), Presented::NotTls)));
     }
 
     #[test]

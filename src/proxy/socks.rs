@@ -12,7 +12,6 @@ use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 
 use super::{close, gemini, gopher, Conn, Context};
-use crate::bots::Presented;
 use crate::metrics::{Listener, Rejection};
 use crate::protocol::gopher::parse_selector_line;
 use crate::protocol::socks5::{self, handshake, looks_like_tls, reply, send_reply, Connect};
@@ -46,9 +45,7 @@ pub async fn serve(
     conn.socks5_user = user.as_deref();
     // No bot for this client, whatever certificate it might show: refused now,
     // in SOCKS terms.
-    let mut could_be = conn.client();
-    could_be.cert = Presented::Nothing;
-    if ctx.config.bots.pick(&could_be).is_none() && !ctx.config.bots.lists_certs() {
+    if !ctx.config.bots.could_pick(&conn.client()) {
         tracing::info!(%peer, user = user.as_deref().unwrap_or(""), "SOCKS5 client is no configured bot; refused");
         ctx.metrics.rejected(Listener::Socks5, Rejection::Access);
         let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
