@@ -71,6 +71,19 @@ impl Access {
         self.allow_from.iter().any(|p| p.contains(ip))
     }
 
+    /// May a client at `ip` use the transparent listener? A crawler on this
+    /// machine comes from the address the kernel chose for its original
+    /// destination, not from loopback: where loopback is admitted, so is
+    /// every address `is_local` says is this machine's.
+    pub fn admits_redirected(&self, ip: IpAddr, is_local: impl FnOnce(IpAddr) -> bool) -> bool {
+        let ip = unmapped(ip);
+        let loopback = match ip {
+            IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        };
+        self.admits(ip) || (self.admits(loopback) && is_local(ip))
+    }
+
     /// True when only this machine may connect.
     pub fn loopback_only(&self) -> bool {
         let loopback = Access::loopback();
@@ -182,5 +195,28 @@ mod tests {
         ));
         // Gopher carries no certificate: the rule is Gemini's.
         assert_eq!(id(&strict, &with_default, Presented::NotTls), Ok(1));
+    }
+
+    /// A local crawler redirected from a machine address is admitted where
+    /// loopback is; a stranger is not, nor a local address when loopback isn't.
+    #[test]
+    fn redirected_clients_on_this_machine_count_as_loopback() {
+        let default = Access {
+            allow_from: Access::loopback(),
+            require_client_cert: false,
+        };
+        let here: IpAddr = "192.0.2.7".parse().unwrap();
+        let stranger: IpAddr = "198.51.100.1".parse().unwrap();
+        let is_here = |ip: IpAddr| ip == here;
+        assert!(default.admits_redirected(here, is_here));
+        assert!(default.admits_redirected("::ffff:192.0.2.7".parse().unwrap(), is_here));
+        assert!(!default.admits_redirected(stranger, is_here));
+        assert!(!default.admits(here), "the other listeners are unchanged");
+        let lan_only = Access {
+            allow_from: vec![Prefix::parse("10.0.0.0/8").unwrap()],
+            require_client_cert: false,
+        };
+        assert!(!lan_only.admits_redirected(here, is_here));
+        assert!(lan_only.admits_redirected("10.1.2.3".parse().unwrap(), |_| false));
     }
 }

@@ -36,6 +36,43 @@ pub enum Command {
     /// every target was decided, 1 when a target could not be parsed (it gets an
     /// `error<TAB>TARGET<TAB>reason` line), 2 on bad flags or unreadable files.
     Check(CheckArgs),
+    /// Print the iptables or nftables rules that send a crawler's connections to
+    /// the transparent listener, for the config and flags `run` would use.
+    ///
+    /// Without --crawler-user, every connection in the network namespace is caught
+    /// (the sidecar pattern) and the proxy's own pass by limits.upstream_mark. With
+    /// it, only that user's are caught and the proxy runs as another user. Exit 2
+    /// when the rules would loop or the listener is off.
+    TransparentRules(RulesArgs),
+}
+
+/// How `transparent-rules` writes its rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RulesSyntax {
+    /// A shell script of iptables and ip6tables commands.
+    Iptables,
+    /// A file for `nft -f`.
+    Nft,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Catch only this user's connections (a name or uid): a crawler running as
+    /// its own Unix user on the proxy's machine.
+    #[arg(long, value_name = "USER")]
+    pub crawler_user: Option<String>,
+
+    /// Destination ports to catch, comma-separated, or `all`: every TCP port but
+    /// 53 (DNS), so what is neither Gemini nor Gopher fails closed at the proxy.
+    #[arg(long, value_name = "PORTS", default_value = "1965,70")]
+    pub ports: String,
+
+    /// The rules' syntax.
+    #[arg(long, value_enum, default_value_t = RulesSyntax::Iptables)]
+    pub syntax: RulesSyntax,
 }
 
 #[derive(Debug, Default, Args)]
@@ -56,6 +93,17 @@ pub struct RunArgs {
     /// know no Gemini or Gopher proxy: `curl --socks5-hostname ADDR gopher://…`.
     #[arg(long, value_name = "ADDR")]
     pub socks5_listen: Option<String>,
+
+    /// Address of the transparent listener (Linux; off unless given): connections
+    /// that iptables or nftables REDIRECT sent here, for crawlers that know no proxy
+    /// at all. `robots-proxy transparent-rules` prints the firewall rules.
+    #[arg(long, value_name = "ADDR")]
+    pub transparent_listen: Option<String>,
+
+    /// Set this mark (SO_MARK, needs CAP_NET_ADMIN) on every upstream socket, so
+    /// the transparent-mode rules let the proxy's own connections pass, e.g. 0x2a.
+    #[arg(long, value_name = "N")]
+    pub upstream_mark: Option<String>,
 
     /// Address of the metrics listener: GET /metrics (Prometheus) and /healthz.
     #[arg(long, value_name = "ADDR")]

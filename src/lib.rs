@@ -19,6 +19,7 @@
 //!   connect (special-purpose ranges, ports, itself); [`tls`]: certificates and verifiers.
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 //! - [`politeness`]: per-server spacing, concurrency, queues and slow-downs.
+//! - [`transparent`]: transparent mode: original destinations, local addresses, firewall rules.
 //! - [`metrics`]: the Prometheus registry; [`admin`]: `/metrics` and `/healthz`.
 
 /// A closed set of label values: the enum, `ALL` in declaration order,
@@ -66,4 +67,5 @@ pub mod slots;
 pub mod spelling;
 pub mod target;
 pub mod tls;
+pub mod transparent;
 pub mod upstream;

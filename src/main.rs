@@ -3,9 +3,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use robots_proxy::check;
-use robots_proxy::cli::{Cli, Command, RunArgs};
+use robots_proxy::cli::{Cli, Command, RulesArgs, RulesSyntax, RunArgs};
 use robots_proxy::config::{LogFormat, RawConfig};
 use robots_proxy::server::Proxy;
+use robots_proxy::transparent::rules::{Plan, Ports, Syntax};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -22,6 +23,37 @@ fn main() -> ExitCode {
             }
         }
         Command::Run(args) => run(args),
+        Command::TransparentRules(args) => transparent_rules(args),
+    }
+}
+
+/// `robots-proxy transparent-rules`: the firewall rules for this config.
+fn transparent_rules(args: RulesArgs) -> ExitCode {
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("robots-proxy transparent-rules: {e}");
+        ExitCode::from(2)
+    };
+    let raw = match &args.run.config {
+        Some(path) => RawConfig::load(path),
+        None => Ok(RawConfig::default()),
+    };
+    let config = match raw.and_then(|raw| raw.resolve(&args.run)) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let syntax = match args.syntax {
+        RulesSyntax::Iptables => Syntax::Iptables,
+        RulesSyntax::Nft => Syntax::Nftables,
+    };
+    let rules = Ports::parse(&args.ports)
+        .and_then(|ports| Plan::for_config(&config, args.crawler_user.clone(), ports))
+        .and_then(|plan| plan.render(syntax));
+    match rules {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
     }
 }
 
@@ -104,6 +136,17 @@ fn run(args: RunArgs) -> ExitCode {
                 ca_certificate = %ca.display(),
                 "SOCKS5 drop-in listening; Gemini clients that check certificates must trust this CA"
             );
+        }
+        if let (Some(addr), Some(ca)) = (proxy.transparent_addr, &proxy.ca_cert_path) {
+            tracing::info!(
+                transparent = %addr,
+                upstream_mark = config.limits.upstream_mark.map(|m| format!("{m:#x}")).unwrap_or_else(|| "none".into()),
+                ca_certificate = %ca.display(),
+                "transparent listener: `robots-proxy transparent-rules` prints the firewall rules that send crawlers here"
+            );
+            if config.limits.upstream_mark.is_none() {
+                tracing::warn!("transparent listener without limits.upstream_mark: the firewall rules must exempt the proxy's own connections another way (run it as its own user and catch only the crawler's, --crawler-user)");
+            }
         }
         wait_for_signal().await;
         tracing::info!("shutting down: no new connections, letting requests in flight finish");

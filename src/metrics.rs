@@ -35,6 +35,7 @@ label_set! {
         Gemini => "gemini",
         Gopher => "gopher",
         Socks5 => "socks5",
+        Transparent => "transparent",
         Metrics => "metrics",
     }
 }
@@ -52,11 +53,16 @@ label_set! {
 label_set! {
     /// Why a connection was closed without a request being served.
     pub enum Rejection {
-        /// SOCKS5 `CONNECT` to a port or address the proxy does not connect to.
+        /// SOCKS5 `CONNECT`, or a redirected connection's original destination,
+        /// to a port or address the proxy does not connect to (the proxy itself included).
         Destination => "destination",
+        /// A connection on the transparent listener with no original destination
+        /// (it was not redirected there by the kernel).
+        NotRedirected => "not-redirected",
         /// An HTTP request line.
         Http => "http",
-        /// TLS whose client offered only HTTP (ALPN), or to a port of `socks5.https_ports`.
+        /// TLS whose client offered only HTTP (ALPN), or to a port of
+        /// `socks5.https_ports` (never to Gemini's port 1965).
         Https => "https",
         /// The client address already holds `limits.max_connections_per_client`.
         ClientCap => "client-cap",

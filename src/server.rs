@@ -14,6 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::access::Access;
 use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::egress::Reach;
@@ -25,6 +26,7 @@ use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::slots::{self, PerClient};
 use crate::tls::{self, TlsError};
+use crate::transparent::Kernel;
 use crate::upstream::Upstream;
 
 #[derive(Debug, Error)]
@@ -38,6 +40,11 @@ pub enum StartError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(
+        "limits.upstream_mark: cannot set mark {mark} on sockets ({source}); the proxy needs \
+         CAP_NET_ADMIN (systemd: AmbientCapabilities=CAP_NET_ADMIN; docker: --cap-add NET_ADMIN)"
+    )]
+    Mark { mark: u32, source: std::io::Error },
 }
 
 /// A running proxy.
@@ -46,8 +53,11 @@ pub struct Proxy {
     pub gemini_addr: SocketAddr,
     pub gopher_addr: SocketAddr,
     pub metrics_addr: SocketAddr,
-    /// The SOCKS5 drop-in listener, when configured, and the CA it issues with.
+    /// The SOCKS5 drop-in listener, when configured, and the CA it issues with
+    /// (shared with the transparent listener).
     pub socks5_addr: Option<SocketAddr>,
+    /// The transparent listener, when configured.
+    pub transparent_addr: Option<SocketAddr>,
     pub ca_cert_path: Option<PathBuf>,
     /// The Gemini listener's certificate file and its SHA-256 fingerprint.
     pub cert_path: PathBuf,
@@ -61,6 +71,12 @@ pub struct Proxy {
 impl Proxy {
     /// Binds the listeners and starts serving.
     pub async fn start(config: Config) -> Result<Proxy, StartError> {
+        Proxy::start_with(config, Kernel::real()).await
+    }
+
+    /// [`Proxy::start`], with the transparent listener asking `kernel` where
+    /// redirected connections were going (tests supply the answers).
+    pub async fn start_with(config: Config, kernel: Kernel) -> Result<Proxy, StartError> {
         let identity = match &config.tls.cert_and_key {
             Some((cert, key)) => tls::load_identity(cert, key)?,
             None => tls::load_or_generate(
@@ -79,14 +95,23 @@ impl Proxy {
         let (metrics_listener, metrics_addr) =
             bind("metrics", "listen.metrics", config.metrics_listen).await?;
         let socks5 = match config.socks5_listen {
-            Some(addr) => Some((
-                bind("SOCKS5", "listen.socks5", addr).await?,
-                Arc::new(tls::Authority::load_or_generate(&config.state_dir)?),
-            )),
+            Some(addr) => Some(bind("SOCKS5", "listen.socks5", addr).await?),
             None => None,
         };
-        let socks5_addr = socks5.as_ref().map(|((_, addr), _)| *addr);
-        let ca_cert_path = socks5.as_ref().map(|(_, ca)| ca.cert_path.clone());
+        let transparent = match config.transparent_listen {
+            Some(addr) => Some(bind("transparent", "listen.transparent", addr).await?),
+            None => None,
+        };
+        // The drop-in CA, for the listeners that end a client's TLS for any host.
+        let authority = match socks5.is_some() || transparent.is_some() {
+            true => Some(Arc::new(tls::Authority::load_or_generate(
+                &config.state_dir,
+            )?)),
+            false => None,
+        };
+        let socks5_addr = socks5.as_ref().map(|(_, addr)| *addr);
+        let transparent_addr = transparent.as_ref().map(|(_, addr)| *addr);
+        let ca_cert_path = authority.as_ref().map(|ca| ca.cert_path.clone());
 
         let limits = &config.limits;
         let reach = Reach {
@@ -95,9 +120,16 @@ impl Proxy {
             own: [gemini_addr, gopher_addr, metrics_addr]
                 .into_iter()
                 .chain(socks5_addr)
+                .chain(transparent_addr)
                 .collect(),
         };
-        let upstream = Arc::new(Upstream::new(reach, limits.connect_timeout)?);
+        let upstream = Upstream::new(reach, limits.connect_timeout)?
+            .with_mark(limits.upstream_mark)
+            .map_err(|source| StartError::Mark {
+                mark: limits.upstream_mark.unwrap_or(0),
+                source,
+            })?;
+        let upstream = Arc::new(upstream);
         let politeness = Politeness::new(config.politeness.clone());
         let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
         let metrics = Arc::new(Metrics::with(&bot_names, config.metrics_per_host));
@@ -158,8 +190,11 @@ impl Proxy {
             (gemini_listener, Kind::Gemini(acceptor)),
             (gopher_listener, Kind::Gopher),
         ];
-        if let Some(((listener, _), ca)) = socks5 {
-            listeners.push((listener, Kind::Socks(ca)));
+        if let (Some((listener, _)), Some(ca)) = (socks5, &authority) {
+            listeners.push((listener, Kind::Socks(ca.clone())));
+        }
+        if let (Some((listener, _)), Some(ca)) = (transparent, &authority) {
+            listeners.push((listener, Kind::Transparent(ca.clone(), kernel.clone())));
         }
         for (listener, kind) in listeners {
             tracker.spawn(accept_loop(
@@ -188,6 +223,7 @@ impl Proxy {
             gopher_addr,
             metrics_addr,
             socks5_addr,
+            transparent_addr,
             ca_cert_path,
             cert_path,
             cert_fingerprint,
@@ -235,6 +271,7 @@ enum Kind {
     Gemini(TlsAcceptor),
     Gopher,
     Socks(Arc<tls::Authority>),
+    Transparent(Arc<tls::Authority>, Kernel),
 }
 
 impl Kind {
@@ -243,6 +280,17 @@ impl Kind {
             Kind::Gemini(_) => Listener::Gemini,
             Kind::Gopher => Listener::Gopher,
             Kind::Socks(_) => Listener::Socks5,
+            Kind::Transparent(..) => Listener::Transparent,
+        }
+    }
+
+    /// May a client at `ip` use this listener? (docs/architecture.md, "Access")
+    fn admits(&self, access: &Access, ip: std::net::IpAddr) -> bool {
+        match self {
+            Kind::Transparent(_, kernel) => {
+                access.admits_redirected(ip, |ip| kernel.local.is_local(ip))
+            }
+            _ => access.admits(ip),
         }
     }
 }
@@ -273,7 +321,7 @@ async fn accept_loop(
                 }
             },
         };
-        let admitted = ctx.config.access.admits(peer.ip());
+        let admitted = kind.admits(&ctx.config.access, peer.ip());
         let Some(client_slot) = per_client.try_take(peer.ip()) else {
             ctx.metrics.rejected(kind.listener(), Rejection::ClientCap);
             if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
@@ -331,6 +379,9 @@ async fn accept_loop(
                 Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,
                 Kind::Gopher => proxy::gopher::serve(stream, peer, ctx).await,
                 Kind::Socks(ca) => proxy::socks::serve(stream, peer, ctx, ca).await,
+                Kind::Transparent(ca, kernel) => {
+                    proxy::transparent::serve(stream, peer, ctx, (ca, kernel.original)).await
+                }
             }
             drop(permit);
             drop(client_slot);
@@ -357,6 +408,10 @@ async fn turn_away(
             None
         }
         Kind::Socks(_) => proxy::socks::turn_away(stream, ctx).await,
+        Kind::Transparent(..) => {
+            proxy::transparent::turn_away(stream).await;
+            None
+        }
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Upstream {
     /// Which addresses and ports may be connected to.
     reach: Reach,
     connect_timeout: Duration,
+    /// `limits.upstream_mark`: `SO_MARK` on every upstream socket.
+    mark: Option<u32>,
     /// host:port → SHA-256 of the certificate first seen (trust on first use).
     pins: Mutex<HashMap<(String, u16), String>>,
 }
@@ -57,8 +59,21 @@ impl Upstream {
             connector: TlsConnector::from(tls::client_config()?),
             reach,
             connect_timeout,
+            mark: None,
             pins: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Marks every upstream socket with `mark` (`SO_MARK`), robots.txt fetches
+    /// included. Fails at once, rather than on the first request, when the
+    /// process may not set marks (it needs `CAP_NET_ADMIN`).
+    pub fn with_mark(mut self, mark: Option<u32>) -> std::io::Result<Upstream> {
+        if let Some(mark) = mark {
+            let probe = tokio::net::TcpSocket::new_v4()?;
+            set_mark(&probe, mark)?;
+        }
+        self.mark = mark;
+        Ok(self)
     }
 
     /// The rules every upstream address is checked against.
@@ -123,7 +138,7 @@ impl Upstream {
     ) -> Result<TcpStream, UpstreamError> {
         let mut last = None;
         for &addr in addrs {
-            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+            match tokio::time::timeout(self.connect_timeout, self.connect_one(addr)).await {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
                     return Ok(stream);
@@ -146,6 +161,18 @@ impl Upstream {
             host: host.to_string(),
             detail: "no addresses".into(),
         }))
+    }
+
+    /// One TCP connection, marked when `limits.upstream_mark` says so.
+    async fn connect_one(&self, addr: SocketAddr) -> std::io::Result<TcpStream> {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        if let Some(mark) = self.mark {
+            set_mark(&socket, mark)?;
+        }
+        socket.connect(addr).await
     }
 
     /// TLS to a Gemini server: SNI is the host; its certificate is pinned on
@@ -213,6 +240,19 @@ impl Upstream {
 
 /// Shared handle.
 pub type SharedUpstream = Arc<Upstream>;
+
+#[cfg(target_os = "linux")]
+fn set_mark(socket: &tokio::net::TcpSocket, mark: u32) -> std::io::Result<()> {
+    socket2::SockRef::from(socket).set_mark(mark)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_mark(_socket: &tokio::net::TcpSocket, _mark: u32) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "SO_MARK needs Linux",
+    ))
+}
 
 #[cfg(test)]
 mod tests {

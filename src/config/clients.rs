@@ -235,6 +235,7 @@ pub(super) fn access(raw: &RawConfig, listen: &Listens) -> Result<Access, Config
             ("Gemini", Some(listen.gemini)),
             ("Gopher", Some(listen.gopher)),
             ("SOCKS5", listen.socks5),
+            ("transparent", listen.transparent),
         ];
         for (listener, addr) in proxy_listeners {
             let Some(addr) = addr else { continue };

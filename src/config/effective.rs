@@ -48,6 +48,9 @@ impl Config {
             match self.socks5_listen {
                 Some(s) => format!("socks5 = {}\n", quote(&s.to_string())),
                 None => "# socks5: off\n".to_string(),
+            } + &match self.transparent_listen {
+                Some(t) => format!("transparent = {}\n", quote(&t.to_string())),
+                None => "# transparent: off\n".to_string(),
             }
         ));
         out.push_str(&format!(
@@ -151,7 +154,7 @@ impl Config {
         }
         let l = &self.limits;
         out.push_str(&format!(
-            "[limits]\nmax_connections = {}\nmax_connections_per_client = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\nupstream_ports = {}\n\n",
+            "[limits]\nmax_connections = {}\nmax_connections_per_client = {}\nrequest_timeout = {}\nconnect_timeout = {}\nidle_timeout = {}\nshutdown_grace = {}\nallow_private_upstreams = {}\nupstream_ports = {}\n{}\n",
             l.max_connections,
             l.max_connections_per_client,
             quote(&d(l.request_timeout)),
@@ -159,7 +162,11 @@ impl Config {
             quote(&d(l.idle_timeout)),
             quote(&d(l.shutdown_grace)),
             l.allow_private_upstreams,
-            list(&l.upstream_ports.items())
+            list(&l.upstream_ports.items()),
+            match l.upstream_mark {
+                Some(mark) => format!("upstream_mark = {mark}\n"),
+                None => "# upstream_mark: unset, upstream sockets carry no mark\n".to_string(),
+            }
         ));
         out.push_str("[tls]\n");
         if let Some((cert, key)) = &self.tls.cert_and_key {

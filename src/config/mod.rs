@@ -70,6 +70,9 @@ pub struct Config {
     pub metrics_listen: SocketAddr,
     /// The SOCKS5 drop-in listener: off unless configured.
     pub socks5_listen: Option<SocketAddr>,
+    /// The transparent listener (connections redirected by iptables or
+    /// nftables): off unless configured.
+    pub transparent_listen: Option<SocketAddr>,
     /// Username/password pairs (RFC 1929); empty: no authentication.
     pub socks5_users: Vec<(String, String)>,
     /// TLS through SOCKS5 to these ports is HTTPS, not Gemini: closed at once.
@@ -118,6 +121,9 @@ pub struct Limits {
     pub allow_private_upstreams: bool,
     /// Ports upstream connections may go to.
     pub upstream_ports: PortSet,
+    /// `SO_MARK` on every upstream socket, so firewall rules can let the
+    /// proxy's own connections pass (transparent mode).
+    pub upstream_mark: Option<u32>,
 }
 
 #[derive(Clone, Debug)]

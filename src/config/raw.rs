@@ -70,6 +70,7 @@ pub struct RawListen {
     pub gopher: Option<String>,
     pub metrics: Option<String>,
     pub socks5: Option<String>,
+    pub transparent: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -148,6 +149,7 @@ pub struct RawLimits {
     pub shutdown_grace: Option<String>,
     pub allow_private_upstreams: Option<bool>,
     pub upstream_ports: Option<Vec<String>>,
+    pub upstream_mark: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -48,6 +48,7 @@ impl RawConfig {
             gopher_listen: listen.gopher,
             metrics_listen: listen.metrics,
             socks5_listen: listen.socks5,
+            transparent_listen: listen.transparent,
             socks5_users,
             socks5_https_ports,
             gopher_public_host,
@@ -72,6 +73,7 @@ pub(super) struct Listens {
     pub gopher: SocketAddr,
     pub metrics: SocketAddr,
     pub socks5: Option<SocketAddr>,
+    pub transparent: Option<SocketAddr>,
 }
 
 /// `[listen]` and the `--*-listen` flags.
@@ -108,11 +110,28 @@ fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, ConfigError> {
         (name, Some(text)) => Some(address(name, text)?),
         (_, None) => None,
     };
+    let transparent_key = l.transparent.clone().filter(|k| !k.is_empty());
+    let transparent_listen = match flag_or_key(
+        ("--transparent-listen", &flags.transparent_listen),
+        ("listen.transparent", &transparent_key),
+    ) {
+        (name, Some(text)) => {
+            if !cfg!(any(target_os = "linux", target_os = "android")) {
+                return Err(invalid(
+                    name,
+                    "transparent mode needs Linux (netfilter's original destination)",
+                ));
+            }
+            Some(address(name, text)?)
+        }
+        (_, None) => None,
+    };
     Ok(Listens {
         gemini: gemini_listen,
         gopher: gopher_listen,
         metrics: metrics_listen,
         socks5: socks5_listen,
+        transparent: transparent_listen,
     })
 }
 
@@ -220,7 +239,48 @@ fn robots(raw: &RawConfig) -> Result<RobotsConfig, ConfigError> {
     Ok(robots)
 }
 
-/// `[limits]` and `--allow-private-upstreams`.
+/// `limits.upstream_mark` or `--upstream-mark` (decimal or `0x` hex): 1 to
+/// 2^32-1, since 0 is every unmarked socket's mark.
+fn upstream_mark(raw: &RawConfig, flags: &RunArgs) -> Result<Option<u32>, ConfigError> {
+    let (key, value) = match &flags.upstream_mark {
+        Some(text) => {
+            let parsed = match text.strip_prefix("0x").or(text.strip_prefix("0X")) {
+                Some(hex) => i64::from_str_radix(hex, 16).ok(),
+                None => text.parse::<i64>().ok(),
+            };
+            match parsed {
+                Some(n) => ("--upstream-mark", n),
+                None => {
+                    return Err(invalid(
+                        "--upstream-mark",
+                        format!("{text:?} is not a number (42 or 0x2a)"),
+                    ))
+                }
+            }
+        }
+        None => match raw.limits.upstream_mark {
+            Some(n) => ("limits.upstream_mark", n),
+            None => return Ok(None),
+        },
+    };
+    match u32::try_from(value) {
+        Ok(mark) if mark > 0 => {
+            if !cfg!(target_os = "linux") {
+                return Err(invalid(key, "SO_MARK needs Linux"));
+            }
+            Ok(Some(mark))
+        }
+        _ => Err(invalid(
+            key,
+            format!(
+                "{value} is out of range: from 1 to {} (0 is every unmarked socket's mark)",
+                u32::MAX
+            ),
+        )),
+    }
+}
+
+/// `[limits]`, `--allow-private-upstreams` and `--upstream-mark`.
 fn limits(raw: &RawConfig, flags: &RunArgs) -> Result<Limits, ConfigError> {
     let l = &raw.limits;
     let limits = Limits {
@@ -272,6 +332,7 @@ fn limits(raw: &RawConfig, flags: &RunArgs) -> Result<Limits, ConfigError> {
                 Err(e) => return Err(invalid("limits.upstream_ports", e)),
             },
         },
+        upstream_mark: upstream_mark(raw, flags)?,
     };
 
     Ok(limits)

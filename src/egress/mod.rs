@@ -574,7 +574,8 @@ impl Reach {
         }
     }
 
-    fn is_own(&self, addr: SocketAddr) -> bool {
+    /// Is `addr` one of the proxy's own listeners?
+    pub fn is_own(&self, addr: SocketAddr) -> bool {
         self.own.iter().any(|own| {
             own.port() == addr.port()
                 && (unmapped(own.ip()) == addr.ip()

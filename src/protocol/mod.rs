@@ -7,6 +7,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 pub mod gemini;
 pub mod gopher;
+pub mod sniff;
 pub mod socks5;
 
 /// Why a header line could not be read.

@@ -210,12 +210,6 @@ async fn request<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> Result<Destina
     })
 }
 
-/// True when `first` bytes start a TLS handshake record (a ClientHello): its
-/// first byte is 0x16, which no Gopher selector starts with.
-pub fn looks_like_tls(first: &[u8]) -> bool {
-    first.first() == Some(&0x16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,12 +361,5 @@ mod tests {
         let (r, out) = away(&[5, 1, 0x80]).await;
         assert_eq!(r, Err(SocksError::NoAcceptableMethod));
         assert_eq!(out, [5, 0xFF]);
-    }
-
-    #[test]
-    fn tls_is_told_from_a_selector() {
-        assert!(looks_like_tls(&[0x16, 0x03, 0x01, 0x02, 0x00]));
-        assert!(!looks_like_tls(b"/selector\r\n"));
-        assert!(!looks_like_tls(b""));
     }
 }

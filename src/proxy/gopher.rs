@@ -43,7 +43,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
 /// one answer, menus rewritten to point back through the proxy.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
     let conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
-    serve_line(stream, conn, &ctx, parse_request, true).await;
+    serve_line(stream, conn, &ctx, parse_request, Listener::Gopher).await;
 }
 
 /// A client outside `access.allow_from`: a `403` menu at once, and nothing
@@ -54,15 +54,19 @@ pub async fn turn_away(mut stream: TcpStream, peer: SocketAddr) {
 }
 
 /// Serves one selector line read from `stream` within the connection's
-/// deadline, parsed by `parse`: the Gopher listener's URL lines and SOCKS5's
-/// bare selectors take the same path from here on (checks, answers, log line, metrics).
+/// deadline, parsed by `parse`: the Gopher listener's URL lines and the bare
+/// selectors of SOCKS5 and the transparent listener take the same path from here
+/// on (checks, answers, log line, metrics). Only the Gopher listener's clients
+/// get menus rewritten to point back through it; the others' next request
+/// comes through their way in again.
 pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
     stream: S,
     conn: Conn<'_>,
     ctx: &Context,
     parse: impl FnOnce(&[u8]) -> Result<Request, BadRequest>,
-    rewrite_menus: bool,
+    listener: Listener,
 ) {
+    let rewrite_menus = listener == Listener::Gopher;
     let peer = conn.peer;
     // Sized to the longest request: a waiting request costs this, not 8 KiB.
     let mut client = BufReader::with_capacity(MAX_REQUEST + 2, stream);
@@ -75,10 +79,6 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
         Ok(line) => match (parse(&line), who) {
             (Err(BadRequest::Http), _) => {
                 // A web client: no Gopher answer would mean anything to it.
-                let listener = match rewrite_menus {
-                    true => Listener::Gopher,
-                    false => Listener::Socks5,
-                };
                 tracing::info!(%peer, listener = %listener.as_str(), "an HTTP request; closed (Gemini and Gopher only)");
                 ctx.metrics.rejected(listener, Rejection::Http);
                 close(client.get_mut()).await;

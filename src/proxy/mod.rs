@@ -25,9 +25,11 @@ use crate::robots::{BotProfile, Decision, Policy};
 use crate::target::{HostKey, Server, Target};
 use crate::upstream::{Upstream, UpstreamError};
 
+pub mod dropin;
 pub mod gemini;
 pub mod gopher;
 pub mod socks;
+pub mod transparent;
 
 /// What the proxy needs to serve a request; shared by all connections.
 pub struct Context {

@@ -2,19 +2,19 @@
 //! (docs/architecture.md, "Drop-in mode"). After `CONNECT host:port` the first bytes decide:
 //! a TLS ClientHello is Gemini, whose TLS the proxy ends itself with a certificate
 //! for that host issued by its own CA; anything else is a Gopher selector line for
-//! that host. Ports are hints only. From there each request is handled as its
-//! protocol's listener handles it: robots.txt, politeness, refusals, relay.
+//! that host (`dropin.rs`, shared with the transparent listener). Ports are hints
+//! only. From there each request is handled as its protocol's listener handles
+//! it: robots.txt, politeness, refusals, relay.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
-use tokio_rustls::LazyConfigAcceptor;
 
-use super::{close, gemini, gopher, Conn, Context};
+use super::dropin::{self, Destination};
+use super::{close, Conn, Context};
 use crate::metrics::{Listener, Rejection};
-use crate::protocol::gopher::parse_selector_line;
-use crate::protocol::socks5::{self, handshake, looks_like_tls, reply, send_reply, Connect};
+use crate::protocol::socks5::{self, handshake, reply, send_reply, Connect};
 use crate::target::canonical_host;
 use crate::tls::Authority;
 
@@ -72,73 +72,11 @@ pub async fn serve(
     if send_reply(&mut stream, reply::SUCCEEDED).await.is_err() {
         return;
     }
-    // Which protocol? Wait (within the deadline) for the client's first byte.
-    let mut first = [0u8; 2];
-    let n = match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
-        Ok(Ok(n)) if n > 0 => n,
-        _ => {
-            tracing::info!(%peer, host = %host, "SOCKS5 client sent neither TLS nor a selector line in time");
-            return;
-        }
+    let dest = Destination {
+        host,
+        port: dest.port,
     };
-    if looks_like_tls(&first[..n]) {
-        let start = match tokio::time::timeout_at(
-            deadline,
-            LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream),
-        )
-        .await
-        {
-            Ok(Ok(start)) => start,
-            _ => {
-                tracing::debug!(%peer, "drop-in TLS: no ClientHello");
-                return;
-            }
-        };
-        // A web client: HTTP by ALPN and nothing else, or a port of socks5.https_ports.
-        let hello = start.client_hello();
-        let offers_gemini_or_nothing = hello.alpn().is_none_or(|mut protocols| {
-            protocols.any(|p| !matches!(p, b"h2" | b"http/1.1" | b"http/1.0"))
-        });
-        if !offers_gemini_or_nothing || ctx.config.socks5_https_ports.contains(dest.port) {
-            tracing::info!(%peer, host = %host, port = dest.port, "HTTPS through SOCKS5; closed (Gemini and Gopher only)");
-            ctx.metrics.rejected(Listener::Socks5, Rejection::Https);
-            return;
-        }
-        let config = match authority.server_config(&host) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "drop-in TLS setup failed");
-                return;
-            }
-        };
-        let tls = match tokio::time::timeout_at(deadline, start.into_stream(config)).await {
-            Ok(Ok(tls)) => tls,
-            _ => {
-                tracing::debug!(%peer, "drop-in TLS handshake failed");
-                return;
-            }
-        };
-        // The request may name the host the client connected to, or the one it
-        // asked for by SNI (a client that resolved the name itself connects by address).
-        conn.cert = gemini::presented(tls.get_ref().1);
-        let mut names = vec![host];
-        if let Some(sni) = tls
-            .get_ref()
-            .1
-            .server_name()
-            .and_then(|n| canonical_host(n).ok())
-        {
-            if !names.contains(&sni) {
-                names.push(sni);
-            }
-        }
-        gemini::serve_tls(tls, conn, &ctx, Some((&names, dest.port))).await;
-    } else {
-        // Requests carry no item type; through SOCKS the answer is relayed as
-        // it is (the client's next request comes through SOCKS again).
-        let parse = |line: &[u8]| parse_selector_line(&host, dest.port, line);
-        gopher::serve_line(stream, conn, &ctx, parse, false).await;
-    }
+    dropin::serve(stream, conn, &ctx, &authority, (dest, Listener::Socks5)).await;
 }
 
 /// A client outside `access.allow_from`: its CONNECT is answered `0x02`

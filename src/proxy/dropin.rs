@@ -1,0 +1,99 @@
+//! The way in shared by the listeners that know where the client meant to go
+//! but not what it speaks: SOCKS5 (from `CONNECT`) and the transparent listener
+//! (from the kernel's original destination). docs/architecture.md, "Drop-in mode".
+//! The first bytes decide: a TLS ClientHello is Gemini, whose TLS the proxy
+//! ends with a certificate from its own CA for the SNI name (else the host);
+//! plainly web TLS is closed; anything else is a Gopher selector line for that
+//! host and port. From there each request takes its protocol's path.
+
+use std::sync::Arc;
+
+use tokio::net::TcpStream;
+use tokio_rustls::LazyConfigAcceptor;
+
+use super::{gemini, gopher, Conn, Context};
+use crate::metrics::{Listener, Rejection};
+use crate::protocol::gopher::parse_selector_line;
+use crate::protocol::sniff::{looks_like_tls, plainly_web};
+use crate::target::canonical_host;
+use crate::tls::Authority;
+
+/// Where the client meant to go: a canonical host and a port.
+pub struct Destination {
+    pub host: String,
+    pub port: u16,
+}
+
+/// Serves one connection to `dest` whose protocol is not known yet.
+pub async fn serve(
+    stream: TcpStream,
+    mut conn: Conn<'_>,
+    ctx: &Arc<Context>,
+    authority: &Arc<Authority>,
+    (dest, listener): (Destination, Listener),
+) {
+    let (peer, deadline) = (conn.peer, conn.deadline);
+    let Destination { host, port } = dest;
+    // Which protocol? Wait (within the deadline) for the client's first byte.
+    let mut first = [0u8; 2];
+    let n = match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+        Ok(Ok(n)) if n > 0 => n,
+        _ => {
+            tracing::info!(%peer, host = %host, listener = listener.as_str(), "client sent neither TLS nor a selector line in time");
+            return;
+        }
+    };
+    if !looks_like_tls(&first[..n]) {
+        let parse = |line: &[u8]| parse_selector_line(&host, port, line);
+        gopher::serve_line(stream, conn, ctx, parse, listener).await;
+        return;
+    }
+    let start = match tokio::time::timeout_at(
+        deadline,
+        LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream),
+    )
+    .await
+    {
+        Ok(Ok(start)) => start,
+        _ => {
+            tracing::debug!(%peer, "drop-in TLS: no ClientHello");
+            return;
+        }
+    };
+    let hello = start.client_hello();
+    let web_port = ctx.config.socks5_https_ports.contains(port);
+    if plainly_web(hello.alpn(), port, web_port) {
+        tracing::info!(%peer, host = %host, port, listener = listener.as_str(), "HTTPS; closed (Gemini and Gopher only)");
+        ctx.metrics.rejected(listener, Rejection::Https);
+        return;
+    }
+    let config = match authority.server_config(&host) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "drop-in TLS setup failed");
+            return;
+        }
+    };
+    let tls = match tokio::time::timeout_at(deadline, start.into_stream(config)).await {
+        Ok(Ok(tls)) => tls,
+        _ => {
+            tracing::debug!(%peer, "drop-in TLS handshake failed");
+            return;
+        }
+    };
+    // The request may name the host the client connected to, or the one it
+    // asked for by SNI (a client that resolved the name itself connects by address).
+    conn.cert = gemini::presented(tls.get_ref().1);
+    let mut names = vec![host];
+    if let Some(sni) = tls
+        .get_ref()
+        .1
+        .server_name()
+        .and_then(|n| canonical_host(n).ok())
+    {
+        if !names.contains(&sni) {
+            names.push(sni);
+        }
+    }
+    gemini::serve_tls(tls, conn, ctx, Some((&names, port))).await;
+}

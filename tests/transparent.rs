@@ -1,0 +1,293 @@
+//! Transparent mode, in-process: a client that knows nothing of any proxy
+//! connects "to the server" and lands on the transparent listener. The kernel's
+//! answers (the original destination, which addresses are this machine's) come
+//! from a fake here; tests/interop/run does the same with real iptables rules in
+//! a network namespace of its own.
+
+mod common;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use robots_proxy::server::Proxy;
+use robots_proxy::transparent::{Kernel, LocalAddresses, OriginalDestination};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The kernel as a test wants it: every connection was going to `to` (none:
+/// not redirected), and `local` are this machine's addresses besides loopback.
+#[derive(Default)]
+struct FakeKernel {
+    to: Mutex<Option<SocketAddr>>,
+    local: Vec<IpAddr>,
+}
+
+impl FakeKernel {
+    fn redirect_to(&self, addr: SocketAddr) {
+        *self.to.lock().unwrap() = Some(addr);
+    }
+}
+
+impl OriginalDestination for FakeKernel {
+    fn original_destination(&self, _stream: &TcpStream) -> std::io::Result<SocketAddr> {
+        self.to
+            .lock()
+            .unwrap()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+}
+
+impl LocalAddresses for FakeKernel {
+    fn is_local(&self, ip: IpAddr) -> bool {
+        self.local.contains(&ip)
+    }
+}
+
+async fn start(config_toml: Option<&str>, kernel: FakeKernel) -> (Proxy, Arc<FakeKernel>) {
+    let mut config = match config_toml {
+        Some(toml) => test_config_with(toml),
+        None => test_config(),
+    };
+    config.transparent_listen = Some("127.0.0.1:0".parse().unwrap());
+    let kernel = Arc::new(kernel);
+    let proxy = Proxy::start_with(
+        config,
+        Kernel {
+            original: kernel.clone(),
+            local: kernel.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    (proxy, kernel)
+}
+
+/// What a proxy-unaware Gopher client gets: it sends the bare selector it
+/// would send the server.
+async fn gopher_direct(listener: SocketAddr, from: &str, selector: &[u8]) -> Vec<u8> {
+    let mut s = tcp_from(from, listener).await;
+    let _ = s.write_all(&[selector, b"\r\n"].concat()).await;
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer).await;
+    answer
+}
+
+/// What a proxy-unaware Gemini client gets: TLS with SNI `sni` (trusting the
+/// proxy's CA, checking the name), then the request it would send the server.
+async fn gemini_direct(proxy: &Proxy, sni: &str, url: &str) -> String {
+    let tcp = TcpStream::connect(proxy.transparent_addr.unwrap())
+        .await
+        .unwrap();
+    let ca = CertificateDer::from_pem_file(proxy.ca_cert_path.as_ref().unwrap()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(sni.to_string()).unwrap(), tcp)
+        .await
+        .expect("the proxy's certificate verifies for the SNI name against its CA");
+    tls.write_all(format!("{url}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    split(&answer).0
+}
+
+/// Bytes that end at once, with nothing written back: the connection was closed.
+async fn closed_at_once(mut s: TcpStream, send: &[u8]) -> bool {
+    let _ = s.write_all(send).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        s.read_to_end(&mut answer),
+    )
+    .await;
+    read.is_ok() && answer.is_empty()
+}
+
+async fn rejected(proxy: &Proxy, reason: &str) -> f64 {
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    sample(
+        &metrics,
+        &format!(
+            "robots_proxy_connections_rejected_total{{listener=\"transparent\",reason=\"{reason}\"}}"
+        ),
+    )
+    .unwrap_or(0.0)
+}
+
+/// A crawler that knows no proxy sends bare selectors to "the server": the
+/// rules hold, every spelling that dodges them included, and what is allowed
+/// is relayed byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gopher_clients_that_know_no_proxy_are_decided_and_relayed() {
+    let menu = b"1Menu\t/m\thost.example\t70\r\n.\r\n".to_vec();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow: /private\n".to_vec()),
+        Reply::Bytes(menu.clone()),
+    )
+    .await;
+    let (proxy, kernel) = start(None, FakeKernel::default()).await;
+    kernel.redirect_to(origin.addr);
+    let listener = proxy.transparent_addr.unwrap();
+
+    // Menus are relayed as they are: the client's next request is redirected too.
+    assert_eq!(gopher_direct(listener, "127.0.0.1", b"/page").await, menu);
+    for dodge in [
+        &b"/private/x"[..],
+        b"private/x",
+        b"/%70rivate/x",
+        b"//private/x",
+    ] {
+        let answer = gopher_direct(listener, "127.0.0.1", dodge).await;
+        assert!(
+            answer.starts_with(b"3"),
+            "{:?} was not refused: {:?}",
+            String::from_utf8_lossy(dodge),
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    assert!(origin.all().iter().all(|s| !s.contains("rivate")));
+    // One robots.txt fetch for all of it, to the original destination.
+    assert_eq!(origin.count(b"robots.txt"), 1);
+}
+
+/// A Gemini crawler that knows no proxy: its TLS is ended with a certificate
+/// for its SNI name from the proxy's CA, then its request is decided as any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_clients_that_know_no_proxy_get_the_sni_names_certificate() {
+    let origin = capsule(
+        text("20 text/plain", "User-agent: *\nDisallow: /private\n"),
+        text("20 text/gemini", "# hello\n"),
+    )
+    .await;
+    let (proxy, kernel) = start(None, FakeKernel::default()).await;
+    kernel.redirect_to(origin.addr);
+    let port = origin.addr.port();
+
+    let allowed = gemini_direct(&proxy, "localhost", &format!("gemini://localhost:{port}/")).await;
+    assert_eq!(allowed, "20 text/gemini");
+    let refused = gemini_direct(
+        &proxy,
+        "localhost",
+        &format!("gemini://localhost:{port}/private/x"),
+    )
+    .await;
+    assert!(refused.starts_with("53 "), "{refused}");
+    // By address, as a client without SNI would name it.
+    let by_ip = gemini_direct(
+        &proxy,
+        "localhost",
+        &format!("gemini://127.0.0.1:{port}/private/x"),
+    )
+    .await;
+    assert!(by_ip.starts_with("53 "), "{by_ip}");
+    // A request for another server than the one it connected to is refused:
+    // the redirect cannot be used to reach elsewhere.
+    let elsewhere = gemini_direct(
+        &proxy,
+        "localhost",
+        &format!("gemini://localhost:{}/", port.wrapping_add(1)),
+    )
+    .await;
+    assert!(elsewhere.starts_with("53 "), "{elsewhere}");
+    assert_eq!(origin.count("/private/x"), 0);
+}
+
+/// Whatever reaches the listener without a redirect, or would loop back into
+/// the proxy, or is neither Gemini nor Gopher, is closed at once and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loops_strays_and_web_traffic_are_closed_at_once() {
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow:\n".to_vec()),
+        Reply::Bytes(b"iok\r\n.\r\n".to_vec()),
+    )
+    .await;
+    let (proxy, kernel) = start(None, FakeKernel::default()).await;
+    let listener = proxy.transparent_addr.unwrap();
+
+    // Not redirected: no original destination.
+    let s = TcpStream::connect(listener).await.unwrap();
+    assert!(closed_at_once(s, b"/\r\n").await);
+    assert_eq!(rejected(&proxy, "not-redirected").await, 1.0);
+
+    // A loop: the original destination is the transparent listener itself, or
+    // another of the proxy's listeners.
+    for own in [listener, proxy.gopher_addr, proxy.gemini_addr] {
+        kernel.redirect_to(own);
+        let s = TcpStream::connect(listener).await.unwrap();
+        assert!(closed_at_once(s, b"/\r\n").await, "{own}");
+    }
+    assert_eq!(rejected(&proxy, "destination").await, 3.0);
+
+    // An HTTP request line to a redirected port: closed, never relayed.
+    kernel.redirect_to(origin.addr);
+    let s = TcpStream::connect(listener).await.unwrap();
+    assert!(closed_at_once(s, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await);
+    assert_eq!(rejected(&proxy, "http").await, 1.0);
+
+    // HTTPS: a client that offers only HTTP by ALPN to a port other than 1965.
+    let tcp = TcpStream::connect(listener).await.unwrap();
+    let mut config = robots_proxy::tls::client_config().unwrap().as_ref().clone();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let handshake = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await;
+    assert!(handshake.is_err(), "HTTPS got a TLS handshake");
+    assert_eq!(rejected(&proxy, "https").await, 1.0);
+    assert!(
+        origin.all().is_empty(),
+        "nothing reached the server: {:?}",
+        origin.all()
+    );
+}
+
+/// Access rules hold on the transparent listener: a crawler on this machine
+/// (redirected from one of its addresses, not loopback) is admitted where
+/// loopback is; an address outside allow_from that is not this machine's gets
+/// nothing, and nothing is fetched for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_crawlers_are_admitted_and_strangers_are_not() {
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow:\n".to_vec()),
+        Reply::Bytes(b"iok\r\n.\r\n".to_vec()),
+    )
+    .await;
+    // Only 127.0.0.1 is "loopback" here; 127.0.0.2 plays this machine's LAN
+    // address and 127.0.0.3 a stranger.
+    let kernel = FakeKernel {
+        local: vec!["127.0.0.2".parse().unwrap()],
+        ..FakeKernel::default()
+    };
+    let toml = "[bot]\nagent = \"examplebot\"\n[access]\nallow_from = [\"127.0.0.1/32\"]\n";
+    let (proxy, kernel) = start(Some(toml), kernel).await;
+    kernel.redirect_to(origin.addr);
+    let listener = proxy.transparent_addr.unwrap();
+
+    let local = gopher_direct(listener, "127.0.0.2", b"/page").await;
+    assert_eq!(local, b"iok\r\n.\r\n");
+    let stranger = tcp_from("127.0.0.3", listener).await;
+    assert!(closed_at_once(stranger, b"/page\r\n").await);
+    assert_eq!(rejected(&proxy, "access").await, 1.0);
+    assert_eq!(origin.count(b"/page"), 1);
+    // The other listeners are unchanged: 127.0.0.2 is not loopback there.
+    let gopher = gopher_from(
+        proxy.gopher_addr,
+        origin.url("1/page").as_bytes(),
+        "127.0.0.2",
+    )
+    .await;
+    assert!(
+        gopher.starts_with(b"3"),
+        "{}",
+        String::from_utf8_lossy(&gopher)
+    );
+}
