@@ -205,7 +205,7 @@ impl Metrics {
 
         let rejected_vec = counter_vec(
             "robots_proxy_connections_rejected_total",
-            "Connections closed without serving a request, by listener and reason (destination, http, https, client-cap, full, access).",
+            "Connections closed without serving a request, by listener and reason (destination, not-redirected, http, https, client-cap, full, access).",
             &["listener", "reason"],
         );
 

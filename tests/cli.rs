@@ -378,3 +378,79 @@ fn an_empty_agent_is_accepted() {
     );
     assert_eq!(out, "allow\t/private/x\ndisallow\t/noindex/y\n");
 }
+
+/// `transparent-rules` prints rules for the config `run` would use, and refuses
+/// (exit 2, naming what to set) rules that would loop or catch nothing.
+#[test]
+fn transparent_rules_follow_the_config_and_refuse_loops() {
+    let rules = binary(
+        &[
+            "transparent-rules",
+            "--transparent-listen",
+            "127.0.0.1:8965",
+            "--upstream-mark",
+            "0x2a",
+        ],
+        "",
+    );
+    assert_eq!(rules.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&rules.stdout);
+    assert!(text.contains("iptables -t nat -A ROBOTS_PROXY -m mark --mark 0x2a -j RETURN"));
+    assert!(text.contains("--dport 1965 -j REDIRECT --to-ports 8965"));
+
+    let config = temp_file(
+        "transparent.toml",
+        "[listen]\ntransparent = \"127.0.0.1:9000\"\n[limits]\nupstream_mark = 7\n",
+    );
+    let nft = binary(
+        &[
+            "transparent-rules",
+            "--config",
+            config.to_str().unwrap(),
+            "--syntax",
+            "nft",
+            "--ports",
+            "all",
+        ],
+        "",
+    );
+    assert_eq!(nft.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&nft.stdout);
+    assert!(text.contains("meta mark 0x7 return"), "{text}");
+    assert!(text.contains("tcp dport != 53 redirect to :9000"), "{text}");
+
+    for (args, needle) in [
+        (&["transparent-rules"][..], "listen.transparent"),
+        (
+            &["transparent-rules", "--transparent-listen", "127.0.0.1:8965"][..],
+            "limits.upstream_mark",
+        ),
+        (
+            &[
+                "transparent-rules",
+                "--transparent-listen",
+                "127.0.0.1:8965",
+                "--upstream-mark",
+                "1",
+                "--ports",
+                "1965;70",
+            ][..],
+            "--ports",
+        ),
+        (
+            &[
+                "transparent-rules",
+                "--transparent-listen",
+                "127.0.0.1:8965",
+                "--upstream-mark=-1",
+            ][..],
+            "--upstream-mark",
+        ),
+    ] {
+        let out = binary(args, "");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
