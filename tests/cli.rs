@@ -422,7 +422,11 @@ fn transparent_rules_follow_the_config_and_refuse_loops() {
     for (args, needle) in [
         (&["transparent-rules"][..], "listen.transparent"),
         (
-            &["transparent-rules", "--transparent-listen", "127.0.0.1:8965"][..],
+            &[
+                "transparent-rules",
+                "--transparent-listen",
+                "127.0.0.1:8965",
+            ][..],
             "limits.upstream_mark",
         ),
         (
