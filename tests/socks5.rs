@@ -4,11 +4,7 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -32,29 +28,7 @@ async fn gemini_via_socks_as(
 ) -> String {
     let (tcp, code) = socks_connect(proxy.socks5_addr.unwrap(), host, port, None).await;
     assert_eq!(code, 0);
-    let ca = CertificateDer::from_pem_file(proxy.ca_cert_path.as_ref().unwrap()).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-    let config = match cert {
-        Some(c) => config
-            .with_client_auth_cert(c.chain.clone(), c.key.clone_key())
-            .unwrap(),
-        None => config.with_no_client_auth(),
-    };
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(host.to_string()).unwrap(), tcp)
-        .await
-        .expect("the proxy's certificate verifies for this name against its CA");
-    tls.write_all(format!("{url}\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
-    split(&answer).0
+    gemini_trusting_ca(proxy, tcp, (host, url), cert).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

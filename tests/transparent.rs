@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::{Kernel, LocalAddresses, OriginalDestination};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -81,24 +80,7 @@ async fn gemini_direct(proxy: &Proxy, sni: &str, url: &str) -> String {
     let tcp = TcpStream::connect(proxy.transparent_addr.unwrap())
         .await
         .unwrap();
-    let ca = CertificateDer::from_pem_file(proxy.ca_cert_path.as_ref().unwrap()).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(sni.to_string()).unwrap(), tcp)
-        .await
-        .expect("the proxy's certificate verifies for the SNI name against its CA");
-    tls.write_all(format!("{url}\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
-    split(&answer).0
+    gemini_trusting_ca(proxy, tcp, (sni, url), None).await
 }
 
 /// Bytes that end at once, with nothing written back: the connection was closed.
@@ -173,32 +155,19 @@ async fn gemini_clients_that_know_no_proxy_get_the_sni_names_certificate() {
     kernel.redirect_to(origin.addr);
     let port = origin.addr.port();
 
-    let allowed = gemini_direct(&proxy, "localhost", &format!("gemini://localhost:{port}/")).await;
-    assert_eq!(allowed, "20 text/gemini");
-    let refused = gemini_direct(
-        &proxy,
-        "localhost",
-        &format!("gemini://localhost:{port}/private/x"),
-    )
-    .await;
-    assert!(refused.starts_with("53 "), "{refused}");
-    // By address, as a client without SNI would name it.
-    let by_ip = gemini_direct(
-        &proxy,
-        "localhost",
-        &format!("gemini://127.0.0.1:{port}/private/x"),
-    )
-    .await;
-    assert!(by_ip.starts_with("53 "), "{by_ip}");
-    // A request for another server than the one it connected to is refused:
-    // the redirect cannot be used to reach elsewhere.
-    let elsewhere = gemini_direct(
-        &proxy,
-        "localhost",
-        &format!("gemini://localhost:{}/", port.wrapping_add(1)),
-    )
-    .await;
-    assert!(elsewhere.starts_with("53 "), "{elsewhere}");
+    let other = port.wrapping_add(1);
+    for (url, answer) in [
+        (format!("gemini://localhost:{port}/"), "20 text/gemini"),
+        (format!("gemini://localhost:{port}/private/x"), "53 "),
+        // By address, as a client without SNI would name it.
+        (format!("gemini://127.0.0.1:{port}/private/x"), "53 "),
+        // Another server than the one it connected to: the redirect cannot be
+        // used to reach elsewhere.
+        (format!("gemini://localhost:{other}/"), "53 "),
+    ] {
+        let got = gemini_direct(&proxy, "localhost", &url).await;
+        assert!(got.starts_with(answer), "{url}: {got}");
+    }
     assert_eq!(origin.count("/private/x"), 0);
 }
 

@@ -584,3 +584,38 @@ pub fn binary(args: &[&str], stdin: &str) -> std::process::Output {
         .unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// A Gemini client that trusts only the proxy's drop-in CA and checks the name:
+/// TLS on `tcp` with SNI `sni`, with a client certificate or none, `url` sent;
+/// the answer's header line.
+pub async fn gemini_trusting_ca(
+    proxy: &Proxy,
+    tcp: TcpStream,
+    (sni, url): (&str, &str),
+    cert: Option<&ClientCert>,
+) -> String {
+    use rustls::pki_types::pem::PemObject;
+    let ca = CertificateDer::from_pem_file(proxy.ca_cert_path.as_ref().unwrap()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match cert {
+        Some(c) => config
+            .with_client_auth_cert(c.chain.clone(), c.key.clone_key())
+            .unwrap(),
+        None => config.with_no_client_auth(),
+    };
+    let mut tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(sni.to_string()).unwrap(), tcp)
+        .await
+        .expect("the proxy's certificate verifies for this name against its CA");
+    tls.write_all(format!("{url}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    split(&answer).0
+}
