@@ -8,7 +8,7 @@
 //! every spelling a server may read it as.
 
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use thiserror::Error;
 
@@ -273,6 +273,18 @@ fn parse_port(port: &str) -> Result<u16, TargetError> {
     }
 }
 
+/// An address as a canonical host: dotted IPv4 (an IPv4-mapped IPv6 address
+/// included), other IPv6 in brackets.
+pub fn ip_host(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => format!("[{v6}]"),
+        },
+    }
+}
+
 /// Lower-case, no trailing dot, IDN to punycode (UTS 46), IPv6 in canonical
 /// text form. IPv4 is dotted-quad however it was written (`127.1`,
 /// `0x7f.0.0.1`, `2130706433`, `[::ffff:127.0.0.1]`: what resolvers and the
@@ -285,10 +297,7 @@ pub fn canonical_host(host: &str) -> Result<String, TargetError> {
         let addr: Ipv6Addr = inner
             .parse()
             .map_err(|_| TargetError::InvalidHost(host.to_string()))?;
-        return Ok(match addr.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => format!("[{addr}]"),
-        });
+        return Ok(ip_host(IpAddr::V6(addr)));
     }
     // UTS 46 maps other full stops (`。`) to `.`, so labels are checked after it.
     let ascii =

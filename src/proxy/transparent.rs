@@ -4,7 +4,7 @@
 //! path SOCKS5 takes: the first bytes decide the protocol, then access rules,
 //! bot, robots.txt, politeness, refusal or relay.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use super::dropin::{self, Destination};
 use super::{close, Conn, Context};
 use crate::metrics::{Listener, Rejection};
+use crate::target::ip_host;
 use crate::tls::Authority;
 use crate::transparent::OriginalDestination;
 
@@ -42,12 +43,8 @@ pub async fn serve(
         close(&mut stream).await;
         return;
     }
-    let host = match original.ip() {
-        IpAddr::V4(ip) => ip.to_string(),
-        IpAddr::V6(ip) => format!("[{ip}]"),
-    };
     let dest = Destination {
-        host,
+        host: ip_host(original.ip()),
         port: original.port(),
     };
     dropin::serve(

@@ -189,15 +189,15 @@ impl Plan {
         self.header(&mut out, "#");
         let (v4, v6) = self.families();
         let port = self.listen.port();
+        let owner = match &self.crawler_user {
+            Some(u) => format!(" -m owner --uid-owner {u}"),
+            None => String::new(),
+        };
         for (tool, loopback, redirect) in [
             ("iptables", "127.0.0.0/8", v4),
             ("ip6tables", "::1/128", v6),
         ] {
             out.push('\n');
-            let owner = match &self.crawler_user {
-                Some(u) => format!(" -m owner --uid-owner {u}"),
-                None => String::new(),
-            };
             if redirect {
                 let _ = writeln!(out, "{tool} -t nat -N ROBOTS_PROXY");
                 if let Some(mark) = self.mark {
