@@ -260,3 +260,63 @@ async fn local_crawlers_are_admitted_and_strangers_are_not() {
         String::from_utf8_lossy(&gopher)
     );
 }
+
+/// From the other side: one client holding silent connections, and another
+/// sending a ClientHello that is garbage after its first byte. The silent
+/// client is held to its per-client cap (the extra connection closed at once),
+/// the garbage is closed, and a third client is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crowding_and_garbage_tls_do_not_keep_others_out() {
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nDisallow:\n".to_vec()),
+        Reply::Bytes(b"iok\r\n.\r\n".to_vec()),
+    )
+    .await;
+    let toml = "[bot]\nagent = \"examplebot\"\n[limits]\nmax_connections_per_client = 4\n";
+    let (proxy, kernel) = start(Some(toml), FakeKernel::default()).await;
+    kernel.redirect_to(origin.addr);
+    let listener = proxy.transparent_addr.unwrap();
+
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(tcp_from("127.0.0.2", listener).await);
+    }
+    // The fifth is reset at once: before or after its connect completes.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    if let Ok(extra) = socket.connect(listener).await {
+        assert!(
+            closed_at_once(extra, b"").await,
+            "the fifth connection was kept"
+        );
+    }
+    // Garbage after a TLS record header: ended at once, with at most a TLS alert.
+    let mut garbage = tcp_from("127.0.0.3", listener).await;
+    garbage
+        .write_all(&[0x16, 0x03, 0x01, 0xff, 0xff, 0, 1, 2, 3])
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let ended = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        garbage.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(ended.is_ok(), "the garbage connection was held");
+    assert!(
+        answer.is_empty() || answer[0] == 0x15,
+        "not a TLS alert: {answer:?}"
+    );
+
+    let served = gopher_direct(listener, "127.0.0.4", b"/page").await;
+    assert_eq!(served, b"iok\r\n.\r\n");
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "robots_proxy_connections_rejected_total{listener=\"transparent\",reason=\"client-cap\"}"
+        ),
+        Some(1.0)
+    );
+    drop(held);
+}
