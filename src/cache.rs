@@ -19,6 +19,7 @@ use crate::bots::BotId;
 use crate::config::{OnUnreachable, RobotsConfig};
 use crate::fetch::{FetchOutcome, RobotsFetcher};
 use crate::robots::{BotProfile, Policy, RobotsTxt};
+use crate::store::{Kind, Record, RobotsTurn, Store, Stored};
 use crate::target::{HostKey, Server};
 
 /// What a host's robots.txt says right now.
@@ -34,6 +35,9 @@ pub enum Rules {
     Missing(String),
     /// robots.txt could not be fetched and there is no good copy.
     Unreachable { why: String, retry_at: Instant },
+    /// Fleet mode, the store down, `on_unavailable = "refuse"`: the request
+    /// is answered "slow down". Never cached.
+    StoreDown,
 }
 
 #[derive(Debug)]
@@ -94,6 +98,7 @@ impl Entry {
             }
             Rules::Missing(why) => string(why),
             Rules::Unreachable { why, .. } => string(why),
+            Rules::StoreDown => 0,
         };
         if let Some((robots, _)) = &self.good {
             total +=
@@ -118,6 +123,11 @@ pub struct RobotsCache {
     /// Every bot's profile: one robots.txt, one policy per bot.
     bots: Vec<BotProfile>,
     fetches: AtomicU64,
+    /// Fleet mode: outcomes shared through the store.
+    store: Option<Arc<Store>>,
+    /// How long a fleet fetch lock is held, and a waiter waits for it: a
+    /// fetch's turn at the gate plus the fetch.
+    lock_hold: Duration,
 }
 
 impl RobotsCache {
@@ -139,7 +149,19 @@ impl RobotsCache {
             config,
             bots,
             fetches: AtomicU64::new(0),
+            store: None,
+            lock_hold: Duration::from_secs(60),
         }
+    }
+
+    /// Fleet mode: one fetch per host for the whole fleet, the outcome shared
+    /// through `store`. `max_wait`: how long a fetch may wait for its turn.
+    pub fn with_store(mut self, store: Option<Arc<Store>>, max_wait: Duration) -> RobotsCache {
+        self.lock_hold = max_wait
+            .saturating_add(self.config.fetch_timeout)
+            .saturating_add(Duration::from_secs(1));
+        self.store = store;
+        self
     }
 
     /// How many fetches were started (each may follow redirects).
@@ -166,15 +188,21 @@ impl RobotsCache {
         // fetching goes away (its client hung up), a waiter takes over.
         let entry = cell
             .get_or_init(|| async {
-                self.fetches.fetch_add(1, Ordering::Relaxed);
                 let name = self
                     .bots
                     .get(bot)
                     .map(|b| b.token())
                     .filter(|t| self.config.name_bot_in_request && !t.is_empty());
-                let outcome = self.fetcher.fetch(server, name).await;
-                let entry = Arc::new(self.entry_from(outcome, previous.as_deref()));
-                self.entries.insert(key.clone(), entry.clone()).await;
+                let entry = Arc::new(match &self.store {
+                    Some(store) => {
+                        self.shared_entry(store, server, name, previous.as_deref())
+                            .await
+                    }
+                    None => self.fetch(server, name, previous.as_deref()).await,
+                });
+                if !matches!(entry.rules, Rules::StoreDown) {
+                    self.entries.insert(key.clone(), entry.clone()).await;
+                }
                 entry
             })
             .await
@@ -186,9 +214,29 @@ impl RobotsCache {
         (entry, Lookup::Miss)
     }
 
+    /// This process fetches.
+    async fn fetch(&self, server: &Server, name: Option<&str>, previous: Option<&Entry>) -> Entry {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.fetcher.fetch(server, name).await;
+        self.entry_from(outcome, previous)
+    }
+
     fn entry_from(&self, outcome: FetchOutcome, previous: Option<&Entry>) -> Entry {
+        let good = previous.and_then(|p| p.good.clone());
+        self.entry_at(outcome, (Instant::now(), self.config.ttl), good)
+    }
+
+    /// The entry for `outcome`, fetched at `fetched` and fresh for
+    /// `fresh_for` after now (an unreachable host: until its retry); `good`:
+    /// the last good robots.txt known, for stale-if-error.
+    fn entry_at(
+        &self,
+        outcome: FetchOutcome,
+        (fetched, fresh_for): (Instant, Duration),
+        good: Option<(Arc<RobotsTxt>, Instant)>,
+    ) -> Entry {
         let now = Instant::now();
-        let fresh_until = now + self.config.ttl;
+        let fresh_until = now + fresh_for;
         match outcome {
             FetchOutcome::Found(body) => {
                 let robots = Arc::new(RobotsTxt::parse(&body));
@@ -198,7 +246,7 @@ impl RobotsCache {
                         stale: None,
                     },
                     fresh_until,
-                    good: Some((robots, now)),
+                    good: Some((robots, fetched)),
                 }
             }
             FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => Entry {
@@ -207,12 +255,8 @@ impl RobotsCache {
                 good: None,
             },
             FetchOutcome::Unreachable { why, retry_after } => {
-                let retry = retry_after
-                    .unwrap_or(self.config.unreachable_retry)
-                    .min(self.config.ttl)
-                    .max(Duration::from_secs(1));
-                let retry_at = now + retry;
-                let good = previous.and_then(|p| p.good.clone()).filter(|(_, at)| {
+                let retry_at = now + self.retry(retry_after);
+                let good = good.filter(|(_, at)| {
                     now.duration_since(*at) <= self.config.ttl + self.config.max_stale
                 });
                 match good {
@@ -234,6 +278,110 @@ impl RobotsCache {
         }
     }
 
+    /// How long an unreachable host is not asked again.
+    fn retry(&self, retry_after: Option<Duration>) -> Duration {
+        retry_after
+            .unwrap_or(self.config.unreachable_retry)
+            .min(self.config.ttl)
+            .max(Duration::from_secs(1))
+    }
+
+    /// Fleet mode: the fleet's fresh copy, else this process fetches (once
+    /// for the fleet: the others wait for its outcome) and shares what it got.
+    async fn shared_entry(
+        &self,
+        store: &Arc<Store>,
+        server: &Server,
+        name: Option<&str>,
+        previous: Option<&Entry>,
+    ) -> Entry {
+        if store.refuses() {
+            return store_down();
+        }
+        if !store.is_up() {
+            return self.fetch(server, name, previous).await;
+        }
+        let tag = format!("r/{}", server.name);
+        let deadline = Instant::now() + self.lock_hold;
+        let turn = store.robots_or_turn(&tag, self.lock_hold, deadline).await;
+        let local_good = previous.and_then(|p| p.good.clone());
+        match turn {
+            Ok(RobotsTurn::Fresh(stored)) => self.entry_from_stored(stored, local_good),
+            Ok(RobotsTurn::Fetch { token, stored }) => {
+                let good = newest(local_good, stored.and_then(|s| self.good_from(s.good)));
+                self.fetches.fetch_add(1, Ordering::Relaxed);
+                let outcome = self.fetcher.fetch(server, name).await;
+                if store.refuses() {
+                    // The store went away during the fetch, which the gate
+                    // therefore refused: not an outcome to keep.
+                    return store_down();
+                }
+                let _ = store
+                    .write_robots(&tag, &self.record(&outcome), token.as_deref())
+                    .await;
+                self.entry_at(outcome, (Instant::now(), self.config.ttl), good)
+            }
+            Err(_) if store.refuses() => store_down(),
+            Err(_) => self.fetch(server, name, previous).await,
+        }
+    }
+
+    /// What the fleet is told about an outcome.
+    fn record(&self, outcome: &FetchOutcome) -> Record {
+        let keep_good = self.config.ttl.saturating_add(self.config.max_stale);
+        let (kind, why, body, fresh_for) = match outcome {
+            FetchOutcome::Found(body) => (Kind::Found, "", body.clone(), self.config.ttl),
+            FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => {
+                (Kind::Missing, why.as_str(), Vec::new(), self.config.ttl)
+            }
+            FetchOutcome::Unreachable { why, retry_after } => (
+                Kind::Unreachable,
+                why.as_str(),
+                Vec::new(),
+                self.retry(*retry_after),
+            ),
+        };
+        Record {
+            kind,
+            why: why.to_string(),
+            body,
+            fresh_for,
+            keep_good,
+        }
+    }
+
+    /// A body the store kept, parsed, with when it was fetched.
+    fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<(Arc<RobotsTxt>, Instant)> {
+        let (body, age) = good?;
+        let at = Instant::now().checked_sub(age)?;
+        Some((Arc::new(RobotsTxt::parse(&body)), at))
+    }
+
+    /// The entry for what another proxy fetched.
+    fn entry_from_stored(
+        &self,
+        stored: Stored,
+        local_good: Option<(Arc<RobotsTxt>, Instant)>,
+    ) -> Entry {
+        let fetched_ago = stored.good.as_ref().map(|(_, age)| *age);
+        let outcome = match stored.kind {
+            Kind::Found => match &stored.good {
+                Some((body, _)) => FetchOutcome::Found(body.clone()),
+                None => FetchOutcome::unreachable("the fleet's copy has no body"),
+            },
+            Kind::Missing => FetchOutcome::Missing(stored.why.clone()),
+            Kind::Unreachable => FetchOutcome::Unreachable {
+                why: stored.why.clone(),
+                retry_after: Some(stored.fresh_for),
+            },
+        };
+        let fetched = fetched_ago
+            .and_then(|age| Instant::now().checked_sub(age))
+            .unwrap_or_else(Instant::now);
+        let good = newest(local_good, self.good_from(stored.good));
+        self.entry_at(outcome, (fetched, stored.fresh_for), good)
+    }
+
     /// One robots.txt compiled for every bot.
     fn policies(&self, robots: &RobotsTxt) -> Box<[Policy]> {
         self.bots.iter().map(|b| robots.policy(b)).collect()
@@ -247,6 +395,26 @@ impl RobotsCache {
     pub async fn usage(&self) -> (u64, u64) {
         self.entries.run_pending_tasks().await;
         (self.entries.entry_count(), self.entries.weighted_size())
+    }
+}
+
+/// The entry that says "slow down: the fleet's store is down".
+fn store_down() -> Entry {
+    Entry {
+        rules: Rules::StoreDown,
+        fresh_until: Instant::now(),
+        good: None,
+    }
+}
+
+/// The more recently fetched of two good copies.
+fn newest(
+    a: Option<(Arc<RobotsTxt>, Instant)>,
+    b: Option<(Arc<RobotsTxt>, Instant)>,
+) -> Option<(Arc<RobotsTxt>, Instant)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if a.1 >= b.1 { a } else { b }),
+        (a, b) => a.or(b),
     }
 }
 

@@ -105,6 +105,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub upstream_mark: Option<String>,
 
+    /// Fleet mode: share the politeness gate, robots.txt and certificate pins
+    /// with other proxies through Redis or Valkey, e.g. redis://127.0.0.1:6379
+    /// or unix:///run/redis/redis.sock.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+
     /// Address of the metrics listener: GET /metrics (Prometheus) and /healthz.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,

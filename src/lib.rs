@@ -65,6 +65,7 @@ pub mod robots;
 pub mod server;
 pub mod slots;
 pub mod spelling;
+pub mod store;
 pub mod target;
 pub mod tls;
 pub mod transparent;

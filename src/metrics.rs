@@ -73,6 +73,22 @@ label_set! {
     }
 }
 
+label_set! {
+    /// What the proxy asked the fleet store (`[store]`) for.
+    pub enum StoreOp {
+        /// A request's turn at the shared gate, its lease renewed or released.
+        Gate => "gate",
+        /// An upstream's "slow down" told to the fleet.
+        SlowDown => "slow-down",
+        /// A robots.txt outcome read, locked or written.
+        Robots => "robots",
+        /// A certificate pin read or written.
+        Pin => "pin",
+        /// The once-a-second health check.
+        Ping => "ping",
+    }
+}
+
 /// One series per value of `L`, resolved once.
 fn series<L: Copy, T>(all: &[L], make: impl Fn(L) -> T) -> Vec<T> {
     all.iter().map(|l| make(*l)).collect()
@@ -103,6 +119,12 @@ pub struct Metrics {
     connections_open: Vec<IntGauge>,
     gemini_status: [IntCounter; 6],
     per_host: Option<PerHost>,
+    /// By [`StoreOp`].
+    store_errors: Vec<IntCounter>,
+    /// Every call to the fleet store, answered or not.
+    pub store_seconds: Histogram,
+    /// 1 while the fleet store answers (0 without a store, or while it is down).
+    pub store_up: IntGauge,
 }
 
 /// The opt-in per-host series: at most `limit` hosts get a label of their own,
@@ -215,6 +237,15 @@ impl Metrics {
             &["protocol"],
         );
 
+        let store_errors_vec = counter_vec(
+            "robots_proxy_store_errors_total",
+            "Calls to the fleet store that failed or passed their deadline, by operation (gate, slow-down, robots, pin, ping).",
+            &["op"],
+        );
+        let store_errors = series(StoreOp::ALL, |o| {
+            store_errors_vec.with_label_values(&[o.as_str()])
+        });
+
         let rejected = series(Listener::ALL, |l| {
             series(Rejection::ALL, |r| {
                 rejected_vec.with_label_values(&[l.as_str(), r.as_str()])
@@ -285,8 +316,35 @@ impl Metrics {
                 named: std::sync::Mutex::new(std::collections::HashSet::new()),
                 limit,
             }),
+            store_errors,
+            store_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "robots_proxy_store_seconds",
+                    "Time each call to the fleet store took, failed ones included.",
+                )
+                .buckets(vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                    0.5, 1.0, 2.5,
+                ]),
+            )
+            .map(|h| {
+                registry
+                    .register(Box::new(h.clone()))
+                    .expect("unique metric");
+                h
+            })
+            .expect("valid metric"),
+            store_up: gauge(
+                "robots_proxy_store_up",
+                "1 while the fleet store answers; 0 while it does not, or when there is none.",
+            ),
             registry,
         }
+    }
+
+    /// A call to the fleet store failed or passed its deadline.
+    pub fn store_error(&self, op: StoreOp) {
+        self.store_errors[op.index()].inc();
     }
 
     /// An answer cut short by its upstream.

@@ -25,6 +25,7 @@ use crate::metrics::{Listener, Metrics, Rejection};
 use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::slots::{self, PerClient};
+use crate::store::Store;
 use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
 use crate::upstream::Upstream;
@@ -45,6 +46,8 @@ pub enum StartError {
          CAP_NET_ADMIN (systemd: AmbientCapabilities=CAP_NET_ADMIN; docker: --cap-add NET_ADMIN)"
     )]
     Mark { mark: u32, source: std::io::Error },
+    #[error("store.url: {0}")]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// A running proxy.
@@ -129,10 +132,18 @@ impl Proxy {
                 mark: limits.upstream_mark.unwrap_or(0),
                 source,
             })?;
-        let upstream = Arc::new(upstream);
-        let politeness = Politeness::new(config.politeness.clone());
         let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
         let metrics = Arc::new(Metrics::with(&bot_names, config.metrics_per_host));
+        let shutdown = CancellationToken::new();
+        // Fleet mode: the gate, robots.txt and pins shared through the store.
+        let store = match &config.store {
+            Some(store) => {
+                Some(Store::open(store.clone(), metrics.clone(), shutdown.clone()).await?)
+            }
+            None => None,
+        };
+        let upstream = Arc::new(upstream.with_store(store.clone()));
+        let politeness = Politeness::shared(config.politeness.clone(), store.clone());
         let fetcher = Polite {
             inner: ByScheme {
                 gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
@@ -141,16 +152,19 @@ impl Proxy {
             gate: politeness.clone(),
             metrics: metrics.clone(),
         };
-        let robots = Arc::new(RobotsCache::new(
-            Arc::new(fetcher),
-            config.robots.clone(),
-            config
-                .bots
-                .all()
-                .iter()
-                .map(|b| b.profile.clone())
-                .collect(),
-        ));
+        let robots = Arc::new(
+            RobotsCache::new(
+                Arc::new(fetcher),
+                config.robots.clone(),
+                config
+                    .bots
+                    .all()
+                    .iter()
+                    .map(|b| b.profile.clone())
+                    .collect(),
+            )
+            .with_store(store, config.politeness.max_wait),
+        );
         let gopher_public = (
             config
                 .gopher_public_host
@@ -182,7 +196,6 @@ impl Proxy {
             metrics,
         });
 
-        let shutdown = CancellationToken::new();
         let tracker = TaskTracker::new();
         // One cap for both listeners: it bounds the proxy's sockets.
         let slots = Arc::new(Semaphore::new(max_connections));

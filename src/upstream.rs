@@ -14,6 +14,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::egress::{ip_literal, unbracketed, Reach};
+use crate::store::Store;
 use crate::tls;
 
 /// Why an upstream could not be reached. All of these are the upstream's (or
@@ -51,6 +52,8 @@ pub struct Upstream {
     mark: Option<u32>,
     /// host:port → SHA-256 of the certificate first seen (trust on first use).
     pins: Mutex<HashMap<(String, u16), String>>,
+    /// Fleet mode: pins shared through the store.
+    store: Option<Arc<Store>>,
 }
 
 impl Upstream {
@@ -61,7 +64,15 @@ impl Upstream {
             connect_timeout,
             mark: None,
             pins: Mutex::new(HashMap::new()),
+            store: None,
         })
+    }
+
+    /// Fleet mode: every proxy holds a capsule to the certificate the first
+    /// of them met.
+    pub fn with_store(mut self, store: Option<Arc<Store>>) -> Upstream {
+        self.store = store;
+        self
     }
 
     /// Marks every upstream socket with `mark` (`SO_MARK`), robots.txt fetches
@@ -221,7 +232,16 @@ impl Upstream {
                 detail: "no certificate".into(),
             })?;
         let seen = tls::fingerprint(cert);
+        // Fleet mode: the fleet's pin is the one; this process's map stands in
+        // while the store does not answer.
+        let fleet = match &self.store {
+            Some(store) if store.is_up() => store.pin(host, port, &seen).await.ok(),
+            _ => None,
+        };
         let mut pins = self.pins.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pinned) = fleet {
+            pins.insert((host.to_string(), port), pinned);
+        }
         match pins.get(&(host.to_string(), port)) {
             Some(pinned) if *pinned != seen => Err(UpstreamError::CertificateChanged {
                 host: host.to_string(),

@@ -168,6 +168,22 @@ impl Config {
                 None => "# upstream_mark: unset, upstream sockets carry no mark\n".to_string(),
             }
         ));
+        match &self.store {
+            Some(st) => out.push_str(&format!(
+                "[store]\nurl = {}\nprefix = {}\non_unavailable = {}\ntimeout = {}\nlease = {}\n\n",
+                quote(&match redact {
+                    true => crate::store::redacted(&st.url),
+                    false => st.url.clone(),
+                }),
+                quote(&st.prefix),
+                quote(st.on_unavailable.as_str()),
+                quote(&d(st.timeout)),
+                quote(&d(st.lease)),
+            )),
+            None => out.push_str(
+                "[store]\n# url: unset, this proxy keeps its gate, cache and pins to itself\n\n",
+            ),
+        }
         out.push_str("[tls]\n");
         if let Some((cert, key)) = &self.tls.cert_and_key {
             out.push_str(&format!(

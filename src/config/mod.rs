@@ -8,6 +8,7 @@ use std::time::Duration;
 
 mod clients;
 mod effective;
+mod fleet;
 mod raw;
 mod resolve;
 mod values;
@@ -96,6 +97,8 @@ pub struct Config {
     pub log_level: String,
     pub limits: Limits,
     pub tls: TlsConfig,
+    /// Fleet mode (`[store]`): off unless a URL is set.
+    pub store: Option<crate::store::StoreConfig>,
 }
 
 #[derive(Clone, Debug)]

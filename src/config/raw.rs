@@ -36,6 +36,19 @@ pub struct RawConfig {
     pub metrics: RawMetrics,
     #[serde(default)]
     pub socks5: RawSocks5,
+    #[serde(default)]
+    pub store: RawStore,
+}
+
+/// `[store]`: fleet mode.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub url: Option<String>,
+    pub prefix: Option<String>,
+    pub on_unavailable: Option<String>,
+    pub timeout: Option<String>,
+    pub lease: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -37,6 +37,7 @@ impl RawConfig {
         let politeness = politeness(&self, flags)?;
         let (log_format, log_level) = log(&self, flags)?;
         let metrics_per_host = metrics(&self)?;
+        let store = super::fleet::store(&self, flags)?;
         let state_dir = flags
             .state_dir
             .clone()
@@ -63,6 +64,7 @@ impl RawConfig {
             log_level,
             limits,
             tls,
+            store,
         })
     }
 }

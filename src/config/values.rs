@@ -108,6 +108,8 @@ pub(super) mod bound {
     pub const MAX_CONNECTIONS: (usize, usize) = (1, 1 << 20);
     pub const PER_HOST_CONCURRENCY: (usize, usize) = (1, 1024);
     pub const PER_HOST_LIMIT: (usize, usize) = (1, 100_000);
+    pub const STORE_TIMEOUT: Span = span(10, 60);
+    pub const LEASE: Span = span(1000, 3600);
 }
 
 /// A value set by a flag of `run` or by a file key: the flag wins. Returns the

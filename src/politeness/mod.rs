@@ -29,7 +29,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::store::Store;
 use crate::target::{HostKey, Server};
+
+mod fleet;
+pub use fleet::fleet_tag;
 
 /// What one gate stands for (`[politeness] key`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -220,12 +224,17 @@ pub struct Politeness {
     config: PolitenessConfig,
     gates: Mutex<Gates>,
     tickets: std::sync::atomic::AtomicU64,
+    /// Fleet mode: the shared gate answers first.
+    store: Option<Arc<Store>>,
 }
 
-/// Holding one: a request to this server is in flight. Dropping it frees the slot.
+/// Holding one: a request to this server is in flight. Dropping it frees the
+/// slot (in fleet mode, releases its lease).
 pub struct Permit {
     gate: Arc<Politeness>,
+    /// The local gate; 0 (no gate) when the shared gate admitted it.
     id: GateId,
+    shared: Option<fleet::Shared>,
 }
 
 impl Permit {
@@ -271,10 +280,16 @@ impl Drop for InQueue<'_> {
 
 impl Politeness {
     pub fn new(config: PolitenessConfig) -> Arc<Politeness> {
+        Politeness::shared(config, None)
+    }
+
+    /// With a store: requests take their turn at the fleet's shared gate.
+    pub fn shared(config: PolitenessConfig, store: Option<Arc<Store>>) -> Arc<Politeness> {
         Arc::new(Politeness {
             config,
             gates: Mutex::new(Gates::default()),
             tickets: std::sync::atomic::AtomicU64::new(0),
+            store,
         })
     }
 
@@ -306,6 +321,11 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Result<Permit, SlowDown> {
+        if let Some(store) = &self.store {
+            if let Some(turn) = self.admit_shared(store, server, delay, hold).await {
+                return turn;
+            }
+        }
         let ticket = self
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -389,6 +409,7 @@ impl Politeness {
                     return Ok(Permit {
                         gate: self.clone(),
                         id,
+                        shared: None,
                     });
                 }
                 // At the head, waiting only for time: sleep until then. Otherwise

@@ -258,9 +258,9 @@ where
                 .parse::<u64>()
                 .ok()
                 .map(Duration::from_secs);
-            ctx.politeness.slow_down(admitted.permit.gate(), secs);
+            admitted.permit.slow_down(secs);
         }
-        2 => ctx.politeness.recovered(admitted.permit.gate()),
+        2 => admitted.permit.recovered(),
         _ => {}
     }
 

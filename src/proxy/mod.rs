@@ -284,6 +284,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
             }
         }
         Rules::Missing(_) => {}
+        Rules::StoreDown => return Err(store_down(ctx)),
         Rules::Unreachable { why, retry_at } => {
             if ctx.robots.on_unreachable() == OnUnreachable::Disallow {
                 let secs = ceil_secs(retry_at.saturating_duration_since(Instant::now()));
@@ -323,6 +324,23 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
                 detail: format!("slow down, retry in {secs} s"),
             })
         }
+    }
+}
+
+/// Fleet mode with the store down and `on_unavailable = "refuse"`: "slow
+/// down" rather than risk a server getting each proxy's rate.
+fn store_down(ctx: &Context) -> Refusal {
+    let retry_after = ctx
+        .politeness
+        .config()
+        .delay_for(None)
+        .max(Duration::from_secs(1));
+    Refusal::SlowDown {
+        retry_after,
+        detail: format!(
+            "slow down, retry in {} s (the fleet's store does not answer)",
+            ceil_secs(retry_after)
+        ),
     }
 }
 

@@ -1,0 +1,286 @@
+//! Fleet mode: several proxies share one politeness gate, the robots.txt
+//! outcomes and the certificate pins through Redis or Valkey (`[store] url`),
+//! so three proxies give a capsule its Crawl-delay once, not three times
+//! (docs/architecture.md, "Fleet mode").
+//!
+//! This module is the store's side only: the connection (the `redis` crate's
+//! connection manager, which reconnects on its own), the key layout, the
+//! server-side scripts, a deadline on every call, and whether the store is up.
+//! What to do with the answers stays with the gate (`politeness`), the cache
+//! (`cache`) and the connector (`upstream`).
+//!
+//! Keys are `<prefix>{<tag>}:<kind>`: one hash tag per server, so a Redis
+//! Cluster keeps a server's keys in one slot and its scripts may touch them
+//! together. Every key is written with a time to live: nothing stored grows
+//! without bound.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::{Metrics, StoreOp};
+
+mod gate;
+mod pins;
+mod robots;
+mod wake;
+
+pub use gate::{GateAsk, Lease};
+pub use robots::{Kind, Record, RobotsTurn, Stored};
+
+/// What requests get while the store does not answer (`[store] on_unavailable`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnUnavailable {
+    /// "Slow down" (`44 N`, `3503`): never risk N times a server's rate (the default).
+    Refuse,
+    /// Each proxy falls back to its own gate and cache until the store is back.
+    Local,
+}
+
+impl OnUnavailable {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnUnavailable::Refuse => "refuse",
+            OnUnavailable::Local => "local",
+        }
+    }
+}
+
+/// `[store]`, validated.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// `redis://[user:password@]host:port/db` or `unix:///path/redis.sock`.
+    pub url: String,
+    /// Put in front of every key and the wake-up channel.
+    pub prefix: String,
+    pub on_unavailable: OnUnavailable,
+    /// The deadline of every call.
+    pub timeout: Duration,
+    /// How long a request's lease outlives its proxy (renewed while it runs).
+    pub lease: Duration,
+}
+
+/// The store did not answer, or not in time.
+#[derive(Clone, Debug, Error)]
+pub enum StoreError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Redis(String),
+    #[error("an answer of the wrong shape: {0}")]
+    Shape(&'static str),
+}
+
+/// The URL with any password replaced, for logs.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// One proxy's handle on the fleet store.
+pub struct Store {
+    conn: ConnectionManager,
+    client: redis::Client,
+    config: StoreConfig,
+    shown: String,
+    up: AtomicBool,
+    metrics: Arc<Metrics>,
+    wakers: wake::Wakers,
+    /// Makes this proxy's lease names unique in the fleet.
+    instance: String,
+    leases: AtomicU64,
+}
+
+impl Store {
+    /// Connects lazily (a store that is down at start is not fatal: requests
+    /// get what `on_unavailable` says until it answers), asks it once so the
+    /// first requests know where they stand, and starts the health check and
+    /// the wake-up listener. A URL that cannot be parsed is an error.
+    pub async fn open(
+        config: StoreConfig,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) -> Result<Arc<Store>, StoreError> {
+        let client = redis::Client::open(config.url.as_str())
+            .map_err(|e| StoreError::Redis(e.to_string()))?;
+        let manager = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(1));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
+            .map_err(|e| StoreError::Redis(e.to_string()))?;
+        let instance = format!(
+            "{}-{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+                & 0xffff_ffff_ffff
+        );
+        let store = Arc::new(Store {
+            conn,
+            client,
+            shown: redacted(&config.url),
+            config,
+            up: AtomicBool::new(false),
+            metrics,
+            wakers: wake::Wakers::default(),
+            instance,
+            leases: AtomicU64::new(0),
+        });
+        // Up, it is logged as a change; down at start needs saying here.
+        match store.ping().await {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(
+                store = %store.shown,
+                error = %e,
+                on_unavailable = store.config.on_unavailable.as_str(),
+                "fleet store does not answer at start"
+            ),
+        }
+        tokio::spawn(store.clone().health(stop.clone()));
+        tokio::spawn(wake::listen(store.clone(), stop));
+        Ok(store)
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Whether the last call was answered.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    /// The store is down and requests are to be answered "slow down".
+    pub fn refuses(&self) -> bool {
+        !self.is_up() && self.config.on_unavailable == OnUnavailable::Refuse
+    }
+
+    /// `<prefix>{<tag>}:<kind>`. Braces in a tag would split its hash tag:
+    /// they are percent-encoded.
+    fn key(&self, tag: &str, kind: &str) -> String {
+        let tag = tag.replace('{', "%7B").replace('}', "%7D");
+        format!("{}{{{tag}}}:{kind}", self.config.prefix)
+    }
+
+    /// The channel that says "a lease was released" or "a robots.txt was written".
+    fn channel(&self) -> String {
+        format!("{}wake", self.config.prefix)
+    }
+
+    fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// Runs one call with the deadline, timing it and counting a failure;
+    /// a change between up and down is logged once.
+    async fn run<T>(
+        &self,
+        op: StoreOp,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        let started = std::time::Instant::now();
+        let result = match tokio::time::timeout(self.config.timeout, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(StoreError::Redis(e.to_string())),
+            Err(_) => Err(StoreError::Timeout(self.config.timeout)),
+        };
+        self.metrics
+            .store_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match &result {
+            Ok(_) => self.mark(true, None),
+            Err(e) => {
+                self.metrics.store_error(op);
+                self.mark(false, Some(e));
+            }
+        }
+        result
+    }
+
+    fn mark(&self, up: bool, error: Option<&StoreError>) {
+        if self.up.swap(up, Ordering::AcqRel) == up {
+            return;
+        }
+        self.metrics.store_up.set(i64::from(up));
+        match error {
+            None => {
+                tracing::info!(store = %self.shown, "fleet store answers: the gate, robots.txt and pins are shared with the fleet")
+            }
+            Some(e) => tracing::warn!(
+                store = %self.shown,
+                error = %e,
+                on_unavailable = self.config.on_unavailable.as_str(),
+                "fleet store unavailable: {}",
+                match self.config.on_unavailable {
+                    OnUnavailable::Refuse => "requests are answered \"slow down\" until it is back",
+                    OnUnavailable::Local => "each proxy uses its own gate and cache until it is back",
+                }
+            ),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.connection();
+        self.run(StoreOp::Ping, async move {
+            redis::cmd("PING").query_async::<String>(&mut conn).await
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Asks the store once a second, so a store that comes back is noticed
+    /// without a request having to fail first.
+    async fn health(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            let _ = self.ping().await;
+        }
+    }
+
+    /// A name for one lease, unique in the fleet.
+    fn lease_name(&self) -> String {
+        format!(
+            "{}-{}",
+            self.instance,
+            self.leases.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+/// Whole microseconds, saturating: what the scripts take.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            redacted("redis://user:secret@10.0.0.1:6379/0"),
+            "redis://***@10.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redacted("unix:///run/redis/redis.sock"),
+            "unix:///run/redis/redis.sock"
+        );
+        assert_eq!(redacted("redis://:p@ss@h:1"), "redis://***@h:1");
+    }
+}

@@ -1,0 +1,268 @@
+//! robots.txt outcomes shared by the fleet: what the last fetch of a host
+//! ended in, until when it is fresh (on the store's clock), and the last good
+//! body for stale-if-error; a lock with a token so that one proxy fetches
+//! while the others wait for its answer (woken when it is written).
+//!
+//! The raw body is stored, not the parsed rules: each proxy parses and
+//! compiles it for its own bots behind its in-process cache.
+
+use std::time::Duration;
+
+use redis::Script;
+
+use super::{micros, Store, StoreError};
+use crate::metrics::StoreOp;
+
+/// How a fetch ended, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Found,
+    /// No robots.txt (a redirect loop included).
+    Missing,
+    /// The host could not be asked.
+    Unreachable,
+}
+
+impl Kind {
+    fn code(self) -> &'static str {
+        match self {
+            Kind::Found => "f",
+            Kind::Missing => "m",
+            Kind::Unreachable => "u",
+        }
+    }
+
+    fn from_code(code: &[u8]) -> Option<Kind> {
+        match code {
+            b"f" => Some(Kind::Found),
+            b"m" => Some(Kind::Missing),
+            b"u" => Some(Kind::Unreachable),
+            _ => None,
+        }
+    }
+}
+
+/// One fetch's outcome, to be written.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub kind: Kind,
+    /// Why (missing, unreachable).
+    pub why: String,
+    /// The body, for `Found`.
+    pub body: Vec<u8>,
+    /// How long it answers for the whole fleet.
+    pub fresh_for: Duration,
+    /// How long a good body is kept past its fetch, for stale-if-error.
+    pub keep_good: Duration,
+}
+
+/// What the store holds for a host.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    pub kind: Kind,
+    pub why: String,
+    /// How much longer it is fresh (zero: stale).
+    pub fresh_for: Duration,
+    /// The last good body and how long ago it was fetched.
+    pub good: Option<(Vec<u8>, Duration)>,
+}
+
+const READ: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local v = redis.call('HMGET', KEYS[1], 'k', 'why', 'until', 'body', 'good_at')
+return {string.format('%.0f', now), v[1], v[2], v[3], v[4], v[5]}
+"#;
+
+const WRITE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local fresh, keep_good = tonumber(ARGV[3]), tonumber(ARGV[5])
+redis.call('HSET', KEYS[1], 'k', ARGV[1], 'why', ARGV[2], 'until', string.format('%.0f', now + fresh))
+if ARGV[1] == 'f' then
+  redis.call('HSET', KEYS[1], 'body', ARGV[4], 'good_at', string.format('%.0f', now))
+elseif ARGV[1] == 'm' then
+  redis.call('HDEL', KEYS[1], 'body', 'good_at')
+end
+local keep = fresh
+local good_at = tonumber(redis.call('HGET', KEYS[1], 'good_at'))
+if good_at then keep = math.max(keep, good_at + keep_good - now) end
+redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
+if ARGV[6] ~= '' and redis.call('GET', KEYS[2]) == ARGV[6] then redis.call('DEL', KEYS[2]) end
+redis.call('PUBLISH', ARGV[7], KEYS[1])
+return 1
+"#;
+
+const UNLOCK: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], KEYS[2])
+  return 1
+end
+return 0
+"#;
+
+fn scripts() -> &'static (Script, Script, Script) {
+    static SCRIPTS: std::sync::OnceLock<(Script, Script, Script)> = std::sync::OnceLock::new();
+    SCRIPTS.get_or_init(|| (Script::new(READ), Script::new(WRITE), Script::new(UNLOCK)))
+}
+
+type Fields = (
+    String,
+    Option<Vec<u8>>,
+    Option<String>,
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<String>,
+);
+
+impl Store {
+    fn robots_keys(&self, tag: &str) -> (String, String) {
+        (self.key(tag, "robots"), self.key(tag, "robots-lock"))
+    }
+
+    /// What the fleet knows about `tag`'s robots.txt, if anything.
+    pub async fn read_robots(&self, tag: &str) -> Result<Option<Stored>, StoreError> {
+        let (key, _) = self.robots_keys(tag);
+        let mut conn = self.connection();
+        let (now, kind, why, until, body, good_at): Fields = self
+            .run(StoreOp::Robots, async move {
+                scripts().0.key(&key).invoke_async(&mut conn).await
+            })
+            .await?;
+        let Some(kind) = kind.as_deref().and_then(Kind::from_code) else {
+            return Ok(None);
+        };
+        let number = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
+        let now = number(Some(&now)).ok_or(StoreError::Shape("the store's clock"))?;
+        let since = |then: u64| Duration::from_micros(now.saturating_sub(then));
+        let fresh_for = number(until.as_deref()).map_or(Duration::ZERO, |u| {
+            Duration::from_micros(u.saturating_sub(now))
+        });
+        let good = match (body, number(good_at.as_deref())) {
+            (Some(body), Some(at)) => Some((body, since(at))),
+            _ => None,
+        };
+        Ok(Some(Stored {
+            kind,
+            why: why.unwrap_or_default(),
+            fresh_for,
+            good,
+        }))
+    }
+
+    /// Takes the fetch lock of `tag` for at most `hold`: `Some(token)` if this
+    /// proxy is to fetch, `None` if another one is fetching.
+    pub async fn lock_robots(
+        &self,
+        tag: &str,
+        hold: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        let (_, lock) = self.robots_keys(tag);
+        let token = self.lease_name();
+        let mut conn = self.connection();
+        let ms = (micros(hold) / 1000).max(1);
+        let t = token.clone();
+        let set: Option<String> = self
+            .run(StoreOp::Robots, async move {
+                redis::cmd("SET")
+                    .arg(&lock)
+                    .arg(&t)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(set.map(|_| token))
+    }
+
+    /// Writes an outcome, lets go of the lock when `token` holds it, and wakes
+    /// the proxies waiting for it.
+    pub async fn write_robots(
+        &self,
+        tag: &str,
+        record: &Record,
+        token: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (key, lock) = self.robots_keys(tag);
+        let never = micros(crate::politeness::NEVER);
+        let mut conn = self.connection();
+        let mut call = scripts().1.key(&key);
+        call.key(&lock)
+            .arg(record.kind.code())
+            .arg(&record.why)
+            .arg(micros(record.fresh_for).min(never))
+            .arg(&record.body[..])
+            .arg(micros(record.keep_good).min(never))
+            .arg(token.unwrap_or(""))
+            .arg(self.channel());
+        self.run(StoreOp::Robots, async move {
+            call.invoke_async::<i64>(&mut conn).await
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Lets go of the lock without writing (the fetch was given up).
+    pub async fn unlock_robots(&self, tag: &str, token: &str) -> Result<(), StoreError> {
+        let (key, lock) = self.robots_keys(tag);
+        let mut conn = self.connection();
+        let mut call = scripts().2.key(&lock);
+        call.key(&key).arg(token).arg(self.channel());
+        self.run(StoreOp::Robots, async move {
+            call.invoke_async::<i64>(&mut conn).await
+        })
+        .await
+        .map(drop)
+    }
+
+    /// What to do about `tag`'s robots.txt: use the fleet's fresh copy, or
+    /// fetch it. Another proxy's fetch in progress is waited for (woken when
+    /// it is written or its lock let go) until `deadline`; a waiter that
+    /// outlives it fetches itself, without the lock.
+    pub async fn robots_or_turn(
+        &self,
+        tag: &str,
+        hold: Duration,
+        deadline: tokio::time::Instant,
+    ) -> Result<RobotsTurn, StoreError> {
+        let (key, _) = self.robots_keys(tag);
+        let watch = self.wakers.watch(key);
+        loop {
+            // Listening before reading: a write in between is not missed.
+            let written = watch.notify.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            let stored = self.read_robots(tag).await?;
+            if let Some(fresh) = stored.as_ref().filter(|s| !s.fresh_for.is_zero()) {
+                return Ok(RobotsTurn::Fresh(fresh.clone()));
+            }
+            if let Some(token) = self.lock_robots(tag, hold).await? {
+                return Ok(RobotsTurn::Fetch {
+                    token: Some(token),
+                    stored,
+                });
+            }
+            if tokio::time::timeout_at(deadline, written).await.is_err() {
+                return Ok(RobotsTurn::Fetch {
+                    token: None,
+                    stored,
+                });
+            }
+        }
+    }
+}
+
+/// [`Store::robots_or_turn`]'s answer.
+pub enum RobotsTurn {
+    /// The fleet's copy, fresh.
+    Fresh(Stored),
+    /// This proxy fetches: with the lock's token when it holds the lock;
+    /// `stored` is what the store had (for its good body).
+    Fetch {
+        token: Option<String>,
+        stored: Option<Stored>,
+    },
+}
