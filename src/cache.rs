@@ -476,7 +476,7 @@ mod tests {
         match &entry.rules {
             Rules::Found { policies, .. } => Some(policies[0].decide(path).allowed()),
             Rules::Missing(_) => Some(true),
-            Rules::Unreachable { .. } => None,
+            Rules::Unreachable { .. } | Rules::StoreDown => None,
         }
     }
 

@@ -66,6 +66,8 @@ pub struct Proxy {
     pub cert_path: PathBuf,
     pub cert_fingerprint: String,
     pub context: Arc<Context>,
+    /// Fleet mode: the store.
+    store: Option<Arc<Store>>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     grace: std::time::Duration,
@@ -142,6 +144,7 @@ impl Proxy {
             }
             None => None,
         };
+        let fleet = store.clone();
         let upstream = Arc::new(upstream.with_store(store.clone()));
         let politeness = Politeness::shared(config.politeness.clone(), store.clone());
         let fetcher = Polite {
@@ -241,10 +244,16 @@ impl Proxy {
             cert_path,
             cert_fingerprint,
             context,
+            store: fleet,
             shutdown,
             tracker,
             grace,
         })
+    }
+
+    /// Fleet mode: whether the store answered the last call (`None`: no store).
+    pub fn store_is_up(&self) -> Option<bool> {
+        self.store.as_ref().map(|s| s.is_up())
     }
 
     /// Stops accepting; requests in flight go on.

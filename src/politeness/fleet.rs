@@ -86,26 +86,25 @@ impl super::Permit {
     /// The upstream answered "slow down" (Gemini `44`): with a number, nothing
     /// starts at this server before it has passed; without, its spacing
     /// doubles. In fleet mode, for every proxy.
-    pub fn slow_down(&self, seconds: Option<Duration>) {
+    /// The fleet is told before the client hears the `44`, so a client
+    /// that retries at once through another proxy is held too.
+    pub async fn slow_down(&self, seconds: Option<Duration>) {
         self.gate.slow_down(self.id, seconds);
         if let (Some(shared), Some(store)) = (&self.shared, &self.gate.store) {
-            let (store, tag, delay) = (store.clone(), shared.tag.clone(), shared.delay);
             let max_delay = self.gate.config.max_delay;
-            tokio::spawn(async move {
-                let _ = store.slow_down(&tag, seconds, delay, max_delay).await;
-            });
+            let _ = store
+                .slow_down(&shared.tag, seconds, shared.delay, max_delay)
+                .await;
         }
     }
 
-    /// The upstream answered normally: a back-off ends.
-    pub fn recovered(&self) {
+    /// The upstream answered normally: a back-off ends (a store call only
+    /// when the shared gate was backed off).
+    pub async fn recovered(&self) {
         self.gate.recovered(self.id);
         if let (Some(shared), Some(store)) = (&self.shared, &self.gate.store) {
             if shared.lease.backed_off() {
-                let (store, tag) = (store.clone(), shared.tag.clone());
-                tokio::spawn(async move {
-                    let _ = store.recovered(&tag).await;
-                });
+                let _ = store.recovered(&shared.tag).await;
             }
         }
     }

@@ -258,9 +258,9 @@ where
                 .parse::<u64>()
                 .ok()
                 .map(Duration::from_secs);
-            admitted.permit.slow_down(secs);
+            admitted.permit.slow_down(secs).await;
         }
-        2 => admitted.permit.recovered(),
+        2 => admitted.permit.recovered().await,
         _ => {}
     }
 

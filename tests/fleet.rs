@@ -1,0 +1,280 @@
+//! Fleet mode (`[store]`): proxies in one process sharing a real redis-server
+//! on a unix socket, from the other side: a crawler spreading its requests over
+//! the fleet to get N times a server's rate, an upstream's `44` dodged by asking
+//! another proxy, a proxy that dies holding a lease, a capsule whose
+//! certificate changes behind one proxy's back, the store killed under load.
+
+mod common;
+#[path = "common/redis.rs"]
+mod redis_server;
+
+use std::time::Duration;
+
+use common::*;
+use redis_server::RedisServer;
+use robots_proxy::config::Config;
+use robots_proxy::server::Proxy;
+use robots_proxy::store::{OnUnavailable, StoreConfig};
+
+fn fleet_config(redis: &RedisServer, on_unavailable: OnUnavailable) -> Config {
+    let mut config = test_config();
+    config.store = Some(StoreConfig {
+        url: redis.url(),
+        prefix: "test:".into(),
+        on_unavailable,
+        timeout: Duration::from_millis(300),
+        lease: Duration::from_secs(1),
+    });
+    config
+}
+
+async fn fleet(redis: &RedisServer, n: usize, on_unavailable: OnUnavailable) -> Vec<Proxy> {
+    let mut proxies = Vec::new();
+    for _ in 0..n {
+        proxies.push(start_proxy(fleet_config(redis, on_unavailable)).await);
+    }
+    proxies
+}
+
+fn first(answer: &[u8]) -> String {
+    first_line(answer)
+}
+
+/// A crawler that spreads its requests over two proxies still gets the
+/// Crawl-delay once: the server sees starts spaced by it, and robots.txt
+/// fetched once for the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
+    let redis = RedisServer::start();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nCrawl-delay: 0.25\n".to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
+    .await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let proxy = proxies[i % 2].gopher_addr;
+            let url = origin.url(&format!("0/p{i}"));
+            tokio::spawn(async move { gopher(proxy, url.as_bytes()).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), b"text\r\n");
+    }
+    assert_eq!(origin.count(b"robots.txt"), 1, "{:?}", origin.all());
+    let gaps = origin.gaps();
+    assert_eq!(gaps.len(), 6);
+    // The robots.txt fetch has no Crawl-delay of its own (default_delay 0
+    // here); every page start is 250 ms after the one before, whichever proxy.
+    for gap in &gaps[1..] {
+        assert!(*gap >= 0.24, "{gaps:?}");
+    }
+}
+
+/// A proxy that died holding a lease (its renewals stopped) holds the cap
+/// only until the lease expires: then the fleet goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_proxys_lease_expires() {
+    let redis = RedisServer::start();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
+    .await;
+    let proxies = fleet(&redis, 1, OnUnavailable::Refuse).await;
+    let proxy = proxies[0].gopher_addr;
+    // Warm: robots.txt known, the gate exists.
+    assert_eq!(gopher(proxy, origin.url("0/a").as_bytes()).await, b"text\r\n");
+    // What a proxy killed mid-request leaves: a lease 1 s long, never renewed.
+    let mut conn = redis.connection().await;
+    let leases = format!("test:{{a/127.0.0.1:{}}}:leases", origin.addr.port());
+    let now: (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let expiry = now.0 * 1_000_000 + now.1 + 1_000_000;
+    let _: i64 = redis::cmd("ZADD")
+        .arg(&leases)
+        .arg(expiry)
+        .arg("ghost")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(gopher(proxy, origin.url("0/b").as_bytes()).await, b"text\r\n");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
+    // Every key the gate wrote expires on its own.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("test:*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // -1: no time to live; -2: gone since KEYS (a lease set emptied).
+        assert_ne!(ttl, -1, "{key} has no time to live");
+    }
+}
+
+/// An upstream `44 2` through one proxy holds the server for the whole
+/// fleet: retrying at once through the other proxy waits the 2 s too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_slow_down_is_seen_by_every_proxy() {
+    let redis = RedisServer::start();
+    let origin = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("20 text/plain", "User-agent: *\nAllow: /\n")
+        } else if url.ends_with("/busy") {
+            text("44 2", "")
+        } else {
+            text("20 text/gemini", "page")
+        }
+    })
+    .await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    assert_eq!(
+        gemini(proxies[0].gemini_addr, &origin.url("/busy")).await.0,
+        "44 2"
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(
+        gemini(proxies[1].gemini_addr, &origin.url("/page")).await.0,
+        "20 text/gemini"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+    // robots.txt once for both.
+    assert_eq!(origin.count("/robots.txt"), 1, "{:?}", origin.all());
+}
+
+/// Trust on first use for the fleet: a capsule that changes its certificate
+/// after one proxy met it is refused by another proxy that never met it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_pins_are_shared() {
+    let redis = RedisServer::start();
+    let first = capsule(text("51 none", ""), text("20 text/gemini", "first")).await;
+    let addr = first.addr;
+    let url = first.url("/");
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    assert_eq!(gemini(proxies[0].gemini_addr, &url).await.0, "20 text/gemini");
+    first.stop().await;
+    let _second = Origin::start_on(addr, |_| text("20 text/gemini", "second")).await;
+    let (header, body) = gemini(proxies[1].gemini_addr, &url).await;
+    assert!(header.starts_with("43 "), "{header}");
+    assert!(header.contains("trust on first use"), "{header}");
+    assert!(body.is_empty());
+}
+
+/// Clients hammering two proxies while the store is killed and started
+/// again: with `refuse`, nothing is relayed while it is down (every answer is
+/// a relay or a slow-down, never an error); once it is back, requests are
+/// relayed again without a restart, and the errors were counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_killed_and_restarted_under_load_refuse() {
+    let relayed_while_down = store_outage(OnUnavailable::Refuse).await;
+    assert_eq!(relayed_while_down, 0);
+}
+
+/// The same outage with `local`: each proxy carries on with its own gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_killed_and_restarted_under_load_local() {
+    let relayed_while_down = store_outage(OnUnavailable::Local).await;
+    assert!(relayed_while_down > 0);
+}
+
+/// Runs the outage; how many requests were relayed while the store was down.
+async fn store_outage(mode: OnUnavailable) -> usize {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let mut redis = RedisServer::start();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
+    .await;
+    let proxies = fleet(&redis, 2, mode).await;
+    let down = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let relayed_while_down = Arc::new(AtomicUsize::new(0));
+    let (relayed, slowed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let proxy = proxies[i % 2].gopher_addr;
+            let url = origin.url(&format!("0/c{i}"));
+            let (down, stop, while_down) =
+                (down.clone(), stop.clone(), relayed_while_down.clone());
+            let (relayed, slowed) = (relayed.clone(), slowed.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = gopher(proxy, url.as_bytes()).await;
+                    let was_down = down.load(Ordering::Relaxed);
+                    if answer == b"text\r\n" {
+                        relayed.fetch_add(1, Ordering::Relaxed);
+                        if was_down {
+                            while_down.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else {
+                        let line = first(&answer);
+                        assert!(line.starts_with("3503 "), "{line}");
+                        slowed.fetch_add(1, Ordering::Relaxed);
+                        // A slowed client waits a little, as a polite one would.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    let served = |n: usize| {
+        let relayed = relayed.clone();
+        move || relayed.load(Ordering::Relaxed) >= n
+    };
+    wait_until("requests relayed before the outage", served(20)).await;
+    redis.kill();
+    // Requests in flight when it died may still finish; the next ones see it down.
+    wait_until("a proxy notices the store is down", || {
+        proxies.iter().all(|p| p.store_is_up() == Some(false))
+    })
+    .await;
+    down.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    down.store(false, Ordering::Relaxed);
+    let while_down = relayed_while_down.load(Ordering::Relaxed);
+    redis.restart();
+    let before = relayed.load(Ordering::Relaxed);
+    wait_until("both proxies use the store again", || {
+        proxies.iter().all(|p| p.store_is_up() == Some(true))
+    })
+    .await;
+    wait_until("requests relayed after the outage", served(before + 20)).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    let (_, metrics) = http_get(proxies[0].metrics_addr, "/metrics").await;
+    assert_eq!(sample(&metrics, "robots_proxy_store_up"), Some(1.0));
+    let errors: f64 = ["gate", "robots", "ping"]
+        .iter()
+        .filter_map(|op| {
+            sample(
+                &metrics,
+                &format!("robots_proxy_store_errors_total{{op=\"{op}\"}}"),
+            )
+        })
+        .sum();
+    assert!(errors >= 1.0, "{metrics}");
+    if mode == OnUnavailable::Refuse {
+        assert!(slowed.load(Ordering::Relaxed) > 0);
+    }
+    while_down
+}
