@@ -327,11 +327,10 @@ impl Metrics {
                     0.5, 1.0, 2.5,
                 ]),
             )
-            .map(|h| {
+            .inspect(|h| {
                 registry
                     .register(Box::new(h.clone()))
                     .expect("unique metric");
-                h
             })
             .expect("valid metric"),
             store_up: gauge(

@@ -156,6 +156,15 @@ fn absurd_values_are_refused_naming_the_key_and_the_bound() {
         ("[politeness]\nmax_wait = \"200000000000000d\"", "politeness.max_wait: \"200000000000000d\" is out of range: at most 1d"),
         ("[metrics]\nper_host = true\nper_host_limit = 0", "metrics.per_host_limit: 0 is out of range: from 1 to 100000"),
         ("[metrics]\nper_host = true\nper_host_limit = 10000000", "metrics.per_host_limit: 10000000 is out of range"),
+        ("[store]\nurl = \"redis://h:6379\"\ntimeout = \"2h\"", "store.timeout: \"2h\" is out of range: from 10ms to 1m"),
+        ("[store]\nurl = \"redis://h:6379\"\ntimeout = \"0ms\"", "store.timeout: \"0ms\" is out of range"),
+        ("[store]\nurl = \"redis://h:6379\"\nlease = \"100ms\"", "store.lease: \"100ms\" is out of range: from 1s to 1h"),
+        ("[store]\nurl = \"redis://h:6379\"\nlease = \"99999999999999999999d\"", "store.lease: \"99999999999999999999d\" is out of range"),
+        ("[store]\nurl = \"redis://h:6379\"\nprefix = \"a{b}\"", "store.prefix: \"a{b}\": at most 64 bytes"),
+        ("[store]\nurl = \"redis://h:6379\"\nprefix = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", "store.prefix: "),
+        ("[store]\nurl = \"redis://h:6379\"\non_unavailable = \"ignore\"", "store.on_unavailable: \"ignore\": use \"refuse\" or \"local\""),
+        ("[store]\nurl = \"http://user:secret@h:6379\"", "store.url: \"http://***@h:6379\": write redis://host:port[/db] or unix:///path/redis.sock"),
+        ("[store]\nurl = \"redis://h:notaport\"", "store.url: "),
         ("[log]\nlevel = \"verbose\"", "log.level: \"verbose\" is not a level"),
         ("[log]\nlevel = \"robots_proxy=loud\"", "log.level: \"robots_proxy=loud\" is not a level"),
         ("[log]\nlevel = \"\"", "log.level: \"\" is not a level"),
@@ -182,6 +191,18 @@ fn absurd_values_are_refused_naming_the_key_and_the_bound() {
         .to_string();
     assert!(
         err.starts_with("--max-wait: \"200000000000000d\" is out of range"),
+        "{err}"
+    );
+    let flags = RunArgs {
+        store: Some("rediss://h:6379".into()),
+        ..RunArgs::default()
+    };
+    let err = RawConfig::default()
+        .resolve(&flags)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("--store: \"rediss://h:6379\": write redis://"),
         "{err}"
     );
     // Levels and filters that mean something still pass.
@@ -227,6 +248,18 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
     assert!(stdout.contains("name = \"crawler\""), "{stdout}");
     assert!(!stdout.contains("hunter2-secret"), "{stdout}");
     assert!(stdout.contains("(redacted)"), "{stdout}");
+
+    let store = run(
+        "store.toml",
+        "[store]\nurl = \"redis://:hunter3-secret@127.0.0.1:6379/1\"\n",
+    );
+    assert_eq!(store.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&store.stdout);
+    assert!(
+        stdout.contains("url = \"redis://***@127.0.0.1:6379/1\""),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("hunter3-secret"), "{stdout}");
 }
 
 /// The largest value of every bounded key is safe to run with: the proxy

@@ -85,7 +85,10 @@ async fn a_vanished_proxys_lease_expires() {
     let proxies = fleet(&redis, 1, OnUnavailable::Refuse).await;
     let proxy = proxies[0].gopher_addr;
     // Warm: robots.txt known, the gate exists.
-    assert_eq!(gopher(proxy, origin.url("0/a").as_bytes()).await, b"text\r\n");
+    assert_eq!(
+        gopher(proxy, origin.url("0/a").as_bytes()).await,
+        b"text\r\n"
+    );
     // What a proxy killed mid-request leaves: a lease 1 s long, never renewed.
     let mut conn = redis.connection().await;
     let leases = format!("test:{{a/127.0.0.1:{}}}:leases", origin.addr.port());
@@ -99,7 +102,10 @@ async fn a_vanished_proxys_lease_expires() {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    assert_eq!(gopher(proxy, origin.url("0/b").as_bytes()).await, b"text\r\n");
+    assert_eq!(
+        gopher(proxy, origin.url("0/b").as_bytes()).await,
+        b"text\r\n"
+    );
     let waited = started.elapsed();
     assert!(
         waited >= Duration::from_millis(800) && waited < Duration::from_secs(4),
@@ -166,7 +172,10 @@ async fn certificate_pins_are_shared() {
     let addr = first.addr;
     let url = first.url("/");
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
-    assert_eq!(gemini(proxies[0].gemini_addr, &url).await.0, "20 text/gemini");
+    assert_eq!(
+        gemini(proxies[0].gemini_addr, &url).await.0,
+        "20 text/gemini"
+    );
     first.stop().await;
     let _second = Origin::start_on(addr, |_| text("20 text/gemini", "second")).await;
     let (header, body) = gemini(proxies[1].gemini_addr, &url).await;
@@ -212,8 +221,7 @@ async fn store_outage(mode: OnUnavailable) -> usize {
         .map(|i| {
             let proxy = proxies[i % 2].gopher_addr;
             let url = origin.url(&format!("0/c{i}"));
-            let (down, stop, while_down) =
-                (down.clone(), stop.clone(), relayed_while_down.clone());
+            let (down, stop, while_down) = (down.clone(), stop.clone(), relayed_while_down.clone());
             let (relayed, slowed) = (relayed.clone(), slowed.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
@@ -277,4 +285,51 @@ async fn store_outage(mode: OnUnavailable) -> usize {
         assert!(slowed.load(Ordering::Relaxed) > 0);
     }
     while_down
+}
+
+/// Hostile numbers reach the store's scripts as capped microseconds: a
+/// Crawl-delay of 10^20 s and an upstream `44 18446744073709551615` give
+/// slow-down answers, the scripts never fail, and other hosts are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_numbers_do_not_break_the_shared_gate() {
+    let redis = RedisServer::start();
+    let huge = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text(
+                "20 text/plain",
+                "User-agent: *\nCrawl-delay: 100000000000000000000\n",
+            )
+        } else {
+            text("20 text/gemini", "page")
+        }
+    })
+    .await;
+    let forever = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("20 text/plain", "User-agent: *\nAllow: /\n")
+        } else {
+            text("44 18446744073709551615", "")
+        }
+    })
+    .await;
+    let normal = capsule(text("51 none", ""), text("20 text/gemini", "fine")).await;
+    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+    config.politeness.max_delay = None;
+    let proxy = start_proxy(config).await;
+    let (header, _) = gemini(proxy.gemini_addr, &huge.url("/a")).await;
+    assert!(header.starts_with("44 "), "{header}");
+    let (header, _) = gemini(proxy.gemini_addr, &forever.url("/a")).await;
+    assert_eq!(header, "44 18446744073709551615");
+    let (header, _) = gemini(proxy.gemini_addr, &forever.url("/b")).await;
+    assert!(header.starts_with("44 "), "{header}");
+    assert_eq!(forever.count("/b"), 0, "held off by the 44");
+    assert_eq!(
+        gemini(proxy.gemini_addr, &normal.url("/")).await.0,
+        "20 text/gemini"
+    );
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    for op in ["gate", "slow-down", "robots"] {
+        let series = format!("robots_proxy_store_errors_total{{op=\"{op}\"}}");
+        assert_eq!(sample(&metrics, &series), Some(0.0), "{op}");
+    }
 }

@@ -81,7 +81,18 @@ end
 return renewed
 "#;
 
+/// Releases a lease, and moves `last` to the request's actual start when it
+/// was later than reserved (the proxy woke late): the next start is spaced
+/// from when the server really saw this one. `ARGV[3]`: microseconds since
+/// the request started, on the proxy's monotonic clock.
 const RELEASE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local started = now - tonumber(ARGV[3])
+local last = tonumber(redis.call('HGET', KEYS[2], 'last'))
+if last and started > last then
+  redis.call('HSET', KEYS[2], 'last', string.format('%.0f', started))
+end
 local gone = redis.call('ZREM', KEYS[1], ARGV[1])
 if gone == 1 then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
 return gone
@@ -147,8 +158,12 @@ const FULL_RECHECK: Duration = Duration::from_secs(2);
 /// background, released when dropped. If the proxy dies, it expires.
 pub struct Lease {
     store: Arc<Store>,
+    /// The leases' key and the gate's.
     key: String,
+    gate: String,
     name: String,
+    /// When the request really started (it woke from its wait).
+    started: std::time::Instant,
     renewal: tokio::task::AbortHandle,
     backed_off: bool,
 }
@@ -164,20 +179,20 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewal.abort();
-        let (store, key, name) = (self.store.clone(), self.key.clone(), self.name.clone());
+        let (store, name) = (self.store.clone(), self.name.clone());
+        let (key, gate) = (self.key.clone(), self.gate.clone());
+        let since_start = micros(self.started.elapsed());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let mut conn = store.connection();
-                let channel = store.channel();
+                let mut call = scripts().release.key(&key);
+                call.key(&gate)
+                    .arg(&name)
+                    .arg(store.channel())
+                    .arg(since_start);
                 let _ = store
                     .run(StoreOp::Gate, async move {
-                        scripts()
-                            .release
-                            .key(&key)
-                            .arg(&name)
-                            .arg(&channel)
-                            .invoke_async::<i64>(&mut conn)
-                            .await
+                        call.invoke_async::<i64>(&mut conn).await
                     })
                     .await;
             });
@@ -231,7 +246,7 @@ impl Store {
     ) -> Result<Result<Lease, Duration>, StoreError> {
         let deadline = Instant::now() + ask.max_wait.min(crate::politeness::NEVER);
         let name = self.lease_name();
-        let (_, leases) = self.gate_keys(tag);
+        let (gate, leases) = self.gate_keys(tag);
         let watch = self.wakers.watch(leases.clone());
         loop {
             // Listening before asking: a release between the answer and the
@@ -241,8 +256,13 @@ impl Store {
             released.as_mut().enable();
             match self.reserve(tag, &ask, &name).await? {
                 Answer::Go(wait, backed_off) => {
-                    let lease = self.lease(leases, name, backed_off);
-                    tokio::time::sleep(wait).await;
+                    let mut lease = self.lease((leases, gate), name, backed_off);
+                    // A zero sleep would still wait for the timer's next
+                    // millisecond tick.
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    lease.started = std::time::Instant::now();
                     return Ok(Ok(lease));
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
@@ -259,7 +279,12 @@ impl Store {
     }
 
     /// A lease taken by the script, renewed every third of its life.
-    fn lease(self: &Arc<Self>, key: String, name: String, backed_off: bool) -> Lease {
+    fn lease(
+        self: &Arc<Self>,
+        (key, gate): (String, String),
+        name: String,
+        backed_off: bool,
+    ) -> Lease {
         let (store, k, n) = (self.clone(), key.clone(), name.clone());
         let every = (self.config.lease / 3).max(Duration::from_millis(100));
         let renewal = tokio::spawn(async move {
@@ -279,7 +304,9 @@ impl Store {
         Lease {
             store: self.clone(),
             key,
+            gate,
             name,
+            started: std::time::Instant::now(),
             renewal,
             backed_off,
         }

@@ -33,7 +33,14 @@ impl RedisServer {
         let mut child = Command::new("redis-server")
             .args(["--port", "0", "--unixsocket"])
             .arg(&self.socket)
-            .args(["--unixsocketperm", "700", "--save", "", "--appendonly", "no"])
+            .args([
+                "--unixsocketperm",
+                "700",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::piped())
