@@ -12,6 +12,9 @@
 //!   released (the wake-up channel) or that time;
 //! - answers "slow down" when the start would be more than `max_wait` away.
 //!
+//! Releasing a lease moves `last` to the request's real start when it woke
+//! late (`RELEASE`), so lateness is not passed on to the next request.
+//!
 //! Starts are reserved in the order the script runs: roughly first come, first
 //! served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
 //! numbers are doubles): the caller caps every duration at `politeness::NEVER`.
