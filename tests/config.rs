@@ -181,26 +181,24 @@ fn absurd_values_are_refused_naming_the_key_and_the_bound() {
         );
     }
     // A flag names itself, not the key.
-    let flags = RunArgs {
+    let flag_error = |flags: RunArgs| {
+        RawConfig::default()
+            .resolve(&flags)
+            .unwrap_err()
+            .to_string()
+    };
+    let err = flag_error(RunArgs {
         max_wait: Some("200000000000000d".into()),
         ..RunArgs::default()
-    };
-    let err = RawConfig::default()
-        .resolve(&flags)
-        .unwrap_err()
-        .to_string();
+    });
     assert!(
         err.starts_with("--max-wait: \"200000000000000d\" is out of range"),
         "{err}"
     );
-    let flags = RunArgs {
+    let err = flag_error(RunArgs {
         store: Some("rediss://h:6379".into()),
         ..RunArgs::default()
-    };
-    let err = RawConfig::default()
-        .resolve(&flags)
-        .unwrap_err()
-        .to_string();
+    });
     assert!(
         err.starts_with("--store: \"rediss://h:6379\": write redis://"),
         "{err}"

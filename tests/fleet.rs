@@ -40,17 +40,22 @@ fn first(answer: &[u8]) -> String {
     first_line(answer)
 }
 
+/// A Gopher server whose robots.txt is `robots` and every page `text`.
+async fn text_hole(robots: &str) -> GopherOrigin {
+    hole(
+        Reply::Bytes(robots.as_bytes().to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
+    .await
+}
+
 /// A crawler that spreads its requests over two proxies still gets the
 /// Crawl-delay once: the server sees starts spaced by it, and robots.txt
 /// fetched once for the fleet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
     let redis = RedisServer::start();
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\nCrawl-delay: 0.25\n".to_vec()),
-        Reply::Bytes(b"text\r\n".to_vec()),
-    )
-    .await;
+    let origin = text_hole("User-agent: *\nCrawl-delay: 0.25\n").await;
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
     let tasks: Vec<_> = (0..6)
         .map(|i| {
@@ -77,11 +82,7 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_proxys_lease_expires() {
     let redis = RedisServer::start();
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
-        Reply::Bytes(b"text\r\n".to_vec()),
-    )
-    .await;
+    let origin = text_hole("User-agent: *\nAllow: /\n").await;
     let proxies = fleet(&redis, 1, OnUnavailable::Refuse).await;
     let proxy = proxies[0].gopher_addr;
     // Warm: robots.txt known, the gate exists.
@@ -207,11 +208,7 @@ async fn store_outage(mode: OnUnavailable) -> usize {
     use std::sync::Arc;
 
     let mut redis = RedisServer::start();
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
-        Reply::Bytes(b"text\r\n".to_vec()),
-    )
-    .await;
+    let origin = text_hole("User-agent: *\nAllow: /\n").await;
     let proxies = fleet(&redis, 2, mode).await;
     let down = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
