@@ -307,7 +307,7 @@ impl RobotsCache {
         let local_good = previous.and_then(|p| p.good.clone());
         match turn {
             Ok(RobotsTurn::Fresh(stored)) => self.entry_from_stored(stored, local_good),
-            Ok(RobotsTurn::Fetch { token, stored }) => {
+            Ok(RobotsTurn::Fetch { lock, stored }) => {
                 let good = newest(local_good, stored.and_then(|s| self.good_from(s.good)));
                 self.fetches.fetch_add(1, Ordering::Relaxed);
                 let outcome = self.fetcher.fetch(server, name).await;
@@ -316,9 +316,7 @@ impl RobotsCache {
                     // therefore refused: not an outcome to keep.
                     return store_down();
                 }
-                let _ = store
-                    .write_robots(&tag, &self.record(&outcome), token.as_deref())
-                    .await;
+                let _ = lock.write(&self.record(&outcome)).await;
                 self.entry_at(outcome, (Instant::now(), self.config.ttl), good)
             }
             Err(_) if store.refuses() => store_down(),

@@ -330,3 +330,54 @@ async fn hostile_numbers_do_not_break_the_shared_gate() {
         assert_eq!(sample(&metrics, &series), Some(0.0), "{op}");
     }
 }
+
+/// A crawler that starts a robots.txt fetch through one proxy and hangs up
+/// does not hold the fleet's fetch lock until it expires: the fetch is given
+/// up, the lock let go, and a request through another proxy fetches at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_given_up_lets_go_of_the_fleet_lock() {
+    use rustls::pki_types::ServerName;
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start();
+    // robots.txt takes 1 s to come; the lock would last max_wait (10 s) +
+    // fetch_timeout (1.5 s) + 1 s.
+    let origin = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            Reply::Delayed(
+                Duration::from_secs(1),
+                b"20 text/plain\r\nUser-agent: *\nAllow: /\n".to_vec(),
+            )
+        } else {
+            text("20 text/gemini", "page")
+        }
+    })
+    .await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    let tcp = tokio::net::TcpStream::connect(proxies[0].gemini_addr)
+        .await
+        .unwrap();
+    let connector = tokio_rustls::TlsConnector::from(robots_proxy::tls::client_config().unwrap());
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.write_all(format!("{}\r\n", origin.url("/first")).as_bytes())
+        .await
+        .unwrap();
+    let arrived = origin.arrivals.clone();
+    wait_until("the robots.txt fetch started", || {
+        !arrived.lock().unwrap().is_empty()
+    })
+    .await;
+    tls.shutdown().await.unwrap();
+    drop(tls);
+    let started = std::time::Instant::now();
+    let (header, _) = gemini(proxies[1].gemini_addr, &origin.url("/second")).await;
+    assert_eq!(header, "20 text/gemini");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "waited the lock out: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(origin.count("/first"), 0);
+}

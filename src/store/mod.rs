@@ -31,7 +31,7 @@ mod robots;
 mod wake;
 
 pub use gate::{GateAsk, Lease};
-pub use robots::{Kind, Record, RobotsTurn, Stored};
+pub use robots::{FetchLock, Kind, Record, RobotsTurn, Stored};
 
 /// What requests get while the store does not answer (`[store] on_unavailable`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

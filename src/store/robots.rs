@@ -6,6 +6,7 @@
 //! The raw body is stored, not the parsed rules: each proxy parses and
 //! compiles it for its own bots behind its in-process cache.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
@@ -206,7 +207,7 @@ impl Store {
     }
 
     /// Lets go of the lock without writing (the fetch was given up).
-    pub async fn unlock_robots(&self, tag: &str, token: &str) -> Result<(), StoreError> {
+    async fn unlock_robots(&self, tag: &str, token: &str) -> Result<(), StoreError> {
         let (key, lock) = self.robots_keys(tag);
         let mut conn = self.connection();
         let mut call = scripts().2.key(&lock);
@@ -223,7 +224,7 @@ impl Store {
     /// it is written or its lock let go) until `deadline`; a waiter that
     /// outlives it fetches itself, without the lock.
     pub async fn robots_or_turn(
-        &self,
+        self: &Arc<Self>,
         tag: &str,
         hold: Duration,
         deadline: tokio::time::Instant,
@@ -241,13 +242,13 @@ impl Store {
             }
             if let Some(token) = self.lock_robots(tag, hold).await? {
                 return Ok(RobotsTurn::Fetch {
-                    token: Some(token),
+                    lock: self.fetch_lock(tag, Some(token)),
                     stored,
                 });
             }
             if tokio::time::timeout_at(deadline, written).await.is_err() {
                 return Ok(RobotsTurn::Fetch {
-                    token: None,
+                    lock: self.fetch_lock(tag, None),
                     stored,
                 });
             }
@@ -259,10 +260,53 @@ impl Store {
 pub enum RobotsTurn {
     /// The fleet's copy, fresh.
     Fresh(Stored),
-    /// This proxy fetches: with the lock's token when it holds the lock;
+    /// This proxy fetches, holding `lock` (or not, when it waited it out);
     /// `stored` is what the store had (for its good body).
     Fetch {
-        token: Option<String>,
+        lock: FetchLock,
         stored: Option<Stored>,
     },
+}
+
+impl Store {
+    fn fetch_lock(self: &Arc<Self>, tag: &str, token: Option<String>) -> FetchLock {
+        FetchLock {
+            store: self.clone(),
+            tag: tag.to_string(),
+            token,
+        }
+    }
+}
+
+/// The fetch lock while this proxy fetches. [`FetchLock::write`] shares the
+/// outcome and lets go; a fetch given up (its client hung up) lets go when
+/// dropped, so the fleet's waiters fetch at once instead of waiting the
+/// lock out.
+pub struct FetchLock {
+    store: Arc<Store>,
+    tag: String,
+    token: Option<String>,
+}
+
+impl FetchLock {
+    pub async fn write(mut self, record: &Record) -> Result<(), StoreError> {
+        let token = self.token.take();
+        self.store
+            .write_robots(&self.tag, record, token.as_deref())
+            .await
+    }
+}
+
+impl Drop for FetchLock {
+    fn drop(&mut self) {
+        let Some(token) = self.token.take() else {
+            return;
+        };
+        let (store, tag) = (self.store.clone(), std::mem::take(&mut self.tag));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = store.unlock_robots(&tag, &token).await;
+            });
+        }
+    }
 }
