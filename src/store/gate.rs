@@ -209,13 +209,18 @@ impl Store {
         (self.key(tag, "gate"), self.key(tag, "leases"))
     }
 
-    async fn reserve(&self, tag: &str, ask: &GateAsk, name: &str) -> Result<Answer, StoreError> {
-        let (gate, leases) = self.gate_keys(tag);
+    /// One run of the reservation script on a server's keys.
+    async fn reserve(
+        &self,
+        (gate, leases): (&str, &str),
+        ask: &GateAsk,
+        name: &str,
+    ) -> Result<Answer, StoreError> {
         let never = micros(crate::politeness::NEVER);
         let capped = |d: Duration| micros(d).min(never);
         let mut conn = self.connection();
-        let mut call = scripts().reserve.key(&gate);
-        call.key(&leases)
+        let mut call = scripts().reserve.key(gate);
+        call.key(leases)
             .arg(capped(ask.delay))
             .arg(capped(ask.max_wait))
             .arg(ask.concurrency.max(1))
@@ -257,7 +262,7 @@ impl Store {
             let released = watch.notify.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            match self.reserve(tag, &ask, &name).await? {
+            match self.reserve((&gate, &leases), &ask, &name).await? {
                 Answer::Go(wait, backed_off) => {
                     let mut lease = self.lease((leases, gate), name, backed_off);
                     // A zero sleep would still wait for the timer's next
