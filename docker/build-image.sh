@@ -3,11 +3,22 @@
 #
 #   docker/build-image.sh            # base image if missing, binary, image, smoke test
 #
-# Needs: a running Docker daemon (Debian's docker.io), debootstrap, cargo. Docker Hub
+# Needs: Docker (Debian's docker.io; dockerd is started when none runs), debootstrap, cargo. Docker Hub
 # is not used: the base image is a minimal Debian made here with debootstrap and
 # imported as robots-proxy-base:bookworm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# No daemon running (a fresh machine, a CI runner): start Debian's dockerd and wait for it.
+if ! docker info >/dev/null 2>&1; then
+  command -v dockerd >/dev/null || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+  }
+  echo "starting dockerd (log: /var/log/dockerd.log)"
+  nohup dockerd > /var/log/dockerd.log 2>&1 &
+  for _ in $(seq 300); do docker info >/dev/null 2>&1 && break; sleep 0.1; done
+  docker info >/dev/null 2>&1 || { echo "dockerd did not start: see /var/log/dockerd.log"; exit 1; }
+fi
 
 base=robots-proxy-base:bookworm
 image=${IMAGE:-robots-proxy:dev}

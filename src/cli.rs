@@ -44,6 +44,32 @@ pub enum Command {
     /// it, only that user's are caught and the proxy runs as another user. Exit 2
     /// when the rules would loop or the listener is off.
     TransparentRules(RulesArgs),
+    /// Print a shell completion script, e.g.
+    /// `robots-proxy completions bash > /etc/bash_completion.d/robots-proxy`.
+    Completions(CompletionsArgs),
+    /// Print a manual page (roff), e.g. `robots-proxy man run | man -l -`, or
+    /// write them all with --out-dir.
+    Man(ManArgs),
+}
+
+/// `robots-proxy man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A subcommand's page (robots-proxy-SUBCOMMAND(1)) rather than robots-proxy(1).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
+
+    /// Write every page (robots-proxy.1, robots-proxy-run.1, …) into this directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+    pub out_dir: Option<PathBuf>,
+}
+
+/// `robots-proxy completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// How `transparent-rules` writes its rules.

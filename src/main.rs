@@ -1,9 +1,9 @@
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use robots_proxy::check;
-use robots_proxy::cli::{Cli, Command, RulesArgs, RulesSyntax, RunArgs};
+use robots_proxy::cli::{Cli, Command, ManArgs, RulesArgs, RulesSyntax, RunArgs};
 use robots_proxy::config::{LogFormat, RawConfig};
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::rules::{Plan, Ports, Syntax};
@@ -24,6 +24,45 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => run(args),
         Command::TransparentRules(args) => transparent_rules(args),
+        Command::Completions(args) => {
+            let mut cli = Cli::command();
+            clap_complete::generate(args.shell, &mut cli, "robots-proxy", &mut io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man(args) => man(args),
+    }
+}
+
+/// `robots-proxy man`: the manual pages, from the clap definitions.
+fn man(args: ManArgs) -> ExitCode {
+    let cli = Cli::command();
+    let written = match (&args.out_dir, &args.subcommand) {
+        (Some(dir), _) => clap_mangen::generate_to(cli, dir),
+        (None, None) => clap_mangen::Man::new(cli).render(&mut io::stdout()),
+        (None, Some(name)) => {
+            let Some(sub) = cli.find_subcommand(name) else {
+                let names: Vec<_> = cli.get_subcommands().map(|c| c.get_name()).collect();
+                eprintln!(
+                    "robots-proxy man: no subcommand {name:?} (one of: {})",
+                    names.join(", ")
+                );
+                return ExitCode::from(2);
+            };
+            let page = sub
+                .clone()
+                .display_name(format!("robots-proxy-{name}"))
+                .bin_name(format!("robots-proxy {name}"));
+            clap_mangen::Man::new(page).render(&mut io::stdout())
+        }
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        // `robots-proxy man | head` is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("robots-proxy man: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -458,3 +458,31 @@ fn transparent_rules_follow_the_config_and_refuse_loops() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// The manual pages and completion scripts come from the same clap definitions
+/// as the parser: every subcommand and flag is in them.
+#[test]
+fn man_pages_and_completions_describe_the_real_command_line() {
+    let run = |args: &[&str]| {
+        let out = binary(args, "");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, page, _) = run(&["man", "run"]);
+    assert_eq!(code, Some(0));
+    assert!(page.contains(".TH robots-proxy-run 1"), "{page}");
+    for flag in ["transparent\\-listen", "store", "state\\-dir", "check\\-config"] {
+        assert!(page.contains(&format!("\\-\\-{flag}")), "{flag} missing");
+    }
+    let (code, _, err) = run(&["man", "nosuch"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("one of: run, check"), "{err}");
+    let (code, script, _) = run(&["completions", "bash"]);
+    assert_eq!(code, Some(0));
+    assert!(script.contains("--transparent-listen") && script.contains("transparent-rules"));
+    let (code, _, _) = run(&["completions", "tcsh"]);
+    assert_eq!(code, Some(2), "an unknown shell is a usage error");
+}
