@@ -51,6 +51,22 @@ label_set! {
 }
 
 impl Fate {
+    /// One name per fate, for `robots_proxy_request_outcomes_total{outcome}`:
+    /// the split of `decision="error"` (and of the rest) an operator triages by.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            Fate::Relayed => "allowed",
+            Fate::Denied => "access",
+            Fate::Malformed => "malformed",
+            Fate::ProxyRule => "proxy-rule",
+            Fate::Disallowed => "disallowed",
+            Fate::RobotsUnreachable => "robots-unreachable",
+            Fate::UpstreamFailed => "upstream",
+            Fate::SlowDown => "slow-down",
+            Fate::ClientLeft => "client-left",
+        }
+    }
+
     pub fn cause(self) -> Cause {
         match self {
             Fate::Relayed | Fate::UpstreamFailed => Cause::Upstream,
@@ -95,6 +111,13 @@ mod tests {
             assert_eq!(class.index(), i);
         }
         assert_eq!(Fate::ClientLeft.class(), Class::Error);
+        let outcomes: std::collections::HashSet<_> =
+            Fate::ALL.iter().map(|f| f.outcome()).collect();
+        assert_eq!(
+            outcomes.len(),
+            Fate::ALL.len(),
+            "one outcome label per fate"
+        );
         assert_eq!(Fate::ProxyRule.as_str(), "refused");
     }
 }

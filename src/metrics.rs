@@ -8,8 +8,11 @@ use prometheus::{
     Registry,
 };
 
+use arc_swap::ArcSwap;
+
+use crate::access::Denied;
 use crate::bots::BotId;
-use crate::fate::Class;
+use crate::fate::{Class, Fate};
 use crate::target::Scheme;
 
 label_set! {
@@ -89,6 +92,46 @@ label_set! {
     }
 }
 
+label_set! {
+    /// Why a client was not let use the proxy (`robots_proxy_access_refusals_total{reason}`).
+    pub enum AccessRefusal {
+        Address => "address",
+        NoCertificate => "no-certificate",
+        UnknownCertificate => "unknown-certificate",
+        NoBot => "no-bot",
+    }
+}
+
+impl AccessRefusal {
+    pub fn of(denied: &Denied) -> AccessRefusal {
+        match denied {
+            Denied::Address(_) => AccessRefusal::Address,
+            Denied::NoCertificate => AccessRefusal::NoCertificate,
+            Denied::UnknownCertificate(_) => AccessRefusal::UnknownCertificate,
+            Denied::NoBot => AccessRefusal::NoBot,
+        }
+    }
+}
+
+label_set! {
+    /// Why a SOCKS5 client failed to authenticate.
+    pub enum SocksAuthFailure {
+        /// A username or password that `[socks5] users` does not list.
+        BadCredentials => "bad-credentials",
+        /// No method the proxy accepts (no password offered where one is needed).
+        NoMethod => "no-method",
+    }
+}
+
+/// The series labelled by bot, resolved once per set of bots (at start and
+/// at each reload that changes them).
+struct BotSeries {
+    /// By bot (the configured ones, then [`NO_BOT`]), [`Protocol`], then [`Class`].
+    requests: Vec<Vec<Vec<IntCounter>>>,
+    /// By bot, [`Protocol`], then [`Fate`].
+    outcomes: Vec<Vec<Vec<IntCounter>>>,
+}
+
 /// One series per value of `L`, resolved once.
 fn series<L: Copy, T>(all: &[L], make: impl Fn(L) -> T) -> Vec<T> {
     all.iter().map(|l| make(*l)).collect()
@@ -100,8 +143,18 @@ pub struct Metrics {
     rejected: Vec<Vec<IntCounter>>,
     /// By [`Protocol`].
     truncated: Vec<IntCounter>,
-    /// By bot (the configured ones, then [`NO_BOT`]), [`Protocol`], then [`Class`].
-    requests: Vec<Vec<Vec<IntCounter>>>,
+    /// `robots_proxy_requests_total` and `…_request_outcomes_total`.
+    requests_vec: IntCounterVec,
+    outcomes_vec: IntCounterVec,
+    by_bot: ArcSwap<BotSeries>,
+    /// By [`AccessRefusal`].
+    access_refusals: Vec<IntCounter>,
+    /// By [`SocksAuthFailure`].
+    socks5_auth_failures: Vec<IntCounter>,
+    /// Config reloads: `[succeeded, failed]`.
+    reloads: [IntCounter; 2],
+    /// 1 when the last reload succeeded (or none was tried), 0 when it failed.
+    pub config_last_reload_successful: IntGauge,
     /// By [`Protocol`], then [`FetchKind`].
     robots_fetches: Vec<Vec<IntCounter>>,
     pub cache_hits: IntCounter,
@@ -190,14 +243,49 @@ impl Metrics {
             "Requests by bot, protocol and decision (allowed, disallowed, slowed, error).",
             &["bot", "protocol", "decision"],
         );
-        let bot_labels: Vec<&str> = bots.iter().copied().chain([NO_BOT]).collect();
-        let requests = series(&bot_labels, |b| {
-            series(Protocol::ALL, |p| {
-                series(Class::ALL, |d| {
-                    requests_vec.with_label_values(&[b, p.as_str(), d.as_str()])
-                })
-            })
-        });
+        let outcomes_vec = counter_vec(
+            "robots_proxy_request_outcomes_total",
+            "Requests by bot, protocol and outcome: allowed, disallowed, slow-down, and the \
+             causes of decision=\"error\": malformed, access, proxy-rule, robots-unreachable, \
+             upstream, client-left.",
+            &["bot", "protocol", "outcome"],
+        );
+        let by_bot = ArcSwap::from_pointee(BotSeries::resolve(&requests_vec, &outcomes_vec, bots));
+        let access_vec = counter_vec(
+            "robots_proxy_access_refusals_total",
+            "Clients refused by the access rules, by reason (address, no-certificate, unknown-certificate, no-bot).",
+            &["reason"],
+        );
+        let socks_auth_vec = counter_vec(
+            "robots_proxy_socks5_auth_failures_total",
+            "SOCKS5 clients that failed to authenticate, by reason (bad-credentials, no-method).",
+            &["reason"],
+        );
+        let reloads_vec = counter_vec(
+            "robots_proxy_config_reloads_total",
+            "Config reloads (SIGHUP), by result (success, failure).",
+            &["result"],
+        );
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "robots_proxy_build_info",
+                "Always 1; the labels say which build runs.",
+            ),
+            &["version"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(build_info.clone()))
+            .expect("unique metric");
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        #[cfg(target_os = "linux")]
+        registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("unique metric");
         let fetch_vec = counter_vec(
             "robots_proxy_robots_fetches_total",
             "robots.txt fetches by protocol and outcome (found, missing, unreachable, redirect-limit).",
@@ -258,7 +346,24 @@ impl Metrics {
         Metrics {
             rejected,
             truncated,
-            requests,
+            requests_vec,
+            outcomes_vec,
+            by_bot,
+            access_refusals: series(AccessRefusal::ALL, |r| {
+                access_vec.with_label_values(&[r.as_str()])
+            }),
+            socks5_auth_failures: series(SocksAuthFailure::ALL, |r| {
+                socks_auth_vec.with_label_values(&[r.as_str()])
+            }),
+            reloads: ["success", "failure"].map(|r| reloads_vec.with_label_values(&[r])),
+            config_last_reload_successful: {
+                let g = gauge(
+                    "robots_proxy_config_last_reload_successful",
+                    "1 when the last config reload succeeded (or none was tried), 0 when it failed.",
+                );
+                g.set(1);
+                g
+            },
             robots_fetches,
             cache_hits: counter(
                 "robots_proxy_robots_cache_hits_total",
@@ -357,10 +462,38 @@ impl Metrics {
     }
 
     /// A finished request of `bot` (`None`: turned away before a bot was picked).
-    pub fn request(&self, bot: Option<BotId>, protocol: Protocol, class: Class) {
-        let last = self.requests.len() - 1;
+    pub fn request(&self, bot: Option<BotId>, protocol: Protocol, fate: Fate) {
+        let by_bot = self.by_bot.load();
+        let last = by_bot.requests.len() - 1;
         let slot = bot.map_or(last, |b| b.min(last));
-        self.requests[slot][protocol.index()][class.index()].inc();
+        by_bot.requests[slot][protocol.index()][fate.class().index()].inc();
+        by_bot.outcomes[slot][protocol.index()][fate.index()].inc();
+    }
+
+    /// The bots after a reload: their series are resolved now (those of bots
+    /// that are gone keep their last values, as Prometheus counters do).
+    pub fn set_bots(&self, bots: &[&str]) {
+        self.by_bot.store(std::sync::Arc::new(BotSeries::resolve(
+            &self.requests_vec,
+            &self.outcomes_vec,
+            bots,
+        )));
+    }
+
+    /// A client refused by the access rules.
+    pub fn access_refused(&self, denied: &Denied) {
+        self.access_refusals[AccessRefusal::of(denied).index()].inc();
+    }
+
+    /// A SOCKS5 client that failed to authenticate.
+    pub fn socks5_auth_failed(&self, why: SocksAuthFailure) {
+        self.socks5_auth_failures[why.index()].inc();
+    }
+
+    /// A config reload, and whether it took.
+    pub fn reloaded(&self, ok: bool) {
+        self.reloads[usize::from(!ok)].inc();
+        self.config_last_reload_successful.set(i64::from(ok));
     }
 
     /// Counts a request for `host` when the per-host series is on.
@@ -411,6 +544,33 @@ impl Metrics {
         let mut out = Vec::new();
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+}
+
+impl BotSeries {
+    fn resolve(requests: &IntCounterVec, outcomes: &IntCounterVec, bots: &[&str]) -> BotSeries {
+        let bots: Vec<&str> = bots.iter().copied().chain([NO_BOT]).collect();
+        let by = |vec: &IntCounterVec, label: fn(Fate) -> &'static str, all: &[Fate]| {
+            series(&bots, |b| {
+                series(Protocol::ALL, |p| {
+                    series(all, |f| vec.with_label_values(&[b, p.as_str(), label(f)]))
+                })
+            })
+        };
+        // One representative fate per class, in `Class::ALL` order.
+        let classes: Vec<Fate> = Class::ALL
+            .iter()
+            .map(|c| {
+                *Fate::ALL
+                    .iter()
+                    .find(|f| f.class() == *c)
+                    .expect("every class has a fate")
+            })
+            .collect();
+        BotSeries {
+            requests: by(requests, |f| f.class().as_str(), &classes),
+            outcomes: by(outcomes, Fate::outcome, Fate::ALL),
+        }
     }
 }
 

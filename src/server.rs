@@ -378,6 +378,8 @@ async fn accept_loop(
             // Outside access.allow_from: the protocol's refusal, nothing read,
             // fetched or sent upstream (docs/architecture.md, "Access").
             ctx.metrics.rejected(kind.listener(), Rejection::Access);
+            ctx.metrics
+                .access_refused(&crate::access::Denied::Address(peer.ip()));
             let logged = outsiders.note();
             tracker.spawn(async move {
                 let asked = turn_away(kind.clone(), stream, peer, &ctx).await;

@@ -474,7 +474,12 @@ fn man_pages_and_completions_describe_the_real_command_line() {
     let (code, page, _) = run(&["man", "run"]);
     assert_eq!(code, Some(0));
     assert!(page.contains(".TH robots-proxy-run 1"), "{page}");
-    for flag in ["transparent\\-listen", "store", "state\\-dir", "check\\-config"] {
+    for flag in [
+        "transparent\\-listen",
+        "store",
+        "state\\-dir",
+        "check\\-config",
+    ] {
         assert!(page.contains(&format!("\\-\\-{flag}")), "{flag} missing");
     }
     let (code, _, err) = run(&["man", "nosuch"]);

@@ -168,3 +168,166 @@ async fn per_host_series_is_opt_in_and_capped() {
     let (_, m) = http_get(plain.metrics_addr, "/metrics").await;
     assert!(!m.contains("robots_proxy_host_requests_total"));
 }
+
+/// `decision="error"` is split by cause in `robots_proxy_request_outcomes_total`,
+/// each refusal by the access rules and each failed SOCKS5 login is counted by
+/// reason, and the build and the process describe themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_split_by_cause() {
+    // Its pages answer with no Gemini header at all.
+    let capsule = capsule(
+        text("20 text/plain", "User-agent: *\nDisallow: /private\n"),
+        Reply::Bytes(b"garbage without a status line".to_vec()),
+    )
+    .await;
+    // A capsule that is gone: its robots.txt cannot be fetched.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let config = test_config_with(
+        "[bot]\nagent = \"examplebot\"\n[socks5]\nusers = [{ name = \"alice\", password = \"a-pass\" }]\n",
+    );
+    let proxy = start_proxy(config).await;
+
+    let malformed = gemini(proxy.gemini_addr, "not a url").await.0;
+    assert!(malformed.starts_with("59"), "{malformed}");
+    // Port 25 is a line-based service: the proxy's own rule.
+    let rule = gemini(proxy.gemini_addr, "gemini://127.0.0.1:25/").await.0;
+    assert!(rule.starts_with("53"), "{rule}");
+    let unreachable = gemini(
+        proxy.gemini_addr,
+        &format!("gemini://127.0.0.1:{}/", gone.port()),
+    )
+    .await
+    .0;
+    assert!(unreachable.starts_with("43"), "{unreachable}");
+    let upstream = gemini(proxy.gemini_addr, &capsule.url("/page")).await.0;
+    assert!(upstream.starts_with("43"), "{upstream}");
+    let disallowed = gemini(proxy.gemini_addr, &capsule.url("/private/x"))
+        .await
+        .0;
+    assert!(disallowed.starts_with("53"), "{disallowed}");
+    // SOCKS5: a wrong password, and no password where one is needed.
+    // (Each is counted before the proxy closes the connection: read to the end.)
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socks5 = proxy.socks5_addr.unwrap();
+    let (mut s, code) = socks_connect(socks5, "127.0.0.1", 70, Some(("alice", "wrong"))).await;
+    assert_eq!(code, 0xFF);
+    let _ = s.read_to_end(&mut Vec::new()).await;
+    let mut s = tokio::net::TcpStream::connect(socks5).await.unwrap();
+    s.write_all(&[5, 1, 0]).await.unwrap();
+    let mut choice = Vec::new();
+    let _ = s.read_to_end(&mut choice).await;
+    assert_eq!(choice, [5, 0xFF], "no acceptable method");
+
+    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let outcome = |o: &str| {
+        sample(
+            &m,
+            &format!(
+                r#"robots_proxy_request_outcomes_total{{bot="default",outcome="{o}",protocol="gemini"}}"#
+            ),
+        )
+    };
+    for (o, n) in [
+        ("malformed", 1.0),
+        ("proxy-rule", 1.0),
+        ("robots-unreachable", 1.0),
+        ("upstream", 1.0),
+        ("disallowed", 1.0),
+        ("allowed", 0.0),
+        ("slow-down", 0.0),
+        ("access", 0.0),
+        ("client-left", 0.0),
+    ] {
+        assert_eq!(outcome(o), Some(n), "{o}\n{m}");
+    }
+    // The four error causes are what decision="error" counts.
+    assert_eq!(
+        sample(
+            &m,
+            r#"robots_proxy_requests_total{bot="default",decision="error",protocol="gemini"}"#
+        ),
+        Some(4.0)
+    );
+    assert_eq!(
+        sample(
+            &m,
+            r#"robots_proxy_socks5_auth_failures_total{reason="bad-credentials"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &m,
+            r#"robots_proxy_socks5_auth_failures_total{reason="no-method"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &m,
+            &format!(
+                r#"robots_proxy_build_info{{version="{}"}}"#,
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        Some(1.0)
+    );
+    assert!(
+        sample(&m, "process_resident_memory_bytes").unwrap() > 0.0,
+        "{m}"
+    );
+    assert!(sample(&m, "process_open_fds").unwrap() > 0.0);
+    assert_eq!(
+        sample(&m, "robots_proxy_config_last_reload_successful"),
+        Some(1.0)
+    );
+}
+
+/// Clients the access rules refuse are counted by reason: outside
+/// `allow_from`, no certificate where one is required, a certificate no bot lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_refusals_are_counted_by_reason() {
+    let capsule = capsule(text("20 text/plain", ""), text("20 text/gemini", "page")).await;
+    let listed = client_cert("listed");
+    let config = test_config_with(&format!(
+        "[access]\nallow_from = [\"127.0.0.1/32\"]\nrequire_client_cert = true\n\
+         [[bots]]\nname = \"listed\"\nagent = \"listedbot\"\nclient_certs = [\"{}\"]\n",
+        listed.fingerprint
+    ));
+    let proxy = start_proxy(config).await;
+    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), "127.0.0.1", None).await;
+    assert!(header.starts_with("60"), "{header}");
+    let stranger = client_cert("stranger");
+    let (header, _) = gemini_as(
+        proxy.gemini_addr,
+        &capsule.url("/a"),
+        "127.0.0.1",
+        Some(&stranger),
+    )
+    .await;
+    assert!(header.starts_with("61"), "{header}");
+    let answer = gopher_from(proxy.gopher_addr, capsule.url("/a").as_bytes(), "127.0.0.2").await;
+    assert!(answer.starts_with(b"3"), "outside allow_from");
+    let (header, _) = gemini_as(
+        proxy.gemini_addr,
+        &capsule.url("/a"),
+        "127.0.0.1",
+        Some(&listed),
+    )
+    .await;
+    assert_eq!(header, "20 text/gemini");
+
+    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    for (reason, n) in [
+        ("address", 1.0),
+        ("no-certificate", 1.0),
+        ("unknown-certificate", 1.0),
+        ("no-bot", 0.0),
+    ] {
+        let series = format!(r#"robots_proxy_access_refusals_total{{reason="{reason}"}}"#);
+        assert_eq!(sample(&m, &series), Some(n), "{series}\n{m}");
+    }
+}

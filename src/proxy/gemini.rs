@@ -166,6 +166,7 @@ where
 {
     let (target, bot) = match (parse(line), who) {
         (parsed, Err(denied)) => {
+            ctx.metrics.access_refused(&denied);
             let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
             return (parsed.ok(), outcome);
         }

@@ -85,6 +85,7 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
                 return;
             }
             (parsed, Err(denied)) => {
+                ctx.metrics.access_refused(&denied);
                 let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
                 (parsed.ok(), outcome)
             }

@@ -551,7 +551,7 @@ pub fn log(
 ) {
     let metrics = &ctx.metrics;
     let class = outcome.fate.class();
-    metrics.request(bot, protocol, class);
+    metrics.request(bot, protocol, outcome.fate);
     if let Some(t) = target {
         metrics.host_request(&t.host, class);
     }
@@ -573,6 +573,7 @@ pub fn log(
         path = %path,
         decision = %outcome.fate.as_str(),
         cause = %outcome.fate.cause().as_str(),
+        outcome = outcome.fate.outcome(),
         status = outcome.status,
         detail = %outcome.detail,
         wait_ms = outcome.waited.as_millis() as u64,

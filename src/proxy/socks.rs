@@ -13,8 +13,9 @@ use tokio::net::TcpStream;
 
 use super::dropin::{self, Destination};
 use super::{close, Conn, Context};
-use crate::metrics::{Listener, Rejection};
-use crate::protocol::socks5::{self, handshake, reply, send_reply, Connect};
+use crate::access::Denied;
+use crate::metrics::{Listener, Rejection, SocksAuthFailure};
+use crate::protocol::socks5::{self, handshake, reply, send_reply, Connect, SocksError};
 use crate::target::canonical_host;
 use crate::tls::Authority;
 
@@ -32,6 +33,15 @@ pub async fn serve(
         {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
+                match e {
+                    SocksError::BadCredentials => ctx
+                        .metrics
+                        .socks5_auth_failed(SocksAuthFailure::BadCredentials),
+                    SocksError::NoAcceptableMethod => {
+                        ctx.metrics.socks5_auth_failed(SocksAuthFailure::NoMethod)
+                    }
+                    _ => {}
+                }
                 tracing::info!(%peer, error = %e, "SOCKS5 handshake refused");
                 close(&mut stream).await;
                 return;
@@ -48,6 +58,7 @@ pub async fn serve(
     if !ctx.config.bots.could_pick(&conn.client()) {
         tracing::info!(%peer, user = user.as_deref().unwrap_or(""), "SOCKS5 client is no configured bot; refused");
         ctx.metrics.rejected(Listener::Socks5, Rejection::Access);
+        ctx.metrics.access_refused(&Denied::NoBot);
         let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
         return;
     }
