@@ -14,20 +14,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::cache::RobotsCache;
-use crate::metrics::{Listener, Metrics, Rejection};
-use crate::politeness::Politeness;
+use crate::metrics::{Listener, Rejection};
+use crate::server::Live;
 
-/// What the metrics listener reads: the registry, and the state its gauges
-/// describe. Nothing of the request path.
-#[derive(Clone)]
-pub struct Handles {
-    pub metrics: Arc<Metrics>,
-    pub robots: Arc<RobotsCache>,
-    pub politeness: Arc<Politeness>,
-}
-
-async fn answer(req: Request<Incoming>, ctx: Handles) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(req: Request<Incoming>, live: Live) -> Result<Response<Full<Bytes>>, Infallible> {
+    let ctx = live.load_full();
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
         (&Method::GET, "/metrics") => {
             // Gauges that describe state are read when scraped, not kept up to date
@@ -68,7 +59,7 @@ pub const MAX_CONNECTIONS: usize = 32;
 
 pub async fn serve(
     listener: TcpListener,
-    ctx: Handles,
+    live: Live,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
@@ -85,16 +76,17 @@ pub async fn serve(
                 }
             },
         };
+        let ctx = live.load_full();
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             ctx.metrics.rejected(Listener::Metrics, Rejection::Full);
             let _ = stream.set_zero_linger();
             continue;
         };
-        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+        let (live, shutdown) = (live.clone(), shutdown.clone());
         tracker.spawn(async move {
             let _slot = slot;
             let _open = ctx.metrics.connection(Listener::Metrics);
-            let service = hyper::service::service_fn(move |req| answer(req, ctx.clone()));
+            let service = hyper::service::service_fn(move |req| answer(req, live.clone()));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())

@@ -47,6 +47,8 @@ pub struct Entry {
     fresh_until: Instant,
     /// The last robots.txt that was fetched, and when: kept for stale-if-error.
     good: Option<(Arc<RobotsTxt>, Instant)>,
+    /// The set of bots `rules` was compiled for (see [`RobotsCache::reconfigure`]).
+    generation: u64,
 }
 
 /// What moka keeps per entry besides the key and the value: its hash-table
@@ -59,6 +61,38 @@ const MOKA_PER_ENTRY: usize = 280;
 const PER_ALLOCATION: usize = 16;
 
 impl Entry {
+    /// The set of bots this entry's policies were compiled for.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// This entry with its robots.txt compiled for another set of bots (a
+    /// reload changed them); the fetch, its freshness and its good copy stay.
+    pub fn recompiled(&self, generation: u64, bots: &[BotProfile]) -> Entry {
+        let rules = match &self.rules {
+            Rules::Found { stale, .. } => match &self.good {
+                Some((robots, _)) => Rules::Found {
+                    policies: bots.iter().map(|b| robots.policy(b)).collect(),
+                    stale: stale.clone(),
+                },
+                // A found robots.txt always keeps its body; this cannot happen.
+                None => Rules::Missing("the cached robots.txt was lost".into()),
+            },
+            Rules::Missing(why) => Rules::Missing(why.clone()),
+            Rules::Unreachable { why, retry_at } => Rules::Unreachable {
+                why: why.clone(),
+                retry_at: *retry_at,
+            },
+            Rules::StoreDown => Rules::StoreDown,
+        };
+        Entry {
+            rules,
+            fresh_until: self.fresh_until,
+            good: self.good.clone(),
+            generation,
+        }
+    }
+
     /// The Crawl-delay robots.txt gives `bot`, if any.
     pub fn crawl_delay(&self, bot: BotId) -> Option<Duration> {
         match &self.rules {
@@ -118,114 +152,44 @@ pub enum Lookup {
 pub struct RobotsCache {
     entries: moka::future::Cache<HostKey, Arc<Entry>>,
     inflight: Mutex<HashMap<HostKey, Arc<OnceCell<Arc<Entry>>>>>,
+    /// What a reload may change (`reconfigure`).
+    settings: arc_swap::ArcSwap<Settings>,
+    fetches: AtomicU64,
+    /// Fleet mode: outcomes shared through the store.
+    store: Option<Arc<Store>>,
+}
+
+/// The cache's settings: swapped whole by a reload.
+struct Settings {
     fetcher: Arc<dyn RobotsFetcher>,
     config: RobotsConfig,
     /// Every bot's profile: one robots.txt, one policy per bot.
     bots: Vec<BotProfile>,
-    fetches: AtomicU64,
-    /// Fleet mode: outcomes shared through the store.
-    store: Option<Arc<Store>>,
+    /// Which set of bots: entries compiled for another are compiled again.
+    generation: u64,
     /// How long a fleet fetch lock is held, and a waiter waits for it: a
     /// fetch's turn at the gate plus the fetch.
     lock_hold: Duration,
 }
 
-impl RobotsCache {
-    pub fn new(
+impl Settings {
+    fn new(
         fetcher: Arc<dyn RobotsFetcher>,
         config: RobotsConfig,
         bots: Vec<BotProfile>,
-    ) -> RobotsCache {
-        let entries = moka::future::Cache::builder()
-            .max_capacity(config.cache_bytes)
-            .weigher(|k: &HostKey, e: &Arc<Entry>| e.weight(k))
-            // Kept past freshness so that a stale copy can stand in for an unreachable host.
-            .time_to_live(config.ttl.saturating_add(config.max_stale))
-            .build();
-        RobotsCache {
-            entries,
-            inflight: Mutex::new(HashMap::new()),
+        (generation, max_wait): (u64, Duration),
+    ) -> Settings {
+        let lock_hold = max_wait
+            .saturating_add(config.fetch_timeout)
+            .saturating_add(Duration::from_secs(1));
+        Settings {
             fetcher,
             config,
             bots,
-            fetches: AtomicU64::new(0),
-            store: None,
-            lock_hold: Duration::from_secs(60),
+            generation,
+            lock_hold,
         }
     }
-
-    /// Fleet mode: one fetch per host for the whole fleet, the outcome shared
-    /// through `store`. `max_wait`: how long a fetch may wait for its turn.
-    pub fn with_store(mut self, store: Option<Arc<Store>>, max_wait: Duration) -> RobotsCache {
-        self.lock_hold = max_wait
-            .saturating_add(self.config.fetch_timeout)
-            .saturating_add(Duration::from_secs(1));
-        self.store = store;
-        self
-    }
-
-    /// How many fetches were started (each may follow redirects).
-    pub fn fetch_count(&self) -> u64 {
-        self.fetches.load(Ordering::Relaxed)
-    }
-
-    /// The host's current rules, fetching them (from `server`'s addresses) if
-    /// the cached ones are not fresh; `bot` is the bot asking (named in the
-    /// fetch when `robots.name_bot_in_request` is set).
-    pub async fn rules(&self, server: &Server, bot: BotId) -> (Arc<Entry>, Lookup) {
-        let key = &server.name;
-        let previous = self.entries.get(key).await;
-        if let Some(entry) = &previous {
-            if Instant::now() < entry.fresh_until {
-                return (entry.clone(), Lookup::Hit);
-            }
-        }
-        let cell = {
-            let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-            inflight.entry(key.clone()).or_default().clone()
-        };
-        // One caller runs the fetch; the others wait on the same cell. If the one
-        // fetching goes away (its client hung up), a waiter takes over.
-        let entry = cell
-            .get_or_init(|| async {
-                let name = self
-                    .bots
-                    .get(bot)
-                    .map(|b| b.token())
-                    .filter(|t| self.config.name_bot_in_request && !t.is_empty());
-                let entry = Arc::new(match &self.store {
-                    Some(store) => {
-                        self.shared_entry(store, server, name, previous.as_deref())
-                            .await
-                    }
-                    None => self.fetch(server, name, previous.as_deref()).await,
-                });
-                if !matches!(entry.rules, Rules::StoreDown) {
-                    self.entries.insert(key.clone(), entry.clone()).await;
-                }
-                entry
-            })
-            .await
-            .clone();
-        let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-        if inflight.get(key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-            inflight.remove(key);
-        }
-        (entry, Lookup::Miss)
-    }
-
-    /// This process fetches.
-    async fn fetch(&self, server: &Server, name: Option<&str>, previous: Option<&Entry>) -> Entry {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.fetcher.fetch(server, name).await;
-        self.entry_from(outcome, previous)
-    }
-
-    fn entry_from(&self, outcome: FetchOutcome, previous: Option<&Entry>) -> Entry {
-        let good = previous.and_then(|p| p.good.clone());
-        self.entry_at(outcome, (Instant::now(), self.config.ttl), good)
-    }
-
     /// The entry for `outcome`, fetched at `fetched` and fresh for
     /// `fresh_for` after now (an unreachable host: until its retry); `good`:
     /// the last good robots.txt known, for stale-if-error.
@@ -247,12 +211,14 @@ impl RobotsCache {
                     },
                     fresh_until,
                     good: Some((robots, fetched)),
+                    generation: self.generation,
                 }
             }
             FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => Entry {
                 rules: Rules::Missing(why),
                 fresh_until,
                 good: None,
+                generation: self.generation,
             },
             FetchOutcome::Unreachable { why, retry_after } => {
                 let retry_at = now + self.retry(retry_after);
@@ -267,11 +233,13 @@ impl RobotsCache {
                         },
                         fresh_until: retry_at,
                         good: Some((robots, at)),
+                        generation: self.generation,
                     },
                     None => Entry {
                         rules: Rules::Unreachable { why, retry_at },
                         fresh_until: retry_at,
                         good: None,
+                        generation: self.generation,
                     },
                 }
             }
@@ -284,44 +252,6 @@ impl RobotsCache {
             .unwrap_or(self.config.unreachable_retry)
             .min(self.config.ttl)
             .max(Duration::from_secs(1))
-    }
-
-    /// Fleet mode: the fleet's fresh copy, else this process fetches (once
-    /// for the fleet: the others wait for its outcome) and shares what it got.
-    async fn shared_entry(
-        &self,
-        store: &Arc<Store>,
-        server: &Server,
-        name: Option<&str>,
-        previous: Option<&Entry>,
-    ) -> Entry {
-        if store.refuses() {
-            return store_down();
-        }
-        if !store.is_up() {
-            return self.fetch(server, name, previous).await;
-        }
-        let tag = format!("r/{}", server.name);
-        let deadline = Instant::now() + self.lock_hold;
-        let turn = store.robots_or_turn(&tag, self.lock_hold, deadline).await;
-        let local_good = previous.and_then(|p| p.good.clone());
-        match turn {
-            Ok(RobotsTurn::Fresh(stored)) => self.entry_from_stored(stored, local_good),
-            Ok(RobotsTurn::Fetch { lock, stored }) => {
-                let good = newest(local_good, stored.and_then(|s| self.good_from(s.good)));
-                self.fetches.fetch_add(1, Ordering::Relaxed);
-                let outcome = self.fetcher.fetch(server, name).await;
-                if store.refuses() {
-                    // The store went away during the fetch, which the gate
-                    // therefore refused: not an outcome to keep.
-                    return store_down();
-                }
-                let _ = lock.write(&self.record(&outcome)).await;
-                self.entry_at(outcome, (Instant::now(), self.config.ttl), good)
-            }
-            Err(_) if store.refuses() => store_down(),
-            Err(_) => self.fetch(server, name, previous).await,
-        }
     }
 
     /// What the fleet is told about an outcome.
@@ -384,9 +314,207 @@ impl RobotsCache {
     fn policies(&self, robots: &RobotsTxt) -> Box<[Policy]> {
         self.bots.iter().map(|b| robots.policy(b)).collect()
     }
+}
+
+impl RobotsCache {
+    pub fn new(
+        fetcher: Arc<dyn RobotsFetcher>,
+        config: RobotsConfig,
+        bots: Vec<BotProfile>,
+    ) -> RobotsCache {
+        let entries = moka::future::Cache::builder()
+            .max_capacity(config.cache_bytes)
+            .weigher(|k: &HostKey, e: &Arc<Entry>| e.weight(k))
+            // Kept past freshness so that a stale copy can stand in for an unreachable host.
+            .time_to_live(config.ttl.saturating_add(config.max_stale))
+            .build();
+        RobotsCache {
+            entries,
+            inflight: Mutex::new(HashMap::new()),
+            settings: arc_swap::ArcSwap::from_pointee(Settings::new(
+                fetcher,
+                config,
+                bots,
+                (0, Duration::from_secs(59)),
+            )),
+            fetches: AtomicU64::new(0),
+            store: None,
+        }
+    }
+
+    /// Fleet mode: one fetch per host for the whole fleet, the outcome shared
+    /// through `store`. `max_wait`: how long a fetch may wait for its turn.
+    pub fn with_store(mut self, store: Option<Arc<Store>>, max_wait: Duration) -> RobotsCache {
+        let s = self.settings.load_full();
+        self.reconfigure(
+            s.fetcher.clone(),
+            s.config.clone(),
+            s.bots.clone(),
+            (s.generation, max_wait),
+        );
+        self.store = store;
+        self
+    }
+
+    /// A reload: the fetcher (timeouts, where the proxy may connect), the
+    /// robots settings and the bots. Cached entries stay; those compiled for
+    /// other bots (`generation` differs) are compiled again from their kept
+    /// robots.txt when next asked for, without a fetch. The byte budget and
+    /// the longest an entry is kept are fixed at start.
+    pub fn reconfigure(
+        &self,
+        fetcher: Arc<dyn RobotsFetcher>,
+        config: RobotsConfig,
+        bots: Vec<BotProfile>,
+        (generation, max_wait): (u64, Duration),
+    ) {
+        self.settings.store(Arc::new(Settings::new(
+            fetcher,
+            config,
+            bots,
+            (generation, max_wait),
+        )));
+    }
+
+    /// Fleet mode: the store.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        self.store.as_ref()
+    }
+
+    /// How many fetches were started (each may follow redirects).
+    pub fn fetch_count(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// The host's current rules, fetching them (from `server`'s addresses) if
+    /// the cached ones are not fresh; `bot` is the bot asking (named in the
+    /// fetch when `robots.name_bot_in_request` is set).
+    pub async fn rules(&self, server: &Server, bot: BotId) -> (Arc<Entry>, Lookup) {
+        let key = &server.name;
+        let settings = self.settings.load_full();
+        let mut previous = self.entries.get(key).await;
+        if let Some(entry) = &mut previous {
+            if entry.generation != settings.generation {
+                *entry = Arc::new(entry.recompiled(settings.generation, &settings.bots));
+                self.entries.insert(key.clone(), entry.clone()).await;
+            }
+            if Instant::now() < entry.fresh_until {
+                return (entry.clone(), Lookup::Hit);
+            }
+        }
+        let cell = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            inflight.entry(key.clone()).or_default().clone()
+        };
+        // One caller runs the fetch; the others wait on the same cell. If the one
+        // fetching goes away (its client hung up), a waiter takes over.
+        let entry = cell
+            .get_or_init(|| async {
+                let s = &settings;
+                let name = s
+                    .bots
+                    .get(bot)
+                    .map(|b| b.token())
+                    .filter(|t| s.config.name_bot_in_request && !t.is_empty());
+                let entry = Arc::new(match &self.store {
+                    Some(store) => {
+                        self.shared_entry(s, store, server, name, previous.as_deref())
+                            .await
+                    }
+                    None => self.fetch(s, server, name, previous.as_deref()).await,
+                });
+                if !matches!(entry.rules, Rules::StoreDown) {
+                    self.entries.insert(key.clone(), entry.clone()).await;
+                }
+                entry
+            })
+            .await
+            .clone();
+        let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        if inflight.get(key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            inflight.remove(key);
+        }
+        (entry, Lookup::Miss)
+    }
+
+    /// This process fetches.
+    async fn fetch(
+        &self,
+        s: &Settings,
+        server: &Server,
+        name: Option<&str>,
+        previous: Option<&Entry>,
+    ) -> Entry {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let outcome = s.fetcher.fetch(server, name).await;
+        let good = previous.and_then(|p| p.good.clone());
+        s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
+    }
+
+    /// Fleet mode: the fleet's fresh copy, else this process fetches (once
+    /// for the fleet: the others wait for its outcome) and shares what it got.
+    async fn shared_entry(
+        &self,
+        s: &Settings,
+        store: &Arc<Store>,
+        server: &Server,
+        name: Option<&str>,
+        previous: Option<&Entry>,
+    ) -> Entry {
+        if store.refuses() {
+            return store_down();
+        }
+        if !store.is_up() {
+            return self.fetch(s, server, name, previous).await;
+        }
+        let tag = format!("r/{}", server.name);
+        let deadline = Instant::now() + s.lock_hold;
+        let turn = store.robots_or_turn(&tag, s.lock_hold, deadline).await;
+        let local_good = previous.and_then(|p| p.good.clone());
+        match turn {
+            Ok(RobotsTurn::Fresh(stored)) => s.entry_from_stored(stored, local_good),
+            Ok(RobotsTurn::Fetch { lock, stored }) => {
+                let good = newest(local_good, stored.and_then(|st| s.good_from(st.good)));
+                self.fetches.fetch_add(1, Ordering::Relaxed);
+                let outcome = s.fetcher.fetch(server, name).await;
+                if store.refuses() {
+                    // The store went away during the fetch, which the gate
+                    // therefore refused: not an outcome to keep.
+                    return store_down();
+                }
+                let _ = lock.write(&s.record(&outcome)).await;
+                s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
+            }
+            Err(_) if store.refuses() => store_down(),
+            Err(_) => self.fetch(s, server, name, previous).await,
+        }
+    }
 
     pub fn on_unreachable(&self) -> OnUnreachable {
-        self.config.on_unreachable
+        self.settings.load().config.on_unreachable
+    }
+
+    /// Forgets `key`'s robots.txt (an operator's action): the next request
+    /// fetches it again. In fleet mode the fleet's copy is forgotten too.
+    /// Returns whether this proxy had it cached.
+    pub async fn forget(&self, key: &HostKey) -> bool {
+        if let Some(store) = &self.store {
+            let _ = store.forget_robots(&format!("r/{key}")).await;
+        }
+        self.entries.remove(key).await.is_some()
+    }
+
+    /// A copy of one cached entry, if any (the status page).
+    pub async fn peek(&self, key: &HostKey) -> Option<Arc<Entry>> {
+        self.entries.get(key).await
+    }
+
+    /// Every cached entry (the status page). Walks the whole cache.
+    pub fn snapshot(&self) -> Vec<(HostKey, Arc<Entry>)> {
+        self.entries
+            .iter()
+            .map(|(k, v)| ((*k).clone(), v))
+            .collect()
     }
 
     /// Entries and their weight, for metrics.
@@ -402,6 +530,7 @@ fn store_down() -> Entry {
         rules: Rules::StoreDown,
         fresh_until: Instant::now(),
         good: None,
+        generation: 0,
     }
 }
 

@@ -58,6 +58,7 @@ pub mod egress;
 pub mod fate;
 pub mod fetch;
 pub mod metrics;
+pub mod pins;
 pub mod politeness;
 pub mod protocol;
 pub mod proxy;

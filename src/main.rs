@@ -133,6 +133,7 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        let mut signals = Signals::new();
         let proxy = match Proxy::start(config).await {
             Ok(p) => p,
             Err(e) => {
@@ -148,7 +149,8 @@ fn run(args: RunArgs) -> ExitCode {
             sha256 = %proxy.cert_fingerprint,
             "robots-proxy listening"
         );
-        let config = &proxy.context.config;
+        let context = proxy.context();
+        let config = &context.config;
         let bots: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
         let allow_from: Vec<String> = config
             .access
@@ -187,7 +189,12 @@ fn run(args: RunArgs) -> ExitCode {
                 tracing::warn!("transparent listener without limits.upstream_mark: the firewall rules must exempt the proxy's own connections another way (run it as its own user and catch only the crawler's, --crawler-user)");
             }
         }
-        wait_for_signal().await;
+        loop {
+            match signals.next().await {
+                Signal::Stop => break,
+                Signal::Reload => reload(&proxy, &args).await,
+            }
+        }
         tracing::info!("shutting down: no new connections, letting requests in flight finish");
         proxy.shutdown();
         if !proxy.drained().await {
@@ -197,25 +204,88 @@ fn run(args: RunArgs) -> ExitCode {
     })
 }
 
-/// SIGINT or SIGTERM.
-async fn wait_for_signal() {
+/// What the process was asked to do.
+enum Signal {
+    /// SIGINT or SIGTERM: drain and exit.
+    Stop,
+    /// SIGHUP: read the config again.
+    Reload,
+}
+
+/// SIGINT, SIGTERM and SIGHUP, registered once at start so that none sent
+/// while a reload runs is lost.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+    unix: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let unix = signal(SignalKind::terminate())
+                .and_then(|term| Ok((term, signal(SignalKind::hangup())?)));
+            if let Err(e) = &unix {
+                tracing::warn!(error = %e, "SIGTERM and SIGHUP cannot be caught; only Ctrl-C stops the proxy");
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            Signals { unix: unix.ok() }
         }
+        #[cfg(not(unix))]
+        Signals {}
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn next(&mut self) -> Signal {
+        #[cfg(unix)]
+        if let Some((term, hup)) = &mut self.unix {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => Signal::Stop,
+                _ = term.recv() => Signal::Stop,
+                _ = hup.recv() => Signal::Reload,
+            };
+        }
         let _ = tokio::signal::ctrl_c().await;
+        Signal::Stop
+    }
+}
+
+/// SIGHUP: the config file is read again with the same flags (which still
+/// override it). A file that does not load or does not start keeps the
+/// running config; either way the log says so and the reload is counted.
+async fn reload(proxy: &Proxy, args: &RunArgs) {
+    let metrics = proxy.context().metrics.clone();
+    let raw = match &args.config {
+        Some(path) => RawConfig::load(path),
+        None => Ok(RawConfig::default()),
+    };
+    let config = match raw.and_then(|raw| raw.resolve(args)) {
+        Ok(c) => c,
+        Err(e) => {
+            metrics.reloaded(false);
+            tracing::error!(error = %e, "reload refused: the config does not load; the running config stays");
+            return;
+        }
+    };
+    match proxy.reload(config).await {
+        Ok(done) => {
+            metrics.reloaded(true);
+            if !done.kept.is_empty() {
+                tracing::warn!(
+                    keys = %done.kept.join(","),
+                    "reload: these settings need a restart; their running values stay"
+                );
+            }
+            let context = proxy.context();
+            let bots: Vec<&str> = context.config.bots.all().iter().map(|b| b.name.as_str()).collect();
+            tracing::info!(
+                bots = %bots.join(","),
+                sha256 = %done.cert_fingerprint,
+                "config reloaded: new connections use it; connections in flight finish with the old one"
+            );
+        }
+        Err(e) => {
+            metrics.reloaded(false);
+            tracing::error!(error = %e, "reload refused; the running config stays");
+        }
     }
 }

@@ -25,6 +25,7 @@ use crate::metrics::{Listener, Metrics, Rejection};
 use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::slots::{self, PerClient};
+use crate::pins::Pins;
 use crate::store::Store;
 use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
@@ -48,6 +49,11 @@ pub enum StartError {
     Mark { mark: u32, source: std::io::Error },
     #[error("store.url: {0}")]
     Store(#[from] crate::store::StoreError),
+    #[error("state_dir: the certificate pins ({path}) cannot be read or written: {source}")]
+    Pins {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A running proxy.
@@ -62,15 +68,46 @@ pub struct Proxy {
     /// The transparent listener, when configured.
     pub transparent_addr: Option<SocketAddr>,
     pub ca_cert_path: Option<PathBuf>,
-    /// The Gemini listener's certificate file and its SHA-256 fingerprint.
+    /// The Gemini listener's certificate file and its SHA-256 fingerprint
+    /// (as at start; a reload may change them: see [`Proxy::context`]).
     pub cert_path: PathBuf,
     pub cert_fingerprint: String,
-    pub context: Arc<Context>,
-    /// Fleet mode: the store.
-    store: Option<Arc<Store>>,
+    /// The context new connections get; a reload swaps it.
+    live: Live,
+    /// What lasts across reloads.
+    lasting: Lasting,
     shutdown: CancellationToken,
     tracker: TaskTracker,
     grace: std::time::Duration,
+}
+
+/// The current [`Context`]: each new connection takes the one in place when
+/// it is accepted and keeps it to its end (docs/architecture.md, "Reload").
+pub type Live = Arc<arc_swap::ArcSwap<Context>>;
+
+/// What a reload keeps: state (caches, gates, pins, counters) and what is
+/// bound to the process (listeners' addresses, the store, the drop-in CA).
+#[derive(Clone)]
+struct Lasting {
+    metrics: Arc<Metrics>,
+    robots: Arc<RobotsCache>,
+    politeness: Arc<Politeness>,
+    pins: Arc<Pins>,
+    per_client: Arc<PerClient>,
+    /// The proxy's own listeners: never an upstream.
+    own: Vec<SocketAddr>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
+    /// One reload at a time.
+    reloading: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What a reload did.
+#[derive(Debug, Default)]
+pub struct Reloaded {
+    /// Keys whose change needs a restart: their running values were kept.
+    pub kept: Vec<&'static str>,
+    /// The Gemini listener's certificate fingerprint now.
+    pub cert_fingerprint: String,
 }
 
 impl Proxy {
@@ -82,17 +119,6 @@ impl Proxy {
     /// [`Proxy::start`], with the transparent listener asking `kernel` where
     /// redirected connections were going (tests supply the answers).
     pub async fn start_with(config: Config, kernel: Kernel) -> Result<Proxy, StartError> {
-        let identity = match &config.tls.cert_and_key {
-            Some((cert, key)) => tls::load_identity(cert, key)?,
-            None => tls::load_or_generate(
-                &config.state_dir,
-                &tls::certificate_names(&config.tls.hostnames, &[config.gemini_listen.ip()]),
-            )?,
-        };
-        let cert_path = identity.cert_path.clone();
-        let cert_fingerprint = tls::fingerprint(&identity.chain[0]);
-        let acceptor = TlsAcceptor::from(tls::server_config(identity)?);
-
         let (gemini_listener, gemini_addr) =
             bind("Gemini", "listen.gemini", config.gemini_listen).await?;
         let (gopher_listener, gopher_addr) =
@@ -118,22 +144,6 @@ impl Proxy {
         let transparent_addr = transparent.as_ref().map(|(_, addr)| *addr);
         let ca_cert_path = authority.as_ref().map(|ca| ca.cert_path.clone());
 
-        let limits = &config.limits;
-        let reach = Reach {
-            allow_private: limits.allow_private_upstreams,
-            ports: limits.upstream_ports.clone(),
-            own: [gemini_addr, gopher_addr, metrics_addr]
-                .into_iter()
-                .chain(socks5_addr)
-                .chain(transparent_addr)
-                .collect(),
-        };
-        let upstream = Upstream::new(reach, limits.connect_timeout)?
-            .with_mark(limits.upstream_mark)
-            .map_err(|source| StartError::Mark {
-                mark: limits.upstream_mark.unwrap_or(0),
-                source,
-            })?;
         let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
         let metrics = Arc::new(Metrics::with(&bot_names, config.metrics_per_host));
         let shutdown = CancellationToken::new();
@@ -144,39 +154,36 @@ impl Proxy {
             }
             None => None,
         };
-        let fleet = store.clone();
-        let upstream = Arc::new(upstream.with_store(store.clone()));
+        let pins = Pins::open(&config.state_dir)
+            .map_err(|source| StartError::Pins {
+                path: config.state_dir.join(crate::pins::JOURNAL),
+                source,
+            })?
+            .with_store(store.clone());
         let politeness = Politeness::shared(config.politeness.clone(), store.clone());
-        let fetcher = Polite {
-            inner: ByScheme {
-                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
-                gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
-            },
-            gate: politeness.clone(),
-            metrics: metrics.clone(),
-        };
+        let pins = Arc::new(pins);
+        let own: Vec<SocketAddr> = [gemini_addr, gopher_addr, metrics_addr]
+            .into_iter()
+            .chain(socks5_addr)
+            .chain(transparent_addr)
+            .collect();
+        let built = Built::new(&config, &own, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(
-            RobotsCache::new(
-                Arc::new(fetcher),
-                config.robots.clone(),
-                config
-                    .bots
-                    .all()
-                    .iter()
-                    .map(|b| b.profile.clone())
-                    .collect(),
-            )
-            .with_store(store, config.politeness.max_wait),
+            RobotsCache::new(built.fetcher.clone(), config.robots.clone(), profiles(&config))
+                .with_store(store.clone(), config.politeness.max_wait),
         );
-        let gopher_public = (
-            config
-                .gopher_public_host
-                .clone()
-                .unwrap_or_else(|| gopher_addr.ip().to_string()),
-            config.gopher_public_port.unwrap_or(gopher_addr.port()),
-        );
-        let grace = limits.shutdown_grace;
-        let mut max_connections = limits.max_connections;
+        let lasting = Lasting {
+            metrics,
+            robots,
+            politeness: politeness.clone(),
+            pins,
+            per_client: PerClient::new(config.limits.max_connections_per_client),
+            own,
+            generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            reloading: Arc::new(tokio::sync::Mutex::new(())),
+        };
+        let grace = config.limits.shutdown_grace;
+        let mut max_connections = config.limits.max_connections;
         if let Some(fds) = slots::raise_fd_limit() {
             let budget = slots::connections_for(fds);
             if max_connections > budget {
@@ -189,23 +196,15 @@ impl Proxy {
                 max_connections = budget;
             }
         }
-        let per_client = PerClient::new(limits.max_connections_per_client);
-        let context = Arc::new(Context {
-            config,
-            upstream,
-            robots,
-            gopher_public,
-            politeness: politeness.clone(),
-            metrics,
-        });
+        let context = lasting.install(config, built, (gopher_addr, 0));
+        let cert_path = context.cert_path.clone();
+        let cert_fingerprint = context.cert_fingerprint.clone();
+        let live: Live = Arc::new(arc_swap::ArcSwap::from(context));
 
         let tracker = TaskTracker::new();
         // One cap for both listeners: it bounds the proxy's sockets.
         let slots = Arc::new(Semaphore::new(max_connections));
-        let mut listeners = vec![
-            (gemini_listener, Kind::Gemini(acceptor)),
-            (gopher_listener, Kind::Gopher),
-        ];
+        let mut listeners = vec![(gemini_listener, Kind::Gemini), (gopher_listener, Kind::Gopher)];
         if let (Some((listener, _)), Some(ca)) = (socks5, &authority) {
             listeners.push((listener, Kind::Socks(ca.clone())));
         }
@@ -216,19 +215,15 @@ impl Proxy {
             tracker.spawn(accept_loop(
                 listener,
                 kind,
-                context.clone(),
-                (slots.clone(), per_client.clone()),
+                live.clone(),
+                (slots.clone(), lasting.per_client.clone()),
                 shutdown.clone(),
                 tracker.clone(),
             ));
         }
         tracker.spawn(crate::admin::serve(
             metrics_listener,
-            crate::admin::Handles {
-                metrics: context.metrics.clone(),
-                robots: context.robots.clone(),
-                politeness: context.politeness.clone(),
-            },
+            live.clone(),
             shutdown.clone(),
             tracker.clone(),
         ));
@@ -243,17 +238,48 @@ impl Proxy {
             ca_cert_path,
             cert_path,
             cert_fingerprint,
-            context,
-            store: fleet,
+            live,
+            lasting,
             shutdown,
             tracker,
             grace,
         })
     }
 
+    /// The context new connections get now.
+    pub fn context(&self) -> Arc<Context> {
+        self.live.load_full()
+    }
+
+    /// Applies a new configuration (SIGHUP): bots, access rules, politeness,
+    /// robots.txt settings, limits and certificates, for connections accepted
+    /// from now on. Connections in flight keep the one they started with; the
+    /// caches, gates and pins stay. Keys that need a restart keep their running
+    /// values and are named in the answer. On an error nothing changes.
+    pub async fn reload(&self, mut config: Config) -> Result<Reloaded, StartError> {
+        let _one = self.lasting.reloading.lock().await;
+        let running = self.context();
+        let kept = config.keep_restart_only(&running.config);
+        let generation = self
+            .lasting
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let built = self.lasting.build(&config)?;
+        let context = self
+            .lasting
+            .install(config, built, (self.gopher_addr, generation));
+        let cert_fingerprint = context.cert_fingerprint.clone();
+        self.live.store(context);
+        Ok(Reloaded {
+            kept,
+            cert_fingerprint,
+        })
+    }
+
     /// Fleet mode: whether the store answered the last call (`None`: no store).
     pub fn store_is_up(&self) -> Option<bool> {
-        self.store.as_ref().map(|s| s.is_up())
+        self.context().robots.store().map(|s| s.is_up())
     }
 
     /// Stops accepting; requests in flight go on.
@@ -268,6 +294,121 @@ impl Proxy {
         tokio::time::timeout(self.grace, self.tracker.wait())
             .await
             .is_ok()
+    }
+}
+
+/// What a config decides that is built anew by each reload.
+struct Built {
+    gemini_tls: TlsAcceptor,
+    cert_path: PathBuf,
+    cert_fingerprint: String,
+    upstream: Arc<Upstream>,
+    fetcher: Arc<dyn crate::fetch::RobotsFetcher>,
+}
+
+impl Built {
+    /// Everything that can fail, before anything running is told.
+    fn new(
+        config: &Config,
+        own: &[SocketAddr],
+        pins: &Arc<Pins>,
+        (politeness, metrics): (&Arc<Politeness>, &Arc<Metrics>),
+    ) -> Result<Built, StartError> {
+        let identity = match &config.tls.cert_and_key {
+            Some((cert, key)) => tls::load_identity(cert, key)?,
+            None => tls::load_or_generate(
+                &config.state_dir,
+                &tls::certificate_names(&config.tls.hostnames, &[config.gemini_listen.ip()]),
+            )?,
+        };
+        let cert_path = identity.cert_path.clone();
+        let cert_fingerprint = tls::fingerprint(&identity.chain[0]);
+        let gemini_tls = TlsAcceptor::from(tls::server_config(identity)?);
+        let limits = &config.limits;
+        let reach = Reach {
+            allow_private: limits.allow_private_upstreams,
+            ports: limits.upstream_ports.clone(),
+            own: own.to_vec(),
+        };
+        let upstream = Upstream::new(reach, limits.connect_timeout)?
+            .with_mark(limits.upstream_mark)
+            .map_err(|source| StartError::Mark {
+                mark: limits.upstream_mark.unwrap_or(0),
+                source,
+            })?
+            .with_pins(pins.clone());
+        let upstream = Arc::new(upstream);
+        let fetcher = Arc::new(Polite {
+            inner: ByScheme {
+                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
+                gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
+            },
+            gate: politeness.clone(),
+            metrics: metrics.clone(),
+        });
+        Ok(Built {
+            gemini_tls,
+            cert_path,
+            cert_fingerprint,
+            upstream,
+            fetcher,
+        })
+    }
+}
+
+/// Every bot's robots.txt profile, in the order of the config's bots.
+fn profiles(config: &Config) -> Vec<crate::robots::BotProfile> {
+    config.bots.all().iter().map(|b| b.profile.clone()).collect()
+}
+
+impl Lasting {
+    fn build(&self, config: &Config) -> Result<Built, StartError> {
+        Built::new(
+            config,
+            &self.own,
+            &self.pins,
+            (&self.politeness, &self.metrics),
+        )
+    }
+
+    /// The context for `config` as generation `generation`: the lasting parts
+    /// learn the new settings, and new connections will get it.
+    fn install(
+        &self,
+        config: Config,
+        built: Built,
+        (gopher_addr, generation): (SocketAddr, u64),
+    ) -> Arc<Context> {
+        self.robots.reconfigure(
+            built.fetcher,
+            config.robots.clone(),
+            profiles(&config),
+            (generation, config.politeness.max_wait),
+        );
+        self.politeness.set_config(config.politeness.clone());
+        self.per_client
+            .set_cap(config.limits.max_connections_per_client);
+        let names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+        self.metrics.set_bots(&names);
+        let gopher_public = (
+            config
+                .gopher_public_host
+                .clone()
+                .unwrap_or_else(|| gopher_addr.ip().to_string()),
+            config.gopher_public_port.unwrap_or(gopher_addr.port()),
+        );
+        Arc::new(Context {
+            config,
+            upstream: built.upstream,
+            robots: self.robots.clone(),
+            gopher_public,
+            politeness: self.politeness.clone(),
+            metrics: self.metrics.clone(),
+            gemini_tls: built.gemini_tls,
+            cert_path: built.cert_path,
+            cert_fingerprint: built.cert_fingerprint,
+            generation,
+        })
     }
 }
 
@@ -290,7 +431,8 @@ async fn bind(
 /// What a listener speaks.
 #[derive(Clone)]
 enum Kind {
-    Gemini(TlsAcceptor),
+    /// (Its certificate is the context's: a reload may change it.)
+    Gemini,
     Gopher,
     Socks(Arc<tls::Authority>),
     Transparent(Arc<tls::Authority>, Kernel),
@@ -299,7 +441,7 @@ enum Kind {
 impl Kind {
     fn listener(&self) -> Listener {
         match self {
-            Kind::Gemini(_) => Listener::Gemini,
+            Kind::Gemini => Listener::Gemini,
             Kind::Gopher => Listener::Gopher,
             Kind::Socks(_) => Listener::Socks5,
             Kind::Transparent(..) => Listener::Transparent,
@@ -320,7 +462,7 @@ impl Kind {
 async fn accept_loop(
     listener: TcpListener,
     kind: Kind,
-    ctx: Arc<Context>,
+    live: Live,
     (slots, per_client): (Arc<Semaphore>, Arc<PerClient>),
     shutdown: CancellationToken,
     tracker: TaskTracker,
@@ -343,6 +485,8 @@ async fn accept_loop(
                 }
             },
         };
+        // The config in place now (a reload may swap it): this connection keeps it.
+        let ctx = live.load_full();
         let admitted = kind.admits(&ctx.config.access, peer.ip());
         let Some(client_slot) = per_client.try_take(peer.ip()) else {
             ctx.metrics.rejected(kind.listener(), Rejection::ClientCap);
@@ -372,7 +516,7 @@ async fn accept_loop(
             },
         };
         let _ = stream.set_nodelay(true);
-        let (kind, ctx) = (kind.clone(), ctx.clone());
+        let kind = kind.clone();
         let open = ctx.metrics.connection(kind.listener());
         if !admitted {
             // Outside access.allow_from: the protocol's refusal, nothing read,
@@ -400,7 +544,10 @@ async fn accept_loop(
         }
         tracker.spawn(async move {
             match kind {
-                Kind::Gemini(acceptor) => proxy::gemini::serve(stream, peer, acceptor, ctx).await,
+                Kind::Gemini => {
+                    let acceptor = ctx.gemini_tls.clone();
+                    proxy::gemini::serve(stream, peer, acceptor, ctx).await
+                }
                 Kind::Gopher => proxy::gopher::serve(stream, peer, ctx).await,
                 Kind::Socks(ca) => proxy::socks::serve(stream, peer, ctx, ca).await,
                 Kind::Transparent(ca, kernel) => {
@@ -423,8 +570,8 @@ async fn turn_away(
     ctx: &Context,
 ) -> Option<String> {
     match kind {
-        Kind::Gemini(acceptor) => {
-            proxy::gemini::turn_away(stream, peer, acceptor, ctx).await;
+        Kind::Gemini => {
+            proxy::gemini::turn_away(stream, peer, ctx.gemini_tls.clone(), ctx).await;
             None
         }
         Kind::Gopher => {

@@ -29,7 +29,8 @@ impl ClientKey {
 
 /// Connections open per client, capped.
 pub struct PerClient {
-    cap: usize,
+    /// Changed by a reload; connections already open keep their places.
+    cap: std::sync::atomic::AtomicUsize,
     open: Mutex<HashMap<ClientKey, usize>>,
 }
 
@@ -42,9 +43,15 @@ pub struct ClientSlot {
 impl PerClient {
     pub fn new(cap: usize) -> Arc<PerClient> {
         Arc::new(PerClient {
-            cap: cap.max(1),
+            cap: std::sync::atomic::AtomicUsize::new(cap.max(1)),
             open: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// A reload's cap: it applies to the next connection.
+    pub fn set_cap(&self, cap: usize) {
+        self.cap
+            .store(cap.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A place for one more connection from `ip`, or `None` when the client
@@ -53,7 +60,7 @@ impl PerClient {
         let key = ClientKey::of(ip);
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let n = open.entry(key).or_insert(0);
-        if *n >= self.cap {
+        if *n >= self.cap.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
         *n += 1;

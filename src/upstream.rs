@@ -2,9 +2,8 @@
 //! private-address rule applied to every resolved address, TCP connect with a
 //! deadline, TLS with SNI, and trust on first use per host and port.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
@@ -14,7 +13,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::egress::{ip_literal, unbracketed, Reach};
-use crate::store::Store;
+use crate::pins::Pins;
 use crate::tls;
 
 /// Why an upstream could not be reached. All of these are the upstream's (or
@@ -50,10 +49,9 @@ pub struct Upstream {
     connect_timeout: Duration,
     /// `limits.upstream_mark`: `SO_MARK` on every upstream socket.
     mark: Option<u32>,
-    /// host:port → SHA-256 of the certificate first seen (trust on first use).
-    pins: Mutex<HashMap<(String, u16), String>>,
-    /// Fleet mode: pins shared through the store.
-    store: Option<Arc<Store>>,
+    /// host:port → SHA-256 of the certificate first seen (trust on first use),
+    /// kept across reloads and restarts (`pins.rs`).
+    pins: Arc<Pins>,
 }
 
 impl Upstream {
@@ -63,16 +61,20 @@ impl Upstream {
             reach,
             connect_timeout,
             mark: None,
-            pins: Mutex::new(HashMap::new()),
-            store: None,
+            pins: Arc::new(Pins::in_memory()),
         })
     }
 
-    /// Fleet mode: every proxy holds a capsule to the certificate the first
-    /// of them met.
-    pub fn with_store(mut self, store: Option<Arc<Store>>) -> Upstream {
-        self.store = store;
+    /// The pins to hold capsules to (kept in the state directory, shared by
+    /// the fleet in fleet mode, the same across reloads).
+    pub fn with_pins(mut self, pins: Arc<Pins>) -> Upstream {
+        self.pins = pins;
         self
+    }
+
+    /// The pins this upstream holds capsules to.
+    pub fn pins(&self) -> &Arc<Pins> {
+        &self.pins
     }
 
     /// Marks every upstream socket with `mark` (`SO_MARK`), robots.txt fetches
@@ -232,28 +234,14 @@ impl Upstream {
                 detail: "no certificate".into(),
             })?;
         let seen = tls::fingerprint(cert);
-        // Fleet mode: the fleet's pin is the one; this process's map stands in
-        // while the store does not answer.
-        let fleet = match &self.store {
-            Some(store) if store.is_up() => store.pin(host, port, &seen).await.ok(),
-            _ => None,
-        };
-        let mut pins = self.pins.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(pinned) = fleet {
-            pins.insert((host.to_string(), port), pinned);
-        }
-        match pins.get(&(host.to_string(), port)) {
-            Some(pinned) if *pinned != seen => Err(UpstreamError::CertificateChanged {
+        match self.pins.check(host, port, &seen).await {
+            Ok(()) => Ok(tls),
+            Err(m) => Err(UpstreamError::CertificateChanged {
                 host: host.to_string(),
                 port,
-                pinned: pinned.clone(),
+                pinned: m.pinned,
                 now: seen,
             }),
-            Some(_) => Ok(tls),
-            None => {
-                pins.insert((host.to_string(), port), seen);
-                Ok(tls)
-            }
         }
     }
 }

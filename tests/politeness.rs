@@ -157,7 +157,7 @@ async fn another_host_is_not_held_up() {
     let slow_url = slow.url("/x");
     let waiting = tokio::spawn(async move { gemini(addr, &slow_url).await.0 });
     // The slow host's robots.txt took its slot: /x waits 2 s in the queue.
-    let politeness = proxy.context.politeness.clone();
+    let politeness = proxy.context().politeness.clone();
     wait_until("/x is queued", || politeness.usage().1 == 1).await;
     // Meanwhile the fast host answers three times, and /x is still waiting:
     // the slow host's queue held nothing up.
@@ -168,7 +168,7 @@ async fn another_host_is_not_held_up() {
         );
     }
     assert_eq!(slow.count("/x"), 0, "/x still waits its turn");
-    assert_eq!(proxy.context.politeness.usage().1, 1);
+    assert_eq!(proxy.context().politeness.usage().1, 1);
     assert_eq!(waiting.await.unwrap(), "20 text/gemini");
 }
 
@@ -192,7 +192,7 @@ async fn a_client_that_leaves_gives_its_place_back() {
     tls.write_all(format!("{}\r\n", origin.url("/first")).as_bytes())
         .await
         .unwrap();
-    let politeness = proxy.context.politeness.clone();
+    let politeness = proxy.context().politeness.clone();
     wait_until("/first is queued", || politeness.usage().1 == 1).await;
     tls.shutdown().await.unwrap();
     drop(tls);
@@ -254,7 +254,7 @@ async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
     // the origin carry each connection's own latency, so the span of all of
     // them is checked rather than each gap (only the first and last latencies
     // can shorten it).
-    assert_eq!(proxy.context.politeness.usage().0, 1, "one gate");
+    assert_eq!(proxy.context().politeness.usage().0, 1, "one gate");
     let gaps = origin.gaps();
     assert_eq!(gaps.len(), 17);
     let span: f64 = gaps.iter().sum();
@@ -290,6 +290,6 @@ async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
     assert!(header.starts_with("44 "), "{header}");
 
     // Nothing broke: the sweeper and other hosts carry on.
-    proxy.context.politeness.sweep();
+    proxy.context().politeness.sweep();
     assert_eq!(gemini(addr, &fine.url("/page")).await.0, "20 text/gemini");
 }

@@ -10,6 +10,7 @@ mod clients;
 mod effective;
 mod fleet;
 mod raw;
+mod reload;
 mod resolve;
 mod values;
 pub use raw::*;

@@ -51,7 +51,7 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Option<Result<super::Permit, SlowDown>> {
-        let delay = delay.unwrap_or_else(|| self.config.delay_for(None));
+        let delay = delay.unwrap_or_else(|| self.config.load().delay_for(None));
         let local = store.config().on_unavailable == OnUnavailable::Local;
         if !store.is_up() {
             // Known down: no call that would wait for its deadline first.
@@ -64,11 +64,11 @@ impl Politeness {
         let ask = GateAsk {
             delay,
             hold: hold.max(delay),
-            max_wait: self.config.max_wait,
-            max_delay: self.config.max_delay,
-            concurrency: self.config.per_host_concurrency,
+            max_wait: self.config.load().max_wait,
+            max_delay: self.config.load().max_delay,
+            concurrency: self.config.load().per_host_concurrency,
         };
-        let tag = fleet_tag(self.config.key, server);
+        let tag = fleet_tag(self.config.load().key, server);
         match store.admit(&tag, ask).await {
             Ok(Ok(lease)) => Some(Ok(super::Permit {
                 gate: self.clone(),
@@ -91,7 +91,7 @@ impl super::Permit {
     pub async fn slow_down(&self, seconds: Option<Duration>) {
         self.gate.slow_down(self.id, seconds);
         if let (Some(shared), Some(store)) = (&self.shared, &self.gate.store) {
-            let max_delay = self.gate.config.max_delay;
+            let max_delay = self.gate.config.load().max_delay;
             let _ = store
                 .slow_down(&shared.tag, seconds, shared.delay, max_delay)
                 .await;

@@ -221,7 +221,8 @@ impl Gates {
 }
 
 pub struct Politeness {
-    config: PolitenessConfig,
+    /// Swapped by a reload (`set_config`); requests read it as they go.
+    config: arc_swap::ArcSwap<PolitenessConfig>,
     gates: Mutex<Gates>,
     tickets: std::sync::atomic::AtomicU64,
     /// Fleet mode: the shared gate answers first.
@@ -286,15 +287,23 @@ impl Politeness {
     /// With a store: requests take their turn at the fleet's shared gate.
     pub fn shared(config: PolitenessConfig, store: Option<Arc<Store>>) -> Arc<Politeness> {
         Arc::new(Politeness {
-            config,
+            config: arc_swap::ArcSwap::from_pointee(config),
             gates: Mutex::new(Gates::default()),
             tickets: std::sync::atomic::AtomicU64::new(0),
             store,
         })
     }
 
-    pub fn config(&self) -> &PolitenessConfig {
-        &self.config
+    pub fn config(&self) -> arc_swap::Guard<Arc<PolitenessConfig>> {
+        self.config.load()
+    }
+
+    /// A reload's settings: spacing, concurrency and waits apply to the next
+    /// admission; the gates and their history stay. (`key` is not changed by a
+    /// reload: the gates are named by it.)
+    pub fn set_config(&self, mut config: PolitenessConfig) {
+        config.key = self.config.load().key;
+        self.config.store(Arc::new(config));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Gates> {
@@ -332,7 +341,7 @@ impl Politeness {
         let wake = Arc::new(Notify::new());
         let id = {
             let mut gates = self.lock();
-            let id = gates.gate_for(self.config.key, server, self.config.default_delay);
+            let id = gates.gate_for(self.config.load().key, server, self.config.load().default_delay);
             let Some(host) = gates.hosts.get_mut(&id) else {
                 return Err(SlowDown {
                     retry_after: Duration::from_secs(1),
@@ -343,25 +352,25 @@ impl Politeness {
             // Estimated wait: until this host's next start, then one spacing for
             // each request ahead, shared among the concurrent slots.
             let now = Instant::now();
-            let spacing = host.spacing(delay, self.config.max_delay);
+            let spacing = host.spacing(delay, self.config.load().max_delay);
             let until_next = host
-                .next_start(delay, self.config.max_delay)
+                .next_start(delay, self.config.load().max_delay)
                 .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
             let ahead = (host.queue.len()
                 + host
                     .in_flight
-                    .saturating_sub(self.config.per_host_concurrency - 1))
+                    .saturating_sub(self.config.load().per_host_concurrency - 1))
                 as u32;
             let estimate = if host.queue.is_empty()
-                && host.in_flight < self.config.per_host_concurrency
+                && host.in_flight < self.config.load().per_host_concurrency
             {
                 until_next
             } else {
                 until_next.saturating_add(
-                    spacing.saturating_mul(ahead / self.config.per_host_concurrency.max(1) as u32),
+                    spacing.saturating_mul(ahead / self.config.load().per_host_concurrency.max(1) as u32),
                 )
             };
-            if estimate > self.config.max_wait {
+            if estimate > self.config.load().max_wait {
                 return Err(SlowDown {
                     retry_after: estimate,
                 });
@@ -379,7 +388,7 @@ impl Politeness {
             ticket,
             admitted: false,
         };
-        let deadline = after(Instant::now(), self.config.max_wait);
+        let deadline = after(Instant::now(), self.config.load().max_wait);
         loop {
             let sleep_until = {
                 let mut gates = self.lock();
@@ -394,9 +403,9 @@ impl Politeness {
                 let at_head = head.is_some();
                 let delay = head.map_or(host.delay, |w| w.delay);
                 let now = Instant::now();
-                let next = host.next_start(delay, self.config.max_delay);
+                let next = host.next_start(delay, self.config.load().max_delay);
                 if at_head
-                    && host.in_flight < self.config.per_host_concurrency
+                    && host.in_flight < self.config.load().per_host_concurrency
                     && next.is_none_or(|t| t <= now)
                 {
                     host.queue.pop_front();
@@ -414,7 +423,7 @@ impl Politeness {
                 }
                 // At the head, waiting only for time: sleep until then. Otherwise
                 // wait to be woken (the head left, or a slot freed).
-                if at_head && host.in_flight < self.config.per_host_concurrency {
+                if at_head && host.in_flight < self.config.load().per_host_concurrency {
                     next
                 } else {
                     None
@@ -432,7 +441,7 @@ impl Politeness {
                 .await
                 .is_err()
             {
-                let retry_after = self.config.delay_for(None).max(Duration::from_secs(1));
+                let retry_after = self.config.load().delay_for(None).max(Duration::from_secs(1));
                 return Err(SlowDown { retry_after });
             }
         }
@@ -455,6 +464,7 @@ impl Politeness {
                 let doubled = host.backoff.saturating_mul(2);
                 let at_cap = self
                     .config
+                    .load()
                     .max_delay
                     .is_some_and(|max| host.delay.saturating_mul(host.backoff) >= max);
                 if !at_cap {
@@ -475,7 +485,7 @@ impl Politeness {
     /// past, with their aliases.
     pub fn sweep(&self) {
         let now = Instant::now();
-        let max_delay = self.config.max_delay;
+        let max_delay = self.config.load().max_delay;
         let mut gates = self.lock();
         let Gates { hosts, aliases, .. } = &mut *gates;
         hosts.retain(|_, h| {

@@ -31,7 +31,9 @@ pub mod gopher;
 pub mod socks;
 pub mod transparent;
 
-/// What the proxy needs to serve a request; shared by all connections.
+/// What the proxy needs to serve a request; shared by the connections
+/// accepted under one config. A reload makes a new one (the caches, gates,
+/// pins and metrics in it are the same objects).
 pub struct Context {
     pub config: Config,
     pub upstream: std::sync::Arc<Upstream>,
@@ -42,6 +44,14 @@ pub struct Context {
     /// Per-host spacing and concurrency, both protocols.
     pub politeness: std::sync::Arc<Politeness>,
     pub metrics: std::sync::Arc<Metrics>,
+    /// The Gemini listener's TLS (its certificate, the client-certificate check).
+    pub gemini_tls: tokio_rustls::TlsAcceptor,
+    /// The Gemini listener's certificate file and its SHA-256 fingerprint.
+    pub cert_path: std::path::PathBuf,
+    pub cert_fingerprint: String,
+    /// Which config this is: 0 at start, one more at each reload. Cached
+    /// robots.txt is compiled for one generation's bots.
+    pub generation: u64,
 }
 
 /// One client connection as the request path sees it: who is asking, since
@@ -263,7 +273,19 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         addrs,
     };
     let key = &server.name;
-    let (entry, lookup) = ctx.robots.rules(&server, bot).await;
+    let (mut entry, lookup) = ctx.robots.rules(&server, bot).await;
+    if entry.generation() != ctx.generation {
+        // A reload changed the bots while this connection kept the config it
+        // started with: its own bots' policies, compiled for this request.
+        let profiles: Vec<BotProfile> = ctx
+            .config
+            .bots
+            .all()
+            .iter()
+            .map(|b| b.profile.clone())
+            .collect();
+        entry = std::sync::Arc::new(entry.recompiled(ctx.generation, &profiles));
+    }
     match lookup {
         Lookup::Hit => ctx.metrics.cache_hits.inc(),
         Lookup::Miss => ctx.metrics.cache_misses.inc(),

@@ -38,4 +38,16 @@ impl Store {
         })
         .await
     }
+
+    /// Forgets `host:port`'s pin (an operator's action: the capsule renewed
+    /// its certificate): the next proxy to meet it pins what it shows.
+    pub async fn forget_pin(&self, host: &str, port: u16) -> Result<(), StoreError> {
+        let key = self.key(&format!("{host}:{port}"), "pin");
+        let mut conn = self.connection();
+        self.run(StoreOp::Pin, async move {
+            redis::cmd("DEL").arg(&key).query_async::<i64>(&mut conn).await
+        })
+        .await
+        .map(drop)
+    }
 }

@@ -206,6 +206,18 @@ impl Store {
         .map(drop)
     }
 
+    /// Forgets `tag`'s outcome (an operator's action): the next proxy to be
+    /// asked fetches it again. A fetch in progress keeps its lock.
+    pub async fn forget_robots(&self, tag: &str) -> Result<(), StoreError> {
+        let (key, _) = self.robots_keys(tag);
+        let mut conn = self.connection();
+        self.run(StoreOp::Robots, async move {
+            redis::cmd("DEL").arg(&key).query_async::<i64>(&mut conn).await
+        })
+        .await
+        .map(drop)
+    }
+
     /// Lets go of the lock without writing (the fetch was given up).
     async fn unlock_robots(&self, tag: &str, token: &str) -> Result<(), StoreError> {
         let (key, lock) = self.robots_keys(tag);

@@ -1,0 +1,36 @@
+//! What a reload (SIGHUP) may change. Listeners, the state directory, the
+//! store, the connection cap, the cache's byte budget, the per-host series,
+//! logging and the politeness key are set at start: a reload that changes
+//! them says so in the log and keeps the running values.
+
+use super::Config;
+
+impl Config {
+    /// The keys whose new value needs a restart, with the running value
+    /// kept: `self` is the new config, `running` the one in use.
+    pub fn keep_restart_only(&mut self, running: &Config) -> Vec<&'static str> {
+        let mut kept = Vec::new();
+        macro_rules! keep {
+            ($key:literal, $($field:ident).+) => {
+                if format!("{:?}", self.$($field).+) != format!("{:?}", running.$($field).+) {
+                    kept.push($key);
+                    self.$($field).+ = running.$($field).+.clone();
+                }
+            };
+        }
+        keep!("listen.gemini", gemini_listen);
+        keep!("listen.gopher", gopher_listen);
+        keep!("listen.metrics", metrics_listen);
+        keep!("listen.socks5", socks5_listen);
+        keep!("listen.transparent", transparent_listen);
+        keep!("state_dir", state_dir);
+        keep!("store", store);
+        keep!("limits.max_connections", limits.max_connections);
+        keep!("robots.cache_bytes", robots.cache_bytes);
+        keep!("metrics.per_host", metrics_per_host);
+        keep!("log.format", log_format);
+        keep!("log.level", log_level);
+        keep!("politeness.key", politeness.key);
+        kept
+    }
+}
