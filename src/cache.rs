@@ -40,13 +40,17 @@ pub enum Rules {
     StoreDown,
 }
 
+/// A good robots.txt: parsed, when it was fetched, and its text.
+type Good = (Arc<RobotsTxt>, Instant, Arc<[u8]>);
+
 #[derive(Debug)]
 pub struct Entry {
     pub rules: Rules,
     /// Until when this entry answers without a new fetch.
     fresh_until: Instant,
-    /// The last robots.txt that was fetched, and when: kept for stale-if-error.
-    good: Option<(Arc<RobotsTxt>, Instant)>,
+    /// The last robots.txt that was fetched, and when: kept for stale-if-error
+    /// (and its text, for the status page).
+    good: Option<Good>,
     /// The set of bots `rules` was compiled for (see [`RobotsCache::reconfigure`]).
     generation: u64,
 }
@@ -71,7 +75,7 @@ impl Entry {
     pub fn recompiled(&self, generation: u64, bots: &[BotProfile]) -> Entry {
         let rules = match &self.rules {
             Rules::Found { stale, .. } => match &self.good {
-                Some((robots, _)) => Rules::Found {
+                Some((robots, ..)) => Rules::Found {
                     policies: bots.iter().map(|b| robots.policy(b)).collect(),
                     stale: stale.clone(),
                 },
@@ -91,6 +95,37 @@ impl Entry {
             good: self.good.clone(),
             generation,
         }
+    }
+
+    /// What the status page says of it: `found`, `stale` (a last good copy
+    /// stands in for an unreachable host), `missing`, `unreachable`, `store-down`.
+    pub fn state(&self) -> &'static str {
+        match &self.rules {
+            Rules::Found { stale: None, .. } => "found",
+            Rules::Found { stale: Some(_), .. } => "stale",
+            Rules::Missing(_) => "missing",
+            Rules::Unreachable { .. } => "unreachable",
+            Rules::StoreDown => "store-down",
+        }
+    }
+
+    /// Why it is missing, unreachable or stale.
+    pub fn detail(&self) -> Option<&str> {
+        match &self.rules {
+            Rules::Found { stale, .. } => stale.as_deref(),
+            Rules::Missing(why) | Rules::Unreachable { why, .. } => Some(why),
+            Rules::StoreDown => None,
+        }
+    }
+
+    /// The robots.txt in force (or last good), its text, and when it was fetched.
+    pub fn robots(&self) -> Option<(&RobotsTxt, &[u8], Instant)> {
+        self.good.as_ref().map(|(r, at, body)| (&**r, &**body, *at))
+    }
+
+    /// Until when this entry answers without a new fetch.
+    pub fn fresh_until(&self) -> Instant {
+        self.fresh_until
     }
 
     /// The Crawl-delay robots.txt gives `bot`, if any.
@@ -134,9 +169,14 @@ impl Entry {
             Rules::Unreachable { why, .. } => string(why),
             Rules::StoreDown => 0,
         };
-        if let Some((robots, _)) = &self.good {
-            total +=
-                std::mem::size_of::<RobotsTxt>() + 16 + robots.heap_size() + 5 * PER_ALLOCATION;
+        if let Some((robots, _, body)) = &self.good {
+            total += std::mem::size_of::<RobotsTxt>()
+                + 16
+                + robots.heap_size()
+                + 5 * PER_ALLOCATION
+                + 16
+                + body.len()
+                + PER_ALLOCATION;
         }
         u32::try_from(total).unwrap_or(u32::MAX)
     }
@@ -197,7 +237,7 @@ impl Settings {
         &self,
         outcome: FetchOutcome,
         (fetched, fresh_for): (Instant, Duration),
-        good: Option<(Arc<RobotsTxt>, Instant)>,
+        good: Option<Good>,
     ) -> Entry {
         let now = Instant::now();
         let fresh_until = now + fresh_for;
@@ -210,7 +250,7 @@ impl Settings {
                         stale: None,
                     },
                     fresh_until,
-                    good: Some((robots, fetched)),
+                    good: Some((robots, fetched, Arc::from(body))),
                     generation: self.generation,
                 }
             }
@@ -222,17 +262,17 @@ impl Settings {
             },
             FetchOutcome::Unreachable { why, retry_after } => {
                 let retry_at = now + self.retry(retry_after);
-                let good = good.filter(|(_, at)| {
+                let good = good.filter(|(_, at, _)| {
                     now.duration_since(*at) <= self.config.ttl + self.config.max_stale
                 });
                 match good {
-                    Some((robots, at)) => Entry {
+                    Some((robots, at, body)) => Entry {
                         rules: Rules::Found {
                             policies: self.policies(&robots),
                             stale: Some(why),
                         },
                         fresh_until: retry_at,
-                        good: Some((robots, at)),
+                        good: Some((robots, at, body)),
                         generation: self.generation,
                     },
                     None => Entry {
@@ -279,18 +319,14 @@ impl Settings {
     }
 
     /// A body the store kept, parsed, with when it was fetched.
-    fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<(Arc<RobotsTxt>, Instant)> {
+    fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<Good> {
         let (body, age) = good?;
         let at = Instant::now().checked_sub(age)?;
-        Some((Arc::new(RobotsTxt::parse(&body)), at))
+        Some((Arc::new(RobotsTxt::parse(&body)), at, Arc::from(body)))
     }
 
     /// The entry for what another proxy fetched.
-    fn entry_from_stored(
-        &self,
-        stored: Stored,
-        local_good: Option<(Arc<RobotsTxt>, Instant)>,
-    ) -> Entry {
+    fn entry_from_stored(&self, stored: Stored, local_good: Option<Good>) -> Entry {
         let fetched_ago = stored.good.as_ref().map(|(_, age)| *age);
         let outcome = match stored.kind {
             Kind::Found => match &stored.good {
@@ -535,10 +571,7 @@ fn store_down() -> Entry {
 }
 
 /// The more recently fetched of two good copies.
-fn newest(
-    a: Option<(Arc<RobotsTxt>, Instant)>,
-    b: Option<(Arc<RobotsTxt>, Instant)>,
-) -> Option<(Arc<RobotsTxt>, Instant)> {
+fn newest(a: Option<Good>, b: Option<Good>) -> Option<Good> {
     match (a, b) {
         (Some(a), Some(b)) => Some(if a.1 >= b.1 { a } else { b }),
         (a, b) => a.or(b),

@@ -62,6 +62,7 @@ pub mod pins;
 pub mod politeness;
 pub mod protocol;
 pub mod proxy;
+pub mod recent;
 pub mod robots;
 pub mod server;
 pub mod slots;

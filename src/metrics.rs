@@ -480,6 +480,25 @@ impl Metrics {
         )));
     }
 
+    /// Requests so far by `decision` (allowed, disallowed, slowed, error),
+    /// over every bot and protocol: the status page's counts.
+    pub fn requests_by_decision(&self) -> Vec<(&'static str, u64)> {
+        use prometheus::core::Collector;
+        let mut totals: Vec<(&'static str, u64)> =
+            Class::ALL.iter().map(|c| (c.as_str(), 0)).collect();
+        for family in self.requests_vec.collect() {
+            for m in family.get_metric() {
+                let decision = m.get_label().iter().find(|l| l.name() == "decision");
+                if let Some(slot) =
+                    decision.and_then(|d| totals.iter_mut().find(|(c, _)| *c == d.value()))
+                {
+                    slot.1 += m.get_counter().get_value() as u64;
+                }
+            }
+        }
+        totals
+    }
+
     /// A client refused by the access rules.
     pub fn access_refused(&self, denied: &Denied) {
         self.access_refusals[AccessRefusal::of(denied).index()].inc();

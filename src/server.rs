@@ -22,10 +22,10 @@ use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
 use crate::fetch::{ByScheme, Polite};
 use crate::metrics::{Listener, Metrics, Rejection};
+use crate::pins::Pins;
 use crate::politeness::Politeness;
 use crate::proxy::{self, Context};
 use crate::slots::{self, PerClient};
-use crate::pins::Pins;
 use crate::store::Store;
 use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
@@ -97,6 +97,9 @@ struct Lasting {
     /// The proxy's own listeners: never an upstream.
     own: Vec<SocketAddr>,
     generation: Arc<std::sync::atomic::AtomicU64>,
+    recent: Arc<crate::recent::Recent>,
+    listeners: Arc<[(&'static str, SocketAddr)]>,
+    started: std::time::Instant,
     /// One reload at a time.
     reloading: Arc<tokio::sync::Mutex<()>>,
 }
@@ -169,8 +172,12 @@ impl Proxy {
             .collect();
         let built = Built::new(&config, &own, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(
-            RobotsCache::new(built.fetcher.clone(), config.robots.clone(), profiles(&config))
-                .with_store(store.clone(), config.politeness.max_wait),
+            RobotsCache::new(
+                built.fetcher.clone(),
+                config.robots.clone(),
+                profiles(&config),
+            )
+            .with_store(store.clone(), config.politeness.max_wait),
         );
         let lasting = Lasting {
             metrics,
@@ -180,6 +187,18 @@ impl Proxy {
             per_client: PerClient::new(config.limits.max_connections_per_client),
             own,
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            recent: Arc::new(crate::recent::Recent::new()),
+            listeners: [
+                ("gemini", Some(gemini_addr)),
+                ("gopher", Some(gopher_addr)),
+                ("socks5", socks5_addr),
+                ("transparent", transparent_addr),
+                ("admin", Some(metrics_addr)),
+            ]
+            .into_iter()
+            .filter_map(|(name, addr)| addr.map(|a| (name, a)))
+            .collect(),
+            started: std::time::Instant::now(),
             reloading: Arc::new(tokio::sync::Mutex::new(())),
         };
         let grace = config.limits.shutdown_grace;
@@ -204,7 +223,10 @@ impl Proxy {
         let tracker = TaskTracker::new();
         // One cap for both listeners: it bounds the proxy's sockets.
         let slots = Arc::new(Semaphore::new(max_connections));
-        let mut listeners = vec![(gemini_listener, Kind::Gemini), (gopher_listener, Kind::Gopher)];
+        let mut listeners = vec![
+            (gemini_listener, Kind::Gemini),
+            (gopher_listener, Kind::Gopher),
+        ];
         if let (Some((listener, _)), Some(ca)) = (socks5, &authority) {
             listeners.push((listener, Kind::Socks(ca.clone())));
         }
@@ -358,7 +380,12 @@ impl Built {
 
 /// Every bot's robots.txt profile, in the order of the config's bots.
 fn profiles(config: &Config) -> Vec<crate::robots::BotProfile> {
-    config.bots.all().iter().map(|b| b.profile.clone()).collect()
+    config
+        .bots
+        .all()
+        .iter()
+        .map(|b| b.profile.clone())
+        .collect()
 }
 
 impl Lasting {
@@ -408,6 +435,9 @@ impl Lasting {
             cert_path: built.cert_path,
             cert_fingerprint: built.cert_fingerprint,
             generation,
+            recent: self.recent.clone(),
+            listeners: self.listeners.clone(),
+            started: self.started,
         })
     }
 }

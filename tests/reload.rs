@@ -28,11 +28,21 @@ fn reload_config(base: &robots_proxy::config::Config, toml: &str) -> robots_prox
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
-    let capsule = capsule(text("20 text/plain", ROBOTS), text("20 text/gemini", "page")).await;
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
     let config = test_config_with(&bot("alphabot"));
     let proxy = start_proxy(config.clone()).await;
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/a")).await.0.starts_with("53"));
-    assert_eq!(gemini(proxy.gemini_addr, &capsule.url("/b")).await.0, "20 text/gemini");
+    assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
+        .await
+        .0
+        .starts_with("53"));
+    assert_eq!(
+        gemini(proxy.gemini_addr, &capsule.url("/b")).await.0,
+        "20 text/gemini"
+    );
 
     let done = proxy
         .reload(reload_config(
@@ -42,15 +52,22 @@ async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
         .await
         .unwrap();
     assert!(done.kept.is_empty(), "{:?}", done.kept);
-    assert_eq!(gemini(proxy.gemini_addr, &capsule.url("/a")).await.0, "20 text/gemini");
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/b")).await.0.starts_with("53"));
+    assert_eq!(
+        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        "20 text/gemini"
+    );
+    assert!(gemini(proxy.gemini_addr, &capsule.url("/b"))
+        .await
+        .0
+        .starts_with("53"));
     // The cached robots.txt was compiled again for the new bot, not fetched again.
     assert_eq!(capsule.count("/robots.txt"), 1);
     // The metrics name the new bot.
     let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
     let beta = r#"robots_proxy_requests_total{bot="beta",decision="disallowed",protocol="gemini"}"#;
     assert_eq!(sample(&m, beta), Some(1.0), "{m}");
-    let before = r#"robots_proxy_requests_total{bot="default",decision="disallowed",protocol="gemini"}"#;
+    let before =
+        r#"robots_proxy_requests_total{bot="default",decision="disallowed",protocol="gemini"}"#;
     assert_eq!(sample(&m, before), Some(1.0), "the old bot's count stays");
 }
 
@@ -58,7 +75,11 @@ async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
 /// started with; the next one gets the new config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_in_flight_keeps_its_config() {
-    let capsule = capsule(text("20 text/plain", ROBOTS), text("20 text/gemini", "page")).await;
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
     let config = test_config_with(&bot("betabot"));
     let proxy = start_proxy(config.clone()).await;
     // TLS open, request not sent yet.
@@ -74,7 +95,10 @@ async fn a_connection_in_flight_keeps_its_config() {
     let mut answer = Vec::new();
     let _ = early.read_to_end(&mut answer).await;
     assert_eq!(split(&answer).0, "20 text/gemini", "betabot may fetch /a");
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/a")).await.0.starts_with("53"));
+    assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
+        .await
+        .0
+        .starts_with("53"));
 }
 
 /// Access rules change at once: an address let in before is refused after.
@@ -84,7 +108,10 @@ async fn access_rules_change_on_reload() {
     let config = test_config();
     let proxy = start_proxy(config.clone()).await;
     let url = hole.url("0/x");
-    assert_eq!(gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.3").await, b"page\r\n");
+    assert_eq!(
+        gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.3").await,
+        b"page\r\n"
+    );
     proxy
         .reload(reload_config(
             &config,
@@ -93,8 +120,15 @@ async fn access_rules_change_on_reload() {
         .await
         .unwrap();
     let refused = gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.3").await;
-    assert!(refused.starts_with(b"3"), "{}", String::from_utf8_lossy(&refused));
-    assert_eq!(gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.1").await, b"page\r\n");
+    assert!(
+        refused.starts_with(b"3"),
+        "{}",
+        String::from_utf8_lossy(&refused)
+    );
+    assert_eq!(
+        gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.1").await,
+        b"page\r\n"
+    );
 }
 
 /// A new Crawl-delay default applies to the next request to a server the
@@ -111,14 +145,22 @@ async fn politeness_changes_on_reload() {
     proxy.reload(slower).await.unwrap();
     // The next start would be 30 s after the last, past max_wait: slow down.
     let answer = gopher(proxy.gopher_addr, hole.url("0/2").as_bytes()).await;
-    assert!(answer.starts_with(b"3503"), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.starts_with(b"3503"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
 }
 
 /// Listener addresses, the state directory and the like need a restart: a
 /// reload names them and keeps the running values; the rest of it applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_only_settings_are_named_and_kept() {
-    let capsule = capsule(text("20 text/plain", ROBOTS), text("20 text/gemini", "page")).await;
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
     let config = test_config_with(&bot("betabot"));
     let proxy = start_proxy(config.clone()).await;
     let mut moved = reload_config(&config, &bot("alphabot"));
@@ -134,21 +176,34 @@ async fn restart_only_settings_are_named_and_kept() {
     assert_eq!(ctx.config.gopher_listen, config.gopher_listen);
     assert_eq!(ctx.config.state_dir, config.state_dir);
     // The bot changed all the same.
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/a")).await.0.starts_with("53"));
+    assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
+        .await
+        .0
+        .starts_with("53"));
 }
 
 /// A reload that cannot be applied (here: a certificate file that is not
 /// there) changes nothing: the old config goes on serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_fails_changes_nothing() {
-    let capsule = capsule(text("20 text/plain", ROBOTS), text("20 text/gemini", "page")).await;
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
     let config = test_config_with(&bot("betabot"));
     let proxy = start_proxy(config.clone()).await;
     let mut broken = reload_config(&config, &bot("alphabot"));
-    broken.tls.cert_and_key = Some(("/nonexistent/cert.pem".into(), "/nonexistent/key.pem".into()));
+    broken.tls.cert_and_key = Some((
+        "/nonexistent/cert.pem".into(),
+        "/nonexistent/key.pem".into(),
+    ));
     let err = proxy.reload(broken).await.unwrap_err();
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
-    assert_eq!(gemini(proxy.gemini_addr, &capsule.url("/a")).await.0, "20 text/gemini");
+    assert_eq!(
+        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        "20 text/gemini"
+    );
     assert_eq!(proxy.context().generation, 0);
 }
 
@@ -177,7 +232,9 @@ async fn a_renewed_listener_certificate_is_served_after_a_reload() {
 }
 
 /// A TLS connection to the proxy's Gemini listener, trusting anything.
-async fn tls_to(addr: std::net::SocketAddr) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+async fn tls_to(
+    addr: std::net::SocketAddr,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let connector = tokio_rustls::TlsConnector::from(robots_proxy::tls::client_config().unwrap());
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
@@ -195,7 +252,11 @@ async fn served_fingerprint(addr: std::net::SocketAddr) -> String {
 /// the gauge at 0); SIGTERM still drains and exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_running_process() {
-    let capsule = capsule(text("20 text/plain", ROBOTS), text("20 text/gemini", "page")).await;
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
     let dir = state_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("robots-proxy.toml");
@@ -237,27 +298,54 @@ async fn sighup_reloads_the_running_process() {
         v[name].as_str().unwrap().parse().unwrap()
     };
     let (gemini_addr, metrics_addr) = (field(&listening, "gemini"), field(&listening, "metrics"));
-    assert!(gemini(gemini_addr, &capsule.url("/a")).await.0.starts_with("53"));
+    assert!(gemini(gemini_addr, &capsule.url("/a"))
+        .await
+        .0
+        .starts_with("53"));
 
     std::fs::write(&file, format!("{listen}{}", bot("betabot"))).unwrap();
     let kill = |sig: &str| {
-        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+        assert!(Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
     };
     kill("-HUP");
     wait_for("config reloaded");
-    assert_eq!(gemini(gemini_addr, &capsule.url("/a")).await.0, "20 text/gemini");
+    assert_eq!(
+        gemini(gemini_addr, &capsule.url("/a")).await.0,
+        "20 text/gemini"
+    );
 
     std::fs::write(&file, "[bot\nthis is not TOML").unwrap();
     kill("-HUP");
     wait_for("reload refused");
-    assert!(gemini(gemini_addr, &capsule.url("/b")).await.0.starts_with("53"), "betabot still");
+    assert!(
+        gemini(gemini_addr, &capsule.url("/b"))
+            .await
+            .0
+            .starts_with("53"),
+        "betabot still"
+    );
     let (_, m) = http_get(metrics_addr, "/metrics").await;
-    let count = |r: &str| sample(&m, &format!(r#"robots_proxy_config_reloads_total{{result="{r}"}}"#));
+    let count = |r: &str| {
+        sample(
+            &m,
+            &format!(r#"robots_proxy_config_reloads_total{{result="{r}"}}"#),
+        )
+    };
     assert_eq!(count("success"), Some(1.0), "{m}");
     assert_eq!(count("failure"), Some(1.0));
-    assert_eq!(sample(&m, "robots_proxy_config_last_reload_successful"), Some(0.0));
+    assert_eq!(
+        sample(&m, "robots_proxy_config_last_reload_successful"),
+        Some(0.0)
+    );
 
     kill("-TERM");
-    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(status.code(), Some(0));
 }

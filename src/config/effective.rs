@@ -184,6 +184,13 @@ impl Config {
                 "[store]\n# url: unset, this proxy keeps its gate, cache and pins to itself\n\n",
             ),
         }
+        match (&self.admin_token, redact) {
+            (Some(_), true) => out.push_str("[admin]\ntoken = \"<redacted>\"\n\n"),
+            (Some(t), false) => out.push_str(&format!("[admin]\ntoken = {}\n\n", quote(t))),
+            (None, _) => out.push_str(
+                "[admin]\n# token: unset, only loopback clients may use the admin listener's actions\n\n",
+            ),
+        }
         out.push_str("[tls]\n");
         if let Some((cert, key)) = &self.tls.cert_and_key {
             out.push_str(&format!(

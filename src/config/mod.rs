@@ -100,6 +100,9 @@ pub struct Config {
     pub tls: TlsConfig,
     /// Fleet mode (`[store]`): off unless a URL is set.
     pub store: Option<crate::store::StoreConfig>,
+    /// `[admin] token`: the bearer token `POST` actions need (none: only
+    /// loopback clients may act).
+    pub admin_token: Option<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -38,6 +38,15 @@ pub struct RawConfig {
     pub socks5: RawSocks5,
     #[serde(default)]
     pub store: RawStore,
+    #[serde(default)]
+    pub admin: RawAdmin,
+}
+
+/// `[admin]`: the admin listener's actions.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub token: Option<String>,
 }
 
 /// `[store]`: fleet mode.

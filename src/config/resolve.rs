@@ -37,6 +37,7 @@ impl RawConfig {
         let politeness = politeness(&self, flags)?;
         let (log_format, log_level) = log(&self, flags)?;
         let metrics_per_host = metrics(&self)?;
+        let admin_token = admin_token(&self)?;
         let store = super::fleet::store(&self, flags)?;
         let state_dir = flags
             .state_dir
@@ -65,8 +66,23 @@ impl RawConfig {
             limits,
             tls,
             store,
+            admin_token,
         })
     }
+}
+
+/// `[admin] token`: what `POST` actions on the admin listener must present.
+fn admin_token(raw: &RawConfig) -> Result<Option<String>, ConfigError> {
+    let Some(token) = &raw.admin.token else {
+        return Ok(None);
+    };
+    if !(16..=256).contains(&token.len()) || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(
+            "admin.token",
+            "16 to 256 printable ASCII characters without spaces (e.g. from `openssl rand -hex 32`)",
+        ));
+    }
+    Ok(Some(token.clone()))
 }
 
 /// The listen addresses.

@@ -182,6 +182,18 @@ impl Host {
     }
 }
 
+/// The names that find `server`'s gate: its addresses, or its name.
+fn aliases(by: GateBy, server: &Server) -> Vec<Alias> {
+    match by {
+        GateBy::Address if !server.addrs.is_empty() => server
+            .addrs
+            .iter()
+            .map(|a| Alias::Addr(SocketAddr::new(a.ip().to_canonical(), a.port())))
+            .collect(),
+        _ => vec![Alias::Name(server.name.clone())],
+    }
+}
+
 /// The gates and the aliases that find them, under one lock.
 #[derive(Default)]
 struct Gates {
@@ -194,14 +206,7 @@ impl Gates {
     /// The gate for `server` (created if none of its aliases has one); its
     /// aliases not yet known are added to it.
     fn gate_for(&mut self, by: GateBy, server: &Server, default_delay: Duration) -> GateId {
-        let aliases: Vec<Alias> = match by {
-            GateBy::Address if !server.addrs.is_empty() => server
-                .addrs
-                .iter()
-                .map(|a| Alias::Addr(SocketAddr::new(a.ip().to_canonical(), a.port())))
-                .collect(),
-            _ => vec![Alias::Name(server.name.clone())],
-        };
+        let aliases = aliases(by, server);
         let found = aliases.iter().find_map(|a| self.aliases.get(a).copied());
         let id = found.unwrap_or_else(|| {
             self.next += 1;
@@ -218,6 +223,19 @@ impl Gates {
         }
         id
     }
+}
+
+/// One gate as the status page shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct GateView {
+    /// Requests queued for their turn.
+    pub waiting: usize,
+    pub in_flight: usize,
+    pub last_start: Option<Instant>,
+    /// The earliest the next request (at the last request's spacing) may start.
+    pub next_start: Option<Instant>,
+    /// 1, or the slow-down multiplier.
+    pub backoff: u32,
 }
 
 pub struct Politeness {
@@ -339,49 +357,54 @@ impl Politeness {
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
-        let id = {
-            let mut gates = self.lock();
-            let id = gates.gate_for(self.config.load().key, server, self.config.load().default_delay);
-            let Some(host) = gates.hosts.get_mut(&id) else {
-                return Err(SlowDown {
-                    retry_after: Duration::from_secs(1),
-                });
-            };
-            let delay = delay.unwrap_or(host.delay);
-            host.hold = host.hold.max(hold).max(delay);
-            // Estimated wait: until this host's next start, then one spacing for
-            // each request ahead, shared among the concurrent slots.
-            let now = Instant::now();
-            let spacing = host.spacing(delay, self.config.load().max_delay);
-            let until_next = host
-                .next_start(delay, self.config.load().max_delay)
-                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-            let ahead = (host.queue.len()
-                + host
-                    .in_flight
-                    .saturating_sub(self.config.load().per_host_concurrency - 1))
-                as u32;
-            let estimate = if host.queue.is_empty()
-                && host.in_flight < self.config.load().per_host_concurrency
+        let id =
             {
-                until_next
-            } else {
-                until_next.saturating_add(
-                    spacing.saturating_mul(ahead / self.config.load().per_host_concurrency.max(1) as u32),
-                )
-            };
-            if estimate > self.config.load().max_wait {
-                return Err(SlowDown {
-                    retry_after: estimate,
+                let mut gates = self.lock();
+                let id = gates.gate_for(
+                    self.config.load().key,
+                    server,
+                    self.config.load().default_delay,
+                );
+                let Some(host) = gates.hosts.get_mut(&id) else {
+                    return Err(SlowDown {
+                        retry_after: Duration::from_secs(1),
+                    });
+                };
+                let delay = delay.unwrap_or(host.delay);
+                host.hold = host.hold.max(hold).max(delay);
+                // Estimated wait: until this host's next start, then one spacing for
+                // each request ahead, shared among the concurrent slots.
+                let now = Instant::now();
+                let spacing = host.spacing(delay, self.config.load().max_delay);
+                let until_next = host
+                    .next_start(delay, self.config.load().max_delay)
+                    .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+                let ahead = (host.queue.len()
+                    + host
+                        .in_flight
+                        .saturating_sub(self.config.load().per_host_concurrency - 1))
+                    as u32;
+                let estimate = if host.queue.is_empty()
+                    && host.in_flight < self.config.load().per_host_concurrency
+                {
+                    until_next
+                } else {
+                    until_next.saturating_add(spacing.saturating_mul(
+                        ahead / self.config.load().per_host_concurrency.max(1) as u32,
+                    ))
+                };
+                if estimate > self.config.load().max_wait {
+                    return Err(SlowDown {
+                        retry_after: estimate,
+                    });
+                }
+                host.queue.push_back(Waiter {
+                    ticket,
+                    wake: wake.clone(),
+                    delay,
                 });
-            }
-            host.queue.push_back(Waiter {
-                ticket,
-                wake: wake.clone(),
-                delay,
-            });
-            id
-        };
+                id
+            };
         let mut place = InQueue {
             gate: self,
             id,
@@ -441,7 +464,11 @@ impl Politeness {
                 .await
                 .is_err()
             {
-                let retry_after = self.config.load().delay_for(None).max(Duration::from_secs(1));
+                let retry_after = self
+                    .config
+                    .load()
+                    .delay_for(None)
+                    .max(Duration::from_secs(1));
                 return Err(SlowDown { retry_after });
             }
         }
@@ -516,6 +543,23 @@ impl Politeness {
                 }
             }
         }
+    }
+
+    /// What the gate of `server` holds now, without creating one (the
+    /// status page): `None` when the proxy spaces nothing there.
+    pub fn peek(&self, server: &Server) -> Option<GateView> {
+        let config = self.config.load();
+        let gates = self.lock();
+        let aliases = aliases(config.key, server);
+        let id = aliases.iter().find_map(|a| gates.aliases.get(a).copied())?;
+        let host = gates.hosts.get(&id)?;
+        Some(GateView {
+            waiting: host.queue.len(),
+            in_flight: host.in_flight,
+            last_start: host.last_start,
+            next_start: host.next_start(host.delay, config.max_delay),
+            backoff: host.backoff,
+        })
     }
 
     /// Hosts remembered and requests waiting, for metrics and tests.

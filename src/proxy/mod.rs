@@ -52,6 +52,11 @@ pub struct Context {
     /// Which config this is: 0 at start, one more at each reload. Cached
     /// robots.txt is compiled for one generation's bots.
     pub generation: u64,
+    /// What the proxy saw of each server lately (the status page).
+    pub recent: std::sync::Arc<crate::recent::Recent>,
+    /// The listeners, by name, where they are bound; when the process started.
+    pub listeners: std::sync::Arc<[(&'static str, SocketAddr)]>,
+    pub started: std::time::Instant,
 }
 
 /// One client connection as the request path sees it: who is asking, since
@@ -273,6 +278,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         addrs,
     };
     let key = &server.name;
+    ctx.recent.resolved(key, &server.addrs);
     let (mut entry, lookup) = ctx.robots.rules(&server, bot).await;
     if entry.generation() != ctx.generation {
         // A reload changed the bots while this connection kept the config it
@@ -576,6 +582,12 @@ pub fn log(
     metrics.request(bot, protocol, outcome.fate);
     if let Some(t) = target {
         metrics.host_request(&t.host, class);
+        let key = HostKey {
+            scheme: t.scheme,
+            host: t.host.clone(),
+            port: t.port,
+        };
+        ctx.recent.finished(&key, outcome.fate, &outcome.detail);
     }
     metrics.bytes_to_client.inc_by(outcome.bytes);
     let (host, path) = match target {

@@ -417,8 +417,41 @@ impl Policy {
             .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
     }
 
+    /// The lines (1-based) this policy was built from: the agent lines of the
+    /// groups that apply and their rules, in order.
+    pub fn source_lines(&self) -> Vec<u32> {
+        let mut lines: Vec<u32> = self
+            .sets
+            .iter()
+            .flat_map(|set| {
+                let rules = (0..set.rules.len()).map(|i| set.rules.rule(i as u32).0.line);
+                set.lines.iter().copied().chain(rules)
+            })
+            .collect();
+        lines.sort_unstable();
+        lines.dedup();
+        lines
+    }
+
     /// How many rules the applying groups hold.
     pub fn rule_count(&self) -> usize {
         self.sets.iter().map(|s| s.rules.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lines_that_apply_are_the_groups_agents_and_rules() {
+        let robots = RobotsTxt::parse(
+            b"User-agent: other\nDisallow: /x\n\nUser-agent: examplebot\nUser-agent: also\nDisallow: /a\nAllow: /a/b\n\nUser-agent: *\nDisallow: /\n",
+        );
+        let policy = robots.policy(&BotProfile::new("examplebot"));
+        // Line 5 names another agent of the same group: not this bot's.
+        assert_eq!(policy.source_lines(), [4, 6, 7]);
+        let star = robots.policy(&BotProfile::new("nobody"));
+        assert_eq!(star.source_lines(), [9, 10]);
     }
 }

@@ -45,7 +45,10 @@ impl Store {
         let key = self.key(&format!("{host}:{port}"), "pin");
         let mut conn = self.connection();
         self.run(StoreOp::Pin, async move {
-            redis::cmd("DEL").arg(&key).query_async::<i64>(&mut conn).await
+            redis::cmd("DEL")
+                .arg(&key)
+                .query_async::<i64>(&mut conn)
+                .await
         })
         .await
         .map(drop)

@@ -212,7 +212,10 @@ impl Store {
         let (key, _) = self.robots_keys(tag);
         let mut conn = self.connection();
         self.run(StoreOp::Robots, async move {
-            redis::cmd("DEL").arg(&key).query_async::<i64>(&mut conn).await
+            redis::cmd("DEL")
+                .arg(&key)
+                .query_async::<i64>(&mut conn)
+                .await
         })
         .await
         .map(drop)

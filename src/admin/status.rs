@@ -1,0 +1,275 @@
+//! What the status page and `/api/…` show, gathered from the running proxy
+//! without sending anything anywhere: the recent hosts table, a host's cached
+//! robots.txt with the lines each bot follows, and "explain" for a URL.
+
+use std::time::SystemTime;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::cache::{Entry, Rules};
+use crate::proxy::Context;
+use crate::recent::Activity;
+use crate::robots::{Policy, Selected};
+use crate::target::{HostKey, Scheme, Server, Target};
+
+/// Seconds, rounded to milliseconds.
+fn secs(d: std::time::Duration) -> f64 {
+    (d.as_millis() as f64) / 1000.0
+}
+
+fn ago(t: SystemTime) -> f64 {
+    secs(SystemTime::now().duration_since(t).unwrap_or_default())
+}
+
+/// `/api/status`: the proxy, its bots and listeners, counts, recent hosts.
+pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
+    let bots: Vec<Value> = ctx
+        .config
+        .bots
+        .all()
+        .iter()
+        .map(|b| {
+            json!({
+                "name": b.name,
+                "agent": b.profile.token(),
+                "virtual_agents": b.profile.virtual_agents(),
+            })
+        })
+        .collect();
+    let listeners: serde_json::Map<String, Value> = ctx
+        .listeners
+        .iter()
+        .map(|(name, addr)| (name.to_string(), json!(addr.to_string())))
+        .collect();
+    let counts: serde_json::Map<String, Value> = ctx
+        .metrics
+        .requests_by_decision()
+        .into_iter()
+        .map(|(d, n)| (d.to_string(), json!(n)))
+        .collect();
+    let mut hosts = Vec::new();
+    for (key, activity) in ctx.recent.snapshot() {
+        if filter.is_some_and(|f| !key.to_string().contains(f)) {
+            continue;
+        }
+        hosts.push(host_row(ctx, &key, &activity).await);
+    }
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_seconds": ctx.started.elapsed().as_secs(),
+        "config_generation": ctx.generation,
+        "bots": bots,
+        "listeners": listeners,
+        "requests": counts,
+        "pins": ctx.upstream.pins().len(),
+        "hosts": hosts,
+    })
+}
+
+/// One row of the hosts table.
+async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
+    let entry = ctx.robots.peek(key).await;
+    let server = Server {
+        name: key.clone(),
+        addrs: activity.addrs.clone(),
+    };
+    let gate = ctx.politeness.peek(&server);
+    let now = Instant::now();
+    json!({
+        "key": key.to_string(),
+        "scheme": key.scheme.as_str(),
+        "host": key.host,
+        "port": key.port,
+        "robots": robots_state(entry.as_deref()),
+        "crawl_delay": crawl_delays(ctx, entry.as_deref()),
+        "queue": gate.map_or(0, |g| g.waiting),
+        "in_flight": gate.map_or(0, |g| g.in_flight),
+        "next_start_in_seconds": gate
+            .and_then(|g| g.next_start)
+            .map(|t| secs(t.saturating_duration_since(now))),
+        "slow_down_factor": gate.map_or(1, |g| g.backoff),
+        "requests": activity.requests,
+        "refusals": activity.refusals,
+        "last_seen_seconds_ago": activity.last_seen.map(ago),
+        "last_refusal": activity.last_refusal.as_ref().map(|(at, outcome, detail)| json!({
+            "seconds_ago": ago(*at),
+            "outcome": outcome,
+            "detail": detail,
+        })),
+    })
+}
+
+fn robots_state(entry: Option<&Entry>) -> Value {
+    let Some(entry) = entry else {
+        return json!({ "state": "not cached" });
+    };
+    let now = Instant::now();
+    json!({
+        "state": entry.state(),
+        "age_seconds": entry.robots().map(|(_, _, at)| secs(now.saturating_duration_since(at))),
+        "fresh_for_seconds": secs(entry.fresh_until().saturating_duration_since(now)),
+        "detail": entry.detail(),
+    })
+}
+
+/// The entry's policies for the context's bots (compiled again when a
+/// reload changed the bots since it was cached).
+fn policies(ctx: &Context, entry: &Entry) -> Option<Vec<Policy>> {
+    let Rules::Found { policies, .. } = &entry.rules else {
+        return None;
+    };
+    if entry.generation() == ctx.generation {
+        return Some(policies.to_vec());
+    }
+    let (robots, _, _) = entry.robots()?;
+    Some(
+        ctx.config
+            .bots
+            .all()
+            .iter()
+            .map(|b| robots.policy(&b.profile))
+            .collect(),
+    )
+}
+
+fn crawl_delays(ctx: &Context, entry: Option<&Entry>) -> Value {
+    let policies = entry.and_then(|e| policies(ctx, e)).unwrap_or_default();
+    let map: serde_json::Map<String, Value> = ctx
+        .config
+        .bots
+        .all()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let delay = policies.get(i).and_then(|p| p.crawl_delay_secs());
+            (b.name.clone(), json!(delay))
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// `HOST:PORT` (IPv6 in brackets) as the status page's paths write it.
+pub fn parse_host_port(text: &str) -> Option<(String, u16)> {
+    let (host, port) = text.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = crate::target::canonical_host(host).ok()?;
+    Some((host, port))
+}
+
+/// `/api/host/HOST:PORT`: each scheme's cached robots.txt there, its lines,
+/// and which lines each bot follows.
+pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
+    let mut schemes = Vec::new();
+    for scheme in [Scheme::Gemini, Scheme::Gopher] {
+        let key = HostKey {
+            scheme,
+            host: host.to_string(),
+            port,
+        };
+        let entry = ctx.robots.peek(&key).await;
+        let activity = ctx.recent.get(&key);
+        if entry.is_none() && activity.is_none() {
+            continue;
+        }
+        let row = match &activity {
+            Some(a) => host_row(ctx, &key, a).await,
+            None => json!({ "key": key.to_string(), "robots": robots_state(entry.as_deref()) }),
+        };
+        let text = entry
+            .as_deref()
+            .and_then(|e| e.robots())
+            .map(|(_, body, _)| {
+                String::from_utf8_lossy(body)
+                    .lines()
+                    .map(|l| l.to_string())
+                    .collect::<Vec<_>>()
+            });
+        let followed: Vec<Value> = match entry.as_deref().and_then(|e| policies(ctx, e)) {
+            Some(ps) => ctx
+                .config
+                .bots
+                .all()
+                .iter()
+                .zip(ps.iter())
+                .map(|(b, p)| json!({ "bot": b.name, "lines": p.source_lines(), "groups": selected(p.selected()) }))
+                .collect(),
+            None => Vec::new(),
+        };
+        schemes.push(json!({
+            "summary": row,
+            "robots_txt": text,
+            "bots": followed,
+        }));
+    }
+    json!({ "host": host, "port": port, "entries": schemes })
+}
+
+fn selected(s: Selected) -> &'static str {
+    match s {
+        Selected::OwnToken => "its own product token",
+        Selected::VirtualAgents => "its virtual agents",
+        Selected::Star => "*",
+        Selected::Nothing => "none (everything allowed)",
+    }
+}
+
+/// "Explain": what the proxy would decide for `url`, per bot, from the
+/// robots.txt it has cached (nothing is fetched): the verdict, the group and
+/// the rule, as `robots-proxy check --explain` prints them.
+pub async fn explain(ctx: &Context, url: &str) -> Value {
+    let target = match Target::parse(url) {
+        Ok(t) => t,
+        Err(e) => {
+            return json!({ "url": url, "error": format!("not a target the proxy serves: {e}") })
+        }
+    };
+    let key = HostKey {
+        scheme: target.scheme,
+        host: target.host.clone(),
+        port: target.port,
+    };
+    let entry = ctx.robots.peek(&key).await;
+    let state = robots_state(entry.as_deref());
+    let bots = ctx.config.bots.all();
+    let verdicts: Vec<Value> = match entry.as_deref() {
+        None => bots
+            .iter()
+            .map(|b| json!({ "bot": b.name, "decision": "unknown", "explanation": format!("robots.txt of {key} is not cached: the next request fetches it") }))
+            .collect(),
+        Some(e) => match policies(ctx, e) {
+            Some(ps) => bots
+                .iter()
+                .zip(ps.iter())
+                .map(|(b, p)| match target.decide(p, ctx.config.selector_reading) {
+                    Ok(d) => json!({
+                        "bot": b.name,
+                        "decision": if d.allowed() { "allow" } else { "disallow" },
+                        "explanation": p.explain(&d).to_string().replace('\t', "; "),
+                    }),
+                    Err(err) => json!({ "bot": b.name, "decision": "error", "explanation": err.to_string() }),
+                })
+                .collect(),
+            None => {
+                let (decision, why) = match e.state() {
+                    "missing" => ("allow", format!("no robots.txt at {key}: everything is allowed")),
+                    "unreachable" => match ctx.robots.on_unreachable() {
+                        crate::config::OnUnreachable::Allow => ("allow", format!("robots.txt of {key} is unreachable; robots.on_unreachable = \"allow\"")),
+                        crate::config::OnUnreachable::Disallow => ("disallow", format!("robots.txt of {key} is unreachable and there is no good copy")),
+                    },
+                    other => ("unknown", format!("robots.txt state: {other}")),
+                };
+                bots.iter()
+                    .map(|b| json!({ "bot": b.name, "decision": decision, "explanation": why }))
+                    .collect()
+            }
+        },
+    };
+    json!({
+        "url": url,
+        "canonical": target.url(),
+        "key": key.to_string(),
+        "robots": state,
+        "bots": verdicts,
+    })
+}

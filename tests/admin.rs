@@ -1,0 +1,318 @@
+//! The admin listener: the status page and its JSON after real traffic, the
+//! explain box, the forget actions and who may use them, certificate pins
+//! that survive a restart, and a hostile robots.txt or URL that tries to
+//! script the operator's browser.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One HTTP/1.1 request, as written; the status and the body.
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+const ROBOTS: &str =
+    "User-agent: examplebot\nDisallow: /private\nCrawl-delay: 0.25\n\nUser-agent: *\nDisallow: /\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_what_the_proxy_saw() {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    assert_eq!(
+        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        "20 text/gemini"
+    );
+    assert!(gemini(proxy.gemini_addr, &capsule.url("/private/x"))
+        .await
+        .0
+        .starts_with("53"));
+
+    let (status, body) = http(proxy.metrics_addr, "GET", "/api/status", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    let s = json(&body);
+    assert_eq!(s["bots"][0]["agent"], "examplebot");
+    assert_eq!(s["requests"]["allowed"], 1);
+    assert_eq!(s["requests"]["disallowed"], 1);
+    assert_eq!(s["listeners"]["gemini"], proxy.gemini_addr.to_string());
+    let host = &s["hosts"][0];
+    assert_eq!(
+        host["key"],
+        format!("gemini://127.0.0.1:{}", capsule.addr.port())
+    );
+    assert_eq!(host["robots"]["state"], "found");
+    assert_eq!(host["crawl_delay"]["default"], 0.25);
+    assert_eq!(host["requests"], 2);
+    assert_eq!(host["refusals"], 1);
+    assert_eq!(host["last_refusal"]["outcome"], "disallowed");
+    let rule = host["last_refusal"]["detail"].as_str().unwrap();
+    assert!(
+        rule.contains("/private") && rule.contains("line 2"),
+        "{rule}"
+    );
+    assert!(host["next_start_in_seconds"].as_f64().unwrap() <= 0.25);
+
+    let (status, page) = http(proxy.metrics_addr, "GET", "/", &[], "").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<table id=\"hosts\""), "{page}");
+    assert!(page.contains(&format!("gemini://127.0.0.1:{}", capsule.addr.port())));
+    assert!(!page.contains("src=\"http"), "no external assets");
+    // The filter leaves out what does not match.
+    let (_, filtered) = http(
+        proxy.metrics_addr,
+        "GET",
+        "/api/status?filter=nomatch",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(json(&filtered)["hosts"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_page_marks_the_lines_each_bot_follows_and_explains() {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    gemini(proxy.gemini_addr, &capsule.url("/a")).await;
+    let hp = format!("127.0.0.1:{}", capsule.addr.port());
+    let url = capsule.url("/private/diary.gmi");
+    let path = format!(
+        "/api/host/{hp}?explain={}",
+        url.replace(':', "%3A").replace('/', "%2F")
+    );
+    let (status, body) = http(proxy.metrics_addr, "GET", &path, &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    let v = json(&body);
+    let entry = &v["host"]["entries"][0];
+    assert_eq!(entry["robots_txt"][1], "Disallow: /private");
+    // The agent line and the rules (Crawl-delay lines are not marked).
+    assert_eq!(entry["bots"][0]["lines"], serde_json::json!([1, 2]));
+    let verdict = &v["explain"]["bots"][0];
+    assert_eq!(verdict["decision"], "disallow");
+    assert_eq!(
+        verdict["explanation"],
+        "group examplebot (line 1); rule Disallow: /private (line 2)"
+    );
+    let (status, page) = http(
+        proxy.metrics_addr,
+        "GET",
+        &path.replace("/api/host/", "/host/"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("class=\"applies\""), "{page}");
+    assert!(
+        page.contains("<td class=\"disallow\">disallow</td>"),
+        "{page}"
+    );
+    // Not a host:port: a clear 400, not a panic.
+    assert_eq!(
+        http(proxy.metrics_addr, "GET", "/host/%00:x", &[], "")
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        http(proxy.metrics_addr, "GET", "/host/a:99999999", &[], "")
+            .await
+            .0,
+        400
+    );
+}
+
+/// An upstream's robots.txt and a client's URL end up on the operator's page:
+/// neither can put markup, let alone script, into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_robots_txt_and_urls_are_escaped_on_the_page() {
+    let evil = "User-agent: examplebot\nDisallow: /<script>alert(1)</script>\n# <img src=x onerror=alert(2)>\n";
+    let capsule = capsule(text("20 text/plain", evil), text("20 text/gemini", "page")).await;
+    let proxy = start_proxy(test_config()).await;
+    let answer = gemini(
+        proxy.gemini_addr,
+        &capsule.url("/<script>alert(1)</script>"),
+    )
+    .await
+    .0;
+    assert!(
+        answer.starts_with("53") || answer.starts_with("59"),
+        "{answer}"
+    );
+    gemini(
+        proxy.gemini_addr,
+        &capsule.url("/\"><img src=x onerror=alert(3)>"),
+    )
+    .await;
+    let hp = format!("127.0.0.1:{}", capsule.addr.port());
+    for path in ["/".to_string(), format!("/host/{hp}")] {
+        let (_, page) = http(proxy.metrics_addr, "GET", &path, &[], "").await;
+        assert!(!page.contains("<script>alert"), "{path}: {page}");
+        assert!(!page.contains("<img src=x"), "{path}: {page}");
+    }
+    let (_, page) = http(proxy.metrics_addr, "GET", &format!("/host/{hp}"), &[], "").await;
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(2)&gt;"),
+        "{page}"
+    );
+}
+
+/// Pins survive a restart (a capsule that changed its certificate while the
+/// proxy was down is still refused); forgetting the pin through the admin
+/// listener lets the renewed certificate in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_survive_a_restart_and_can_be_forgotten() {
+    let first = Origin::start(|_| text("20 text/gemini", "first")).await;
+    let addr = first.addr;
+    let config = test_config();
+    let proxy = start_proxy(config.clone()).await;
+    let url = format!("gemini://127.0.0.1:{}/page", addr.port());
+    assert_eq!(gemini(proxy.gemini_addr, &url).await.1, b"first");
+    proxy.shutdown();
+    assert!(proxy.drained().await);
+    drop(proxy);
+    first.stop().await;
+
+    let _renewed = Origin::start_on(addr, |_| text("20 text/gemini", "renewed")).await;
+    let proxy = start_proxy(config).await;
+    let (header, _) = gemini(proxy.gemini_addr, &url).await;
+    assert!(
+        header.starts_with("43") && header.contains("certificate"),
+        "{header}"
+    );
+
+    let form = format!("host=127.0.0.1&port={}", addr.port());
+    let (status, body) = http(proxy.metrics_addr, "POST", "/api/pins/forget", &[], &form).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["had_pin"], true);
+    let (header, body) = gemini(proxy.gemini_addr, &url).await;
+    assert_eq!(body, b"renewed", "{header}");
+}
+
+/// With a token, actions need it; a page on another site cannot act through
+/// the operator's browser; GET does not act.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_need_the_token_and_a_same_site_request() {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let token = "0123456789abcdef0123456789abcdef";
+    let proxy = start_proxy(test_config_with(&format!(
+        "[bot]\nagent = \"examplebot\"\n[admin]\ntoken = \"{token}\"\n"
+    )))
+    .await;
+    gemini(proxy.gemini_addr, &capsule.url("/a")).await;
+    assert_eq!(capsule.count("/robots.txt"), 1);
+    let form = format!("host=127.0.0.1&port={}", capsule.addr.port());
+    let m = proxy.metrics_addr;
+    assert_eq!(
+        http(m, "POST", "/api/robots/forget", &[], &form).await.0,
+        401
+    );
+    let wrong = "Authorization: Bearer 0123456789abcdef0123456789abcdeX";
+    assert_eq!(
+        http(m, "POST", "/api/robots/forget", &[wrong], &form)
+            .await
+            .0,
+        401
+    );
+    let right = format!("Authorization: Bearer {token}");
+    let evil_origin = "Origin: http://attacker.example";
+    assert_eq!(
+        http(
+            m,
+            "POST",
+            "/api/robots/forget",
+            &[&right, evil_origin],
+            &form
+        )
+        .await
+        .0,
+        403
+    );
+    assert_eq!(
+        http(m, "GET", &format!("/api/robots/forget?{form}"), &[], "")
+            .await
+            .0,
+        405
+    );
+    let huge = "x".repeat(10_000);
+    assert_eq!(
+        http(m, "POST", "/api/robots/forget", &[&right], &huge)
+            .await
+            .0,
+        413
+    );
+    // Still cached: nothing above acted.
+    gemini(proxy.gemini_addr, &capsule.url("/b")).await;
+    assert_eq!(capsule.count("/robots.txt"), 1);
+
+    let (status, body) = http(m, "POST", "/api/robots/forget", &[&right], &form).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        json(&body)["forgotten"][0],
+        format!("gemini://127.0.0.1:{}", capsule.addr.port())
+    );
+    // The form field works as the header does (the page's forms use it).
+    let (status, _) = http(
+        m,
+        "POST",
+        "/api/pins/forget",
+        &[],
+        &format!("{form}&token={token}"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    gemini(proxy.gemini_addr, &capsule.url("/c")).await;
+    assert_eq!(
+        capsule.count("/robots.txt"),
+        2,
+        "fetched again after forgetting"
+    );
+}
