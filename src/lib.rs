@@ -20,7 +20,10 @@
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 //! - [`politeness`]: per-server spacing, concurrency, queues and slow-downs.
 //! - [`transparent`]: transparent mode: original destinations, local addresses, firewall rules.
-//! - [`metrics`]: the Prometheus registry; [`admin`]: `/metrics` and `/healthz`.
+//! - [`pins`]: certificate pins (trust on first use), kept in the state directory.
+//! - [`recent`]: the hosts seen lately, for the status page.
+//! - [`metrics`]: the Prometheus registry; [`admin`]: the admin listener (`/metrics`,
+//!   `/healthz`, the status page, `/api`, actions).
 
 /// A closed set of label values: the enum, `ALL` in declaration order,
 /// `as_str` (the text a metric label or a log line shows) and `index` (its

@@ -37,7 +37,9 @@ fn main() -> ExitCode {
 fn man(args: ManArgs) -> ExitCode {
     let cli = Cli::command();
     let written = match (&args.out_dir, &args.subcommand) {
-        (Some(dir), _) => clap_mangen::generate_to(cli, dir),
+        (Some(dir), _) => {
+            std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir))
+        }
         (None, None) => clap_mangen::Man::new(cli).render(&mut io::stdout()),
         (None, Some(name)) => {
             let Some(sub) = cli.find_subcommand(name) else {

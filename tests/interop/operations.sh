@@ -11,3 +11,88 @@ check "packaging: a man page per subcommand" bash -c \
 check "packaging: bash completions know the subcommands" bash -c \
   "'$proxy_bin' completions bash | grep -q 'transparent-rules' && '$proxy_bin' completions zsh | grep -q '#compdef robots-proxy'"
 check "packaging: both license files" bash -c "grep -q 'Apache License' LICENSE-APACHE && grep -q 'MIT License' LICENSE-MIT"
+
+# --- operating a running proxy: status page in a real browser, reload, actions -----
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+opg=$(free_port)
+opo=$(free_port)
+opm=$(free_port)
+ops_config() { # ops_config AGENT: the ops proxy's config file
+  printf '[listen]\ngemini = "127.0.0.1:%s"\ngopher = "127.0.0.1:%s"\nmetrics = "127.0.0.1:%s"\n[bot]\nagent = "%s"\n[limits]\nallow_private_upstreams = true\n' \
+    "$opg" "$opo" "$opm" "$1" > "$work/ops.toml"
+}
+ops_config interopbot
+RUST_LOG=info "$proxy_bin" run --config "$work/ops.toml" --state-dir "$work/ops-state" > "$work/ops.log" 2>&1 &
+ops_pid=$!
+pids+=($ops_pid)
+wait_port "$opm"
+wait_log() { # wait_log TEXT: a bounded poll of the ops proxy's log
+  local deadline=$((SECONDS + 30))
+  until grep -q "$1" "$work/ops.log"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+gem "127.0.0.1:$opg" "$base/public/page.gmi" > /dev/null
+gem "127.0.0.1:$opg" "$base/private/secret.gmi" > /dev/null
+curl -s "gopher://127.0.0.1:$opo/0gopher://127.0.0.1:$hport/0/hello.txt" > /dev/null
+curl -s "gopher://127.0.0.1:$opo/0gopher://127.0.0.1:$hport/0/private/x" > /dev/null
+
+browse() { # browse PATH: the DOM headless chromium built for an admin page
+  timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+    --dump-dom "http://127.0.0.1:$opm$1" 2>/dev/null
+}
+browse / > "$work/status.dom"
+check "status page (chromium): a row for agate with its robots.txt found" \
+  grep -qE "<tr data-host=\"gemini://localhost:$gport\"><td><a href=\"/host/localhost:$gport\">gemini://localhost:$gport</a></td><td class=\"found\">found</td>" "$work/status.dom"
+check "status page (chromium): a row for gophernicus" grep -q "data-host=\"gopher://127.0.0.1:$hport\"" "$work/status.dom"
+check "status page (chromium): the last refusal names its rule" \
+  grep -q "disallowed .* ago: robots.txt of localhost:$gport disallows this for interopbot: Disallow: /private (line 2)" "$work/status.dom"
+check "status page (chromium): counts by verdict" grep -qE '<th>disallowed</th><td class="n">2</td>' "$work/status.dom"
+browse "/?filter=gopher" > "$work/status.filtered.dom"
+check "status page (chromium): the host filter" bash -c \
+  "grep -q 'data-host=\"gopher://' '$work/status.filtered.dom' && ! grep -q 'data-host=\"gemini://' '$work/status.filtered.dom'"
+browse "/host/localhost:$gport?explain=gemini%3A%2F%2Flocalhost%3A$gport%2Fprivate%2Fsecret.gmi" > "$work/host.dom"
+check "host page (chromium): robots.txt lines that apply are marked" \
+  grep -q '<tr class="applies"><td class="n">2</td><td>✓</td><td><pre>Disallow: /private</pre>' "$work/host.dom"
+check "host page (chromium): explain gives the verdict and the rule" \
+  grep -q '<td class="disallow">disallow</td><td>group interopbot (line 1); rule Disallow: /private (line 2)</td>' "$work/host.dom"
+timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
+  --window-size=1400,700 --screenshot="$work/status.png" "http://127.0.0.1:$opm/" > /dev/null 2>&1 || true
+check "status page (chromium): a screenshot" python3 -c "
+import struct,sys; d=open('$work/status.png','rb').read(24)
+sys.exit(0 if d[:8]==b'\\x89PNG\\r\\n\\x1a\\n' and struct.unpack('>II',d[16:24])==(1400,700) else 1)"
+if [ -n "${UPDATE_SCREENSHOT:-}" ]; then cp "$work/status.png" docs/status-page.png; fi
+
+curl -s "http://127.0.0.1:$opm/api/status" > "$work/status.json"
+check "api: /api/status is JSON with the hosts" python3 -c "
+import json,sys; s=json.load(open('$work/status.json'))
+keys={h['key'] for h in s['hosts']}
+sys.exit(0 if {'gemini://localhost:$gport','gopher://127.0.0.1:$hport'} <= keys else 1)"
+
+# An action: forget agate's robots.txt; the next request fetches it again.
+before=$(grep -c '/robots.txt" ' "$work/agate.log" || true)
+curl -s -X POST "http://127.0.0.1:$opm/api/robots/forget" -d "host=localhost&port=$gport" > "$work/forget.json"
+gem "127.0.0.1:$opg" "$base/public/page.gmi" > /dev/null
+after=$(grep -c '/robots.txt" ' "$work/agate.log" || true)
+check "action: a forgotten robots.txt is fetched again ($before → $after)" test "$after" -eq $((before + 1))
+
+# SIGHUP: a new bot for new connections; a broken file keeps the running config.
+ops_config otherbot
+kill -HUP "$ops_pid"
+check "reload: SIGHUP applies the new config" wait_log "config reloaded"
+gem "127.0.0.1:$opg" "$base/public/page.gmi" > "$work/reloaded.gmi"
+check "reload: the new bot is refused what the old one was served" grep -q "^53 .* for otherbot" "$work/reloaded.gmi"
+printf '[listen\nnot toml' > "$work/ops.toml"
+kill -HUP "$ops_pid"
+check "reload: a broken file is refused and logged" wait_log "reload refused"
+gem "127.0.0.1:$opg" "$base/public/page.gmi" > "$work/still.gmi"
+check "reload: the proxy goes on with the last good config" grep -q "^53 .* for otherbot" "$work/still.gmi"
+curl -s "http://127.0.0.1:$opm/metrics" > "$work/ops.metrics"
+check "reload: counted by result" bash -c \
+  "grep -qx 'robots_proxy_config_reloads_total{result=\"success\"} 1' '$work/ops.metrics' &&
+   grep -qx 'robots_proxy_config_reloads_total{result=\"failure\"} 1' '$work/ops.metrics' &&
+   grep -qx 'robots_proxy_config_last_reload_successful 0' '$work/ops.metrics'"
+check "reload: the process is still the same one" kill -0 "$ops_pid"
