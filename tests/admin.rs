@@ -5,44 +5,7 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
 use common::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// One HTTP/1.1 request, as written; the status and the body.
-async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[&str],
-    body: &str,
-) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for h in headers {
-        req.push_str(h);
-        req.push_str("\r\n");
-    }
-    if !body.is_empty() {
-        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))

@@ -19,6 +19,24 @@ fn bot(agent: &str) -> String {
     format!("[bot]\nagent = \"{agent}\"\n")
 }
 
+/// A capsule with [`ROBOTS`], and a proxy serving as `agent`.
+async fn serving(
+    agent: &str,
+) -> (
+    Origin,
+    robots_proxy::config::Config,
+    robots_proxy::server::Proxy,
+) {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let config = test_config_with(&bot(agent));
+    let proxy = start_proxy(config.clone()).await;
+    (capsule, config, proxy)
+}
+
 /// The same state directory across reloads, as a real reload has.
 fn reload_config(base: &robots_proxy::config::Config, toml: &str) -> robots_proxy::config::Config {
     let mut config = test_config_with(toml);
@@ -28,13 +46,7 @@ fn reload_config(base: &robots_proxy::config::Config, toml: &str) -> robots_prox
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let config = test_config_with(&bot("alphabot"));
-    let proxy = start_proxy(config.clone()).await;
+    let (capsule, config, proxy) = serving("alphabot").await;
     assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
         .await
         .0
@@ -75,13 +87,7 @@ async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
 /// started with; the next one gets the new config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_in_flight_keeps_its_config() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let config = test_config_with(&bot("betabot"));
-    let proxy = start_proxy(config.clone()).await;
+    let (capsule, config, proxy) = serving("betabot").await;
     // TLS open, request not sent yet.
     let mut early = tls_to(proxy.gemini_addr).await;
     proxy
@@ -156,13 +162,7 @@ async fn politeness_changes_on_reload() {
 /// reload names them and keeps the running values; the rest of it applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_only_settings_are_named_and_kept() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let config = test_config_with(&bot("betabot"));
-    let proxy = start_proxy(config.clone()).await;
+    let (capsule, config, proxy) = serving("betabot").await;
     let mut moved = reload_config(&config, &bot("alphabot"));
     moved.gopher_listen = "127.0.0.1:1".parse().unwrap();
     moved.state_dir = state_dir();
@@ -186,13 +186,7 @@ async fn restart_only_settings_are_named_and_kept() {
 /// there) changes nothing: the old config goes on serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_fails_changes_nothing() {
-    let capsule = capsule(
-        text("20 text/plain", ROBOTS),
-        text("20 text/gemini", "page"),
-    )
-    .await;
-    let config = test_config_with(&bot("betabot"));
-    let proxy = start_proxy(config.clone()).await;
+    let (capsule, config, proxy) = serving("betabot").await;
     let mut broken = reload_config(&config, &bot("alphabot"));
     broken.tls.cert_and_key = Some((
         "/nonexistent/cert.pem".into(),

@@ -527,12 +527,29 @@ pub async fn gopher_via_socks(proxy: SocketAddr, origin: SocketAddr, selector: &
 
 /// A plain HTTP/1.1 GET; the status code and the body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http(addr, "GET", path, &[], "").await
+}
+
+/// One HTTP/1.1 request with these extra header lines and a form body (if
+/// any); the status code and the body.
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).await.unwrap();
     let text = String::from_utf8_lossy(&raw).into_owned();

@@ -1,0 +1,190 @@
+//! One cache entry: what a host's robots.txt says, compiled for each bot,
+//! with its freshness, its last good copy (parsed and as text) and what it
+//! weighs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::bots::BotId;
+use crate::robots::{BotProfile, Policy, RobotsTxt};
+use crate::target::HostKey;
+
+/// What a host's robots.txt says right now.
+#[derive(Debug)]
+pub enum Rules {
+    /// A robots.txt, compiled for each bot (in the order of [`crate::bots::Bots`]).
+    /// `stale` says why a newer one could not be fetched, when this is a last good copy.
+    Found {
+        policies: Box<[Policy]>,
+        stale: Option<String>,
+    },
+    /// No robots.txt: everything allowed.
+    Missing(String),
+    /// robots.txt could not be fetched and there is no good copy.
+    Unreachable { why: String, retry_at: Instant },
+    /// Fleet mode, the store down, `on_unavailable = "refuse"`: the request
+    /// is answered "slow down". Never cached.
+    StoreDown,
+}
+
+/// A good robots.txt: parsed, when it was fetched, and its text.
+pub(super) type Good = (Arc<RobotsTxt>, Instant, Arc<[u8]>);
+
+#[derive(Debug)]
+pub struct Entry {
+    pub rules: Rules,
+    /// Until when this entry answers without a new fetch.
+    pub(super) fresh_until: Instant,
+    /// The last robots.txt that was fetched, and when: kept for stale-if-error
+    /// (and its text, for the status page).
+    pub(super) good: Option<Good>,
+    /// The set of bots `rules` was compiled for (see [`super::RobotsCache::reconfigure`]).
+    pub(super) generation: u64,
+}
+
+/// What moka keeps per entry besides the key and the value: its hash-table
+/// slot, the entry's metadata, and the access- and write-order queue nodes
+/// (measured with `benches/cache_memory.rs`, which checks the sum below
+/// against the process's resident memory for 100 000 hosts).
+const MOKA_PER_ENTRY: usize = 280;
+
+/// What the allocator adds to each allocation (its header and rounding).
+const PER_ALLOCATION: usize = 16;
+
+impl Entry {
+    /// The set of bots this entry's policies were compiled for.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// This entry with its robots.txt compiled for another set of bots (a
+    /// reload changed them); the fetch, its freshness and its good copy stay.
+    pub fn recompiled(&self, generation: u64, bots: &[BotProfile]) -> Entry {
+        let rules = match &self.rules {
+            Rules::Found { stale, .. } => match &self.good {
+                Some((robots, ..)) => Rules::Found {
+                    policies: bots.iter().map(|b| robots.policy(b)).collect(),
+                    stale: stale.clone(),
+                },
+                // A found robots.txt always keeps its body; this cannot happen.
+                None => Rules::Missing("the cached robots.txt was lost".into()),
+            },
+            Rules::Missing(why) => Rules::Missing(why.clone()),
+            Rules::Unreachable { why, retry_at } => Rules::Unreachable {
+                why: why.clone(),
+                retry_at: *retry_at,
+            },
+            Rules::StoreDown => Rules::StoreDown,
+        };
+        Entry {
+            rules,
+            fresh_until: self.fresh_until,
+            good: self.good.clone(),
+            generation,
+        }
+    }
+
+    /// What the status page says of it: `found`, `stale` (a last good copy
+    /// stands in for an unreachable host), `missing`, `unreachable`, `store-down`.
+    pub fn state(&self) -> &'static str {
+        match &self.rules {
+            Rules::Found { stale: None, .. } => "found",
+            Rules::Found { stale: Some(_), .. } => "stale",
+            Rules::Missing(_) => "missing",
+            Rules::Unreachable { .. } => "unreachable",
+            Rules::StoreDown => "store-down",
+        }
+    }
+
+    /// Why it is missing, unreachable or stale.
+    pub fn detail(&self) -> Option<&str> {
+        match &self.rules {
+            Rules::Found { stale, .. } => stale.as_deref(),
+            Rules::Missing(why) | Rules::Unreachable { why, .. } => Some(why),
+            Rules::StoreDown => None,
+        }
+    }
+
+    /// The robots.txt in force (or last good), its text, and when it was fetched.
+    pub fn robots(&self) -> Option<(&RobotsTxt, &[u8], Instant)> {
+        self.good.as_ref().map(|(r, at, body)| (&**r, &**body, *at))
+    }
+
+    /// Until when this entry answers without a new fetch.
+    pub fn fresh_until(&self) -> Instant {
+        self.fresh_until
+    }
+
+    /// The Crawl-delay robots.txt gives `bot`, if any.
+    pub fn crawl_delay(&self, bot: BotId) -> Option<Duration> {
+        match &self.rules {
+            Rules::Found { policies, .. } => policies.get(bot).and_then(|p| p.crawl_delay()),
+            _ => None,
+        }
+    }
+
+    /// Every bot's Crawl-delay here (`None` for a bot it gives none).
+    pub fn crawl_delays(&self) -> impl Iterator<Item = Option<Duration>> + '_ {
+        let policies: &[Policy] = match &self.rules {
+            Rules::Found { policies, .. } => policies,
+            _ => &[],
+        };
+        policies.iter().map(|p| p.crawl_delay())
+    }
+
+    /// The bytes this entry really costs in the cache: moka's own per-entry
+    /// state, the key (kept by moka and by the entry's map slot), the entry,
+    /// the strings it holds, and the parsed and compiled robots.txt, each
+    /// allocation with the allocator's share.
+    pub fn weight(&self, key: &HostKey) -> u32 {
+        let string = |s: &String| s.capacity() + PER_ALLOCATION;
+        let mut total = MOKA_PER_ENTRY
+            + 2 * (std::mem::size_of::<HostKey>() + key.host.capacity() + PER_ALLOCATION)
+            + std::mem::size_of::<Entry>()
+            + 16
+            + PER_ALLOCATION;
+        total += match &self.rules {
+            Rules::Found { policies, stale } => {
+                policies
+                    .iter()
+                    .map(|p| std::mem::size_of::<Policy>() + p.heap_size() + 3 * PER_ALLOCATION)
+                    .sum::<usize>()
+                    + PER_ALLOCATION
+                    + stale.as_ref().map_or(0, string)
+            }
+            Rules::Missing(why) => string(why),
+            Rules::Unreachable { why, .. } => string(why),
+            Rules::StoreDown => 0,
+        };
+        if let Some((robots, _, body)) = &self.good {
+            total += std::mem::size_of::<RobotsTxt>()
+                + 16
+                + robots.heap_size()
+                + 5 * PER_ALLOCATION
+                + 16
+                + body.len()
+                + PER_ALLOCATION;
+        }
+        u32::try_from(total).unwrap_or(u32::MAX)
+    }
+}
+
+/// The entry that says "slow down: the fleet's store is down".
+pub(super) fn store_down() -> Entry {
+    Entry {
+        rules: Rules::StoreDown,
+        fresh_until: Instant::now(),
+        good: None,
+        generation: 0,
+    }
+}
+
+/// The more recently fetched of two good copies.
+pub(super) fn newest(a: Option<Good>, b: Option<Good>) -> Option<Good> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if a.1 >= b.1 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,113 @@
+//! The label sets: each a small closed enum, so every series can be resolved
+//! once and no label takes a value from outside.
+
+use crate::access::Denied;
+use crate::target::Scheme;
+
+label_set! {
+    /// The `protocol` label.
+    pub enum Protocol {
+        Gemini => "gemini",
+        Gopher => "gopher",
+    }
+}
+
+impl Protocol {
+    pub fn of(scheme: Scheme) -> Protocol {
+        match scheme {
+            Scheme::Gopher => Protocol::Gopher,
+            _ => Protocol::Gemini,
+        }
+    }
+}
+
+label_set! {
+    /// The `listener` label.
+    pub enum Listener {
+        Gemini => "gemini",
+        Gopher => "gopher",
+        Socks5 => "socks5",
+        Transparent => "transparent",
+        Metrics => "metrics",
+    }
+}
+
+label_set! {
+    /// robots.txt fetch outcomes (the `outcome` label).
+    pub enum FetchKind {
+        Found => "found",
+        Missing => "missing",
+        Unreachable => "unreachable",
+        RedirectLimit => "redirect-limit",
+    }
+}
+
+label_set! {
+    /// Why a connection was closed without a request being served.
+    pub enum Rejection {
+        /// SOCKS5 `CONNECT`, or a redirected connection's original destination,
+        /// to a port or address the proxy does not connect to (the proxy itself included).
+        Destination => "destination",
+        /// A connection on the transparent listener with no original destination
+        /// (it was not redirected there by the kernel).
+        NotRedirected => "not-redirected",
+        /// An HTTP request line.
+        Http => "http",
+        /// TLS whose client offered only HTTP (ALPN), or to a port of
+        /// `socks5.https_ports` (never to Gemini's port 1965).
+        Https => "https",
+        /// The client address already holds `limits.max_connections_per_client`.
+        ClientCap => "client-cap",
+        /// The metrics listener already serves its 32 connections.
+        Full => "full",
+        /// The client address is outside `access.allow_from`.
+        Access => "access",
+    }
+}
+
+label_set! {
+    /// What the proxy asked the fleet store (`[store]`) for.
+    pub enum StoreOp {
+        /// A request's turn at the shared gate, its lease renewed or released.
+        Gate => "gate",
+        /// An upstream's "slow down" told to the fleet.
+        SlowDown => "slow-down",
+        /// A robots.txt outcome read, locked or written.
+        Robots => "robots",
+        /// A certificate pin read or written.
+        Pin => "pin",
+        /// The once-a-second health check.
+        Ping => "ping",
+    }
+}
+
+label_set! {
+    /// Why a client was not let use the proxy (`robots_proxy_access_refusals_total{reason}`).
+    pub enum AccessRefusal {
+        Address => "address",
+        NoCertificate => "no-certificate",
+        UnknownCertificate => "unknown-certificate",
+        NoBot => "no-bot",
+    }
+}
+
+impl AccessRefusal {
+    pub fn of(denied: &Denied) -> AccessRefusal {
+        match denied {
+            Denied::Address(_) => AccessRefusal::Address,
+            Denied::NoCertificate => AccessRefusal::NoCertificate,
+            Denied::UnknownCertificate(_) => AccessRefusal::UnknownCertificate,
+            Denied::NoBot => AccessRefusal::NoBot,
+        }
+    }
+}
+
+label_set! {
+    /// Why a SOCKS5 client failed to authenticate.
+    pub enum SocksAuthFailure {
+        /// A username or password that `[socks5] users` does not list.
+        BadCredentials => "bad-credentials",
+        /// No method the proxy accepts (no password offered where one is needed).
+        NoMethod => "no-method",
+    }
+}

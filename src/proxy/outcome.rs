@@ -1,0 +1,96 @@
+//! What became of one request: its [`Outcome`], and the one log line and
+//! count each request gets.
+
+use std::time::Duration;
+
+use super::{Conn, Context};
+use crate::bots::BotId;
+use crate::fate::Fate;
+use crate::metrics::Protocol;
+use crate::target::{HostKey, Target};
+
+/// What happened to one request, for the log line.
+#[derive(Debug)]
+pub struct Outcome {
+    pub fate: Fate,
+    /// Gemini: the status; Gopher: none.
+    pub status: Option<u8>,
+    pub detail: String,
+    pub bytes: u64,
+    /// How long the request waited for its host's turn.
+    pub waited: Duration,
+    /// The upstream failed mid-answer: the connection is cut rather than
+    /// closed cleanly, so the client can tell the answer is incomplete.
+    pub cut: bool,
+}
+
+impl Outcome {
+    pub fn new(fate: Fate, status: Option<u8>, detail: String) -> Outcome {
+        Outcome {
+            fate,
+            status,
+            detail,
+            bytes: 0,
+            waited: Duration::ZERO,
+            cut: false,
+        }
+    }
+}
+
+/// The outcome of a request whose client left while it waited.
+pub fn client_left() -> Outcome {
+    Outcome::new(
+        Fate::ClientLeft,
+        None,
+        "the client left while waiting for its turn".into(),
+    )
+}
+
+/// One log line per finished request, and its count. `bot`: the bot it was
+/// served as (`None`: turned away before one was picked).
+pub fn log(
+    ctx: &Context,
+    protocol: Protocol,
+    conn: &Conn,
+    (bot, target): (Option<BotId>, Option<&Target>),
+    outcome: &Outcome,
+) {
+    let metrics = &ctx.metrics;
+    let class = outcome.fate.class();
+    metrics.request(bot, protocol, outcome.fate);
+    if let Some(t) = target {
+        metrics.host_request(&t.host, class);
+        let key = HostKey {
+            scheme: t.scheme,
+            host: t.host.clone(),
+            port: t.port,
+        };
+        ctx.recent.finished(&key, outcome.fate, &outcome.detail);
+    }
+    metrics.bytes_to_client.inc_by(outcome.bytes);
+    let (host, path) = match target {
+        Some(t) => {
+            let path = String::from_utf8_lossy(t.matched_path());
+            let path: String = path.chars().take(200).collect();
+            (t.authority(), path)
+        }
+        None => (String::new(), String::new()),
+    };
+    let bot = bot.map_or(crate::metrics::NO_BOT, |b| &ctx.config.bots.get(b).name);
+    tracing::info!(
+        protocol = protocol.as_str(),
+        client = %conn.peer,
+        bot = %bot,
+        host = %host,
+        path = %path,
+        decision = %outcome.fate.as_str(),
+        cause = %outcome.fate.cause().as_str(),
+        outcome = outcome.fate.outcome(),
+        status = outcome.status,
+        detail = %outcome.detail,
+        wait_ms = outcome.waited.as_millis() as u64,
+        bytes = outcome.bytes,
+        duration_ms = conn.started.elapsed().as_millis() as u64,
+        "request"
+    );
+}

@@ -1,0 +1,167 @@
+//! One config generation: what a config decides is built anew ([`Built`]:
+//! the listener's TLS, the upstream, the fetchers), and the parts that last
+//! across reloads ([`Lasting`]) are told the new settings before the new
+//! [`Context`] goes live (docs/architecture.md, "Reload").
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_rustls::TlsAcceptor;
+
+use super::StartError;
+use crate::cache::RobotsCache;
+use crate::config::Config;
+use crate::egress::Reach;
+use crate::fetch::gemini::GeminiRobots;
+use crate::fetch::gopher::GopherRobots;
+use crate::fetch::{ByScheme, Polite};
+use crate::metrics::Metrics;
+use crate::pins::Pins;
+use crate::politeness::Politeness;
+use crate::proxy::Context;
+use crate::slots::PerClient;
+use crate::tls;
+use crate::upstream::Upstream;
+
+/// What a reload keeps: state (caches, gates, pins, counters) and what is
+/// bound to the process (listeners' addresses, the store, the drop-in CA).
+#[derive(Clone)]
+pub(super) struct Lasting {
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) robots: Arc<RobotsCache>,
+    pub(super) politeness: Arc<Politeness>,
+    pub(super) pins: Arc<Pins>,
+    pub(super) per_client: Arc<PerClient>,
+    /// The proxy's own listeners: never an upstream.
+    pub(super) own: Vec<SocketAddr>,
+    pub(super) generation: Arc<std::sync::atomic::AtomicU64>,
+    pub(super) recent: Arc<crate::recent::Recent>,
+    pub(super) listeners: Arc<[(&'static str, SocketAddr)]>,
+    pub(super) started: std::time::Instant,
+    /// One reload at a time.
+    pub(super) reloading: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What a config decides that is built anew by each reload.
+pub(super) struct Built {
+    pub(super) gemini_tls: TlsAcceptor,
+    cert_path: PathBuf,
+    cert_fingerprint: String,
+    upstream: Arc<Upstream>,
+    pub(super) fetcher: Arc<dyn crate::fetch::RobotsFetcher>,
+}
+
+impl Built {
+    /// Everything that can fail, before anything running is told.
+    pub(super) fn new(
+        config: &Config,
+        own: &[SocketAddr],
+        pins: &Arc<Pins>,
+        (politeness, metrics): (&Arc<Politeness>, &Arc<Metrics>),
+    ) -> Result<Built, StartError> {
+        let identity = match &config.tls.cert_and_key {
+            Some((cert, key)) => tls::load_identity(cert, key)?,
+            None => tls::load_or_generate(
+                &config.state_dir,
+                &tls::certificate_names(&config.tls.hostnames, &[config.gemini_listen.ip()]),
+            )?,
+        };
+        let cert_path = identity.cert_path.clone();
+        let cert_fingerprint = tls::fingerprint(&identity.chain[0]);
+        let gemini_tls = TlsAcceptor::from(tls::server_config(identity)?);
+        let limits = &config.limits;
+        let reach = Reach {
+            allow_private: limits.allow_private_upstreams,
+            ports: limits.upstream_ports.clone(),
+            own: own.to_vec(),
+        };
+        let upstream = Upstream::new(reach, limits.connect_timeout)?
+            .with_mark(limits.upstream_mark)
+            .map_err(|source| StartError::Mark {
+                mark: limits.upstream_mark.unwrap_or(0),
+                source,
+            })?
+            .with_pins(pins.clone());
+        let upstream = Arc::new(upstream);
+        let fetcher = Arc::new(Polite {
+            inner: ByScheme {
+                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
+                gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
+            },
+            gate: politeness.clone(),
+            metrics: metrics.clone(),
+        });
+        Ok(Built {
+            gemini_tls,
+            cert_path,
+            cert_fingerprint,
+            upstream,
+            fetcher,
+        })
+    }
+}
+
+/// Every bot's robots.txt profile, in the order of the config's bots.
+pub(super) fn profiles(config: &Config) -> Vec<crate::robots::BotProfile> {
+    config
+        .bots
+        .all()
+        .iter()
+        .map(|b| b.profile.clone())
+        .collect()
+}
+
+impl Lasting {
+    pub(super) fn build(&self, config: &Config) -> Result<Built, StartError> {
+        Built::new(
+            config,
+            &self.own,
+            &self.pins,
+            (&self.politeness, &self.metrics),
+        )
+    }
+
+    /// The context for `config` as generation `generation`: the lasting parts
+    /// learn the new settings, and new connections will get it.
+    pub(super) fn install(
+        &self,
+        config: Config,
+        built: Built,
+        (gopher_addr, generation): (SocketAddr, u64),
+    ) -> Arc<Context> {
+        self.robots.reconfigure(
+            built.fetcher,
+            config.robots.clone(),
+            profiles(&config),
+            (generation, config.politeness.max_wait),
+        );
+        self.politeness.set_config(config.politeness.clone());
+        self.per_client
+            .set_cap(config.limits.max_connections_per_client);
+        let names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+        self.metrics.set_bots(&names);
+        let gopher_public = (
+            config
+                .gopher_public_host
+                .clone()
+                .unwrap_or_else(|| gopher_addr.ip().to_string()),
+            config.gopher_public_port.unwrap_or(gopher_addr.port()),
+        );
+        Arc::new(Context {
+            config,
+            upstream: built.upstream,
+            robots: self.robots.clone(),
+            gopher_public,
+            politeness: self.politeness.clone(),
+            metrics: self.metrics.clone(),
+            gemini_tls: built.gemini_tls,
+            cert_path: built.cert_path,
+            cert_fingerprint: built.cert_fingerprint,
+            generation,
+            recent: self.recent.clone(),
+            listeners: self.listeners.clone(),
+            started: self.started,
+        })
+    }
+}
