@@ -256,10 +256,15 @@ impl Store {
                 return Ok(RobotsTurn::Fresh(fresh.clone()));
             }
             if let Some(token) = self.lock_robots(tag, hold).await? {
-                return Ok(RobotsTurn::Fetch {
-                    lock: self.fetch_lock(tag, Some(token)),
-                    stored,
-                });
+                let lock = self.fetch_lock(tag, Some(token));
+                // Another proxy may have fetched, written and let go between
+                // the read above and this lock: read again before fetching,
+                // or the server gets a second fetch. (Dropping the lock lets go.)
+                let stored = self.read_robots(tag).await?;
+                if let Some(fresh) = stored.as_ref().filter(|s| !s.fresh_for.is_zero()) {
+                    return Ok(RobotsTurn::Fresh(fresh.clone()));
+                }
+                return Ok(RobotsTurn::Fetch { lock, stored });
             }
             if tokio::time::timeout_at(deadline, written).await.is_err() {
                 return Ok(RobotsTurn::Fetch {
