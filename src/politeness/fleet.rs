@@ -51,7 +51,8 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Option<Result<super::Permit, SlowDown>> {
-        let delay = delay.unwrap_or_else(|| self.config.load().delay_for(None));
+        let config = self.config.load_full();
+        let delay = delay.unwrap_or_else(|| config.delay_for(None));
         let local = store.config().on_unavailable == OnUnavailable::Local;
         if !store.is_up() {
             // Known down: no call that would wait for its deadline first.
@@ -64,11 +65,11 @@ impl Politeness {
         let ask = GateAsk {
             delay,
             hold: hold.max(delay),
-            max_wait: self.config.load().max_wait,
-            max_delay: self.config.load().max_delay,
-            concurrency: self.config.load().per_host_concurrency,
+            max_wait: config.max_wait,
+            max_delay: config.max_delay,
+            concurrency: config.per_host_concurrency,
         };
-        let tag = fleet_tag(self.config.load().key, server);
+        let tag = fleet_tag(config.key, server);
         match store.admit(&tag, ask).await {
             Ok(Ok(lease)) => Some(Ok(super::Permit {
                 gate: self.clone(),

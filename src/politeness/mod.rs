@@ -348,6 +348,8 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Result<Permit, SlowDown> {
+        // One admission, one config, whatever a reload does meanwhile.
+        let config = self.config.load_full();
         if let Some(store) = &self.store {
             if let Some(turn) = self.admit_shared(store, server, delay, hold).await {
                 return turn;
@@ -357,61 +359,55 @@ impl Politeness {
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
-        let id =
-            {
-                let mut gates = self.lock();
-                let id = gates.gate_for(
-                    self.config.load().key,
-                    server,
-                    self.config.load().default_delay,
-                );
-                let Some(host) = gates.hosts.get_mut(&id) else {
-                    return Err(SlowDown {
-                        retry_after: Duration::from_secs(1),
-                    });
-                };
-                let delay = delay.unwrap_or(host.delay);
-                host.hold = host.hold.max(hold).max(delay);
-                // Estimated wait: until this host's next start, then one spacing for
-                // each request ahead, shared among the concurrent slots.
-                let now = Instant::now();
-                let spacing = host.spacing(delay, self.config.load().max_delay);
-                let until_next = host
-                    .next_start(delay, self.config.load().max_delay)
-                    .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-                let ahead = (host.queue.len()
-                    + host
-                        .in_flight
-                        .saturating_sub(self.config.load().per_host_concurrency - 1))
-                    as u32;
-                let estimate = if host.queue.is_empty()
-                    && host.in_flight < self.config.load().per_host_concurrency
-                {
-                    until_next
-                } else {
-                    until_next.saturating_add(spacing.saturating_mul(
-                        ahead / self.config.load().per_host_concurrency.max(1) as u32,
-                    ))
-                };
-                if estimate > self.config.load().max_wait {
-                    return Err(SlowDown {
-                        retry_after: estimate,
-                    });
-                }
-                host.queue.push_back(Waiter {
-                    ticket,
-                    wake: wake.clone(),
-                    delay,
+        let id = {
+            let mut gates = self.lock();
+            let id = gates.gate_for(config.key, server, config.default_delay);
+            let Some(host) = gates.hosts.get_mut(&id) else {
+                return Err(SlowDown {
+                    retry_after: Duration::from_secs(1),
                 });
-                id
             };
+            let delay = delay.unwrap_or(host.delay);
+            host.hold = host.hold.max(hold).max(delay);
+            // Estimated wait: until this host's next start, then one spacing for
+            // each request ahead, shared among the concurrent slots.
+            let now = Instant::now();
+            let spacing = host.spacing(delay, config.max_delay);
+            let until_next = host
+                .next_start(delay, config.max_delay)
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+            let ahead = (host.queue.len()
+                + host
+                    .in_flight
+                    .saturating_sub(config.per_host_concurrency - 1))
+                as u32;
+            let estimate = if host.queue.is_empty() && host.in_flight < config.per_host_concurrency
+            {
+                until_next
+            } else {
+                until_next.saturating_add(
+                    spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
+                )
+            };
+            if estimate > config.max_wait {
+                return Err(SlowDown {
+                    retry_after: estimate,
+                });
+            }
+            host.queue.push_back(Waiter {
+                ticket,
+                wake: wake.clone(),
+                delay,
+            });
+            id
+        };
         let mut place = InQueue {
             gate: self,
             id,
             ticket,
             admitted: false,
         };
-        let deadline = after(Instant::now(), self.config.load().max_wait);
+        let deadline = after(Instant::now(), config.max_wait);
         loop {
             let sleep_until = {
                 let mut gates = self.lock();
@@ -426,9 +422,9 @@ impl Politeness {
                 let at_head = head.is_some();
                 let delay = head.map_or(host.delay, |w| w.delay);
                 let now = Instant::now();
-                let next = host.next_start(delay, self.config.load().max_delay);
+                let next = host.next_start(delay, config.max_delay);
                 if at_head
-                    && host.in_flight < self.config.load().per_host_concurrency
+                    && host.in_flight < config.per_host_concurrency
                     && next.is_none_or(|t| t <= now)
                 {
                     host.queue.pop_front();
@@ -446,7 +442,7 @@ impl Politeness {
                 }
                 // At the head, waiting only for time: sleep until then. Otherwise
                 // wait to be woken (the head left, or a slot freed).
-                if at_head && host.in_flight < self.config.load().per_host_concurrency {
+                if at_head && host.in_flight < config.per_host_concurrency {
                     next
                 } else {
                     None
