@@ -133,6 +133,11 @@ impl Bots {
         &self.bots
     }
 
+    /// Every bot's robots.txt profile, in order (what a cache entry is compiled for).
+    pub fn profiles(&self) -> Vec<crate::robots::BotProfile> {
+        self.bots.iter().map(|b| b.profile.clone()).collect()
+    }
+
     pub fn default_bot(&self) -> Option<BotId> {
         self.default
     }

@@ -383,3 +383,33 @@ async fn a_fetch_given_up_lets_go_of_the_fleet_lock() {
     );
     assert_eq!(origin.count("/first"), 0);
 }
+
+/// Forgetting a robots.txt through one proxy's admin listener forgets the
+/// fleet's copy too: the next proxy asked fetches it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_robots_txt_forgets_the_fleets_copy() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nDisallow: /private\n").await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    let get = |i: usize, sel: &str| {
+        let (proxy, url) = (proxies[i].gopher_addr, origin.url(sel));
+        async move { gopher(proxy, url.as_bytes()).await }
+    };
+    assert_eq!(get(0, "0/a").await, b"text\r\n");
+    assert_eq!(get(1, "0/b").await, b"text\r\n");
+    assert_eq!(origin.count(b"robots.txt"), 1, "{:?}", origin.all());
+    let form = format!("host=127.0.0.1&port={}", origin.addr.port());
+    let (status, body) = http(
+        proxies[0].metrics_addr,
+        "POST",
+        "/api/robots/forget",
+        &[],
+        &form,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Proxy 1 never forgot its own copy, but it is fresh only locally: proxy 0,
+    // which forgot both, asks the store, finds nothing, and fetches.
+    assert_eq!(get(0, "0/c").await, b"text\r\n");
+    assert_eq!(origin.count(b"robots.txt"), 2, "{:?}", origin.all());
+}

@@ -129,7 +129,9 @@ async fn route(req: Request<Incoming>, ctx: &Context, peer: SocketAddr) -> Answe
         (&Method::GET, p) if p.starts_with("/host/") || p.starts_with("/api/host/") => {
             let api = p.starts_with("/api/");
             let raw = p.trim_start_matches("/api").trim_start_matches("/host/");
-            let raw = percent_decoded(raw);
+            let raw =
+                String::from_utf8_lossy(&crate::robots::encoding::percent_decode(raw.as_bytes()))
+                    .into_owned();
             let Some((host, port)) = status::parse_host_port(&raw) else {
                 return text(
                     StatusCode::BAD_REQUEST,
@@ -159,13 +161,6 @@ async fn route(req: Request<Incoming>, ctx: &Context, peer: SocketAddr) -> Answe
             "not found: try /, /metrics, /healthz or /api/status\n",
         ),
     }
-}
-
-fn percent_decoded(s: &str) -> String {
-    form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
 }
 
 /// A `POST` action: checked (who may act, where the request comes from),

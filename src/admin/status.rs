@@ -2,6 +2,7 @@
 //! without sending anything anywhere: the recent hosts table, a host's cached
 //! robots.txt with the lines each bot follows, and "explain" for a URL.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{json, Value};
@@ -82,7 +83,7 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
         "host": key.host,
         "port": key.port,
         "robots": robots_state(entry.as_deref()),
-        "crawl_delay": crawl_delays(ctx, entry.as_deref()),
+        "crawl_delay": crawl_delays(ctx, entry.as_ref()),
         "queue": gate.map_or(0, |g| g.waiting),
         "in_flight": gate.map_or(0, |g| g.in_flight),
         "next_start_in_seconds": gate
@@ -115,25 +116,15 @@ fn robots_state(entry: Option<&Entry>) -> Value {
 
 /// The entry's policies for the context's bots (compiled again when a
 /// reload changed the bots since it was cached).
-fn policies(ctx: &Context, entry: &Entry) -> Option<Vec<Policy>> {
-    let Rules::Found { policies, .. } = &entry.rules else {
-        return None;
-    };
-    if entry.generation() == ctx.generation {
-        return Some(policies.to_vec());
+fn policies(ctx: &Context, entry: &Arc<Entry>) -> Option<Vec<Policy>> {
+    let entry = entry.for_generation(ctx.generation, &ctx.config.bots.profiles());
+    match &entry.rules {
+        Rules::Found { policies, .. } => Some(policies.to_vec()),
+        _ => None,
     }
-    let (robots, _, _) = entry.robots()?;
-    Some(
-        ctx.config
-            .bots
-            .all()
-            .iter()
-            .map(|b| robots.policy(&b.profile))
-            .collect(),
-    )
 }
 
-fn crawl_delays(ctx: &Context, entry: Option<&Entry>) -> Value {
+fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
     let policies = entry.and_then(|e| policies(ctx, e)).unwrap_or_default();
     let map: serde_json::Map<String, Value> = ctx
         .config
@@ -185,7 +176,7 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
                     .map(|l| l.to_string())
                     .collect::<Vec<_>>()
             });
-        let followed: Vec<Value> = match entry.as_deref().and_then(|e| policies(ctx, e)) {
+        let followed: Vec<Value> = match entry.as_ref().and_then(|e| policies(ctx, e)) {
             Some(ps) => ctx
                 .config
                 .bots
@@ -232,7 +223,7 @@ pub async fn explain(ctx: &Context, url: &str) -> Value {
     let entry = ctx.robots.peek(&key).await;
     let state = robots_state(entry.as_deref());
     let bots = ctx.config.bots.all();
-    let verdicts: Vec<Value> = match entry.as_deref() {
+    let verdicts: Vec<Value> = match entry.as_ref() {
         None => bots
             .iter()
             .map(|b| json!({ "bot": b.name, "decision": "unknown", "explanation": format!("robots.txt of {key} is not cached: the next request fetches it") }))

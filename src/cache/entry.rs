@@ -117,6 +117,15 @@ impl Entry {
         self.fresh_until
     }
 
+    /// This entry as `generation`'s bots need it: itself when it was compiled
+    /// for them, else compiled again from its kept robots.txt.
+    pub fn for_generation(self: &Arc<Self>, generation: u64, bots: &[BotProfile]) -> Arc<Entry> {
+        match self.generation == generation {
+            true => self.clone(),
+            false => Arc::new(self.recompiled(generation, bots)),
+        }
+    }
+
     /// The Crawl-delay robots.txt gives `bot`, if any.
     pub fn crawl_delay(&self, bot: BotId) -> Option<Duration> {
         match &self.rules {

@@ -258,14 +258,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
     if entry.generation() != ctx.generation {
         // A reload changed the bots while this connection kept the config it
         // started with: its own bots' policies, compiled for this request.
-        let profiles: Vec<BotProfile> = ctx
-            .config
-            .bots
-            .all()
-            .iter()
-            .map(|b| b.profile.clone())
-            .collect();
-        entry = std::sync::Arc::new(entry.recompiled(ctx.generation, &profiles));
+        entry = entry.for_generation(ctx.generation, &ctx.config.bots.profiles());
     }
     match lookup {
         Lookup::Hit => ctx.metrics.cache_hits.inc(),

@@ -102,16 +102,6 @@ impl Built {
     }
 }
 
-/// Every bot's robots.txt profile, in the order of the config's bots.
-pub(super) fn profiles(config: &Config) -> Vec<crate::robots::BotProfile> {
-    config
-        .bots
-        .all()
-        .iter()
-        .map(|b| b.profile.clone())
-        .collect()
-}
-
 impl Lasting {
     pub(super) fn build(&self, config: &Config) -> Result<Built, StartError> {
         Built::new(
@@ -133,7 +123,7 @@ impl Lasting {
         self.robots.reconfigure(
             built.fetcher,
             config.robots.clone(),
-            profiles(&config),
+            config.bots.profiles(),
             (generation, config.politeness.max_wait),
         );
         self.politeness.set_config(config.politeness.clone());

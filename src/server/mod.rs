@@ -26,7 +26,7 @@ use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
 
 mod generation;
-use generation::{profiles, Built, Lasting};
+use generation::{Built, Lasting};
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -153,7 +153,7 @@ impl Proxy {
             RobotsCache::new(
                 built.fetcher.clone(),
                 config.robots.clone(),
-                profiles(&config),
+                config.bots.profiles(),
             )
             .with_store(store.clone(), config.politeness.max_wait),
         );

@@ -179,6 +179,19 @@ impl Store {
         format!("{}wake", self.config.prefix)
     }
 
+    /// Deletes `key` (an operator's forget action).
+    async fn delete(&self, op: StoreOp, key: String) -> Result<(), StoreError> {
+        let mut conn = self.connection();
+        self.run(op, async move {
+            redis::cmd("DEL")
+                .arg(&key)
+                .query_async::<i64>(&mut conn)
+                .await
+        })
+        .await
+        .map(drop)
+    }
+
     fn connection(&self) -> ConnectionManager {
         self.conn.clone()
     }

@@ -43,14 +43,6 @@ impl Store {
     /// its certificate): the next proxy to meet it pins what it shows.
     pub async fn forget_pin(&self, host: &str, port: u16) -> Result<(), StoreError> {
         let key = self.key(&format!("{host}:{port}"), "pin");
-        let mut conn = self.connection();
-        self.run(StoreOp::Pin, async move {
-            redis::cmd("DEL")
-                .arg(&key)
-                .query_async::<i64>(&mut conn)
-                .await
-        })
-        .await
-        .map(drop)
+        self.delete(StoreOp::Pin, key).await
     }
 }

@@ -210,15 +210,7 @@ impl Store {
     /// asked fetches it again. A fetch in progress keeps its lock.
     pub async fn forget_robots(&self, tag: &str) -> Result<(), StoreError> {
         let (key, _) = self.robots_keys(tag);
-        let mut conn = self.connection();
-        self.run(StoreOp::Robots, async move {
-            redis::cmd("DEL")
-                .arg(&key)
-                .query_async::<i64>(&mut conn)
-                .await
-        })
-        .await
-        .map(drop)
+        self.delete(StoreOp::Robots, key).await
     }
 
     /// Lets go of the lock without writing (the fetch was given up).
