@@ -111,3 +111,31 @@ label_set! {
         NoMethod => "no-method",
     }
 }
+
+label_set! {
+    /// Which end of a TLS handshake the proxy was (`robots_proxy_tls_handshakes_total{side}`).
+    pub enum TlsSide {
+        /// A crawler's handshake with the proxy (Gemini listener, drop-in CA).
+        Listener => "listener",
+        /// The proxy's handshake with a capsule (requests and robots.txt fetches).
+        Upstream => "upstream",
+    }
+}
+
+label_set! {
+    /// Whether a TLS handshake resumed an earlier session.
+    pub enum HandshakeKind {
+        Full => "full",
+        Resumed => "resumed",
+    }
+}
+
+impl HandshakeKind {
+    /// The kind of a finished handshake (rustls' `handshake_kind`).
+    pub fn of(kind: Option<rustls::HandshakeKind>) -> HandshakeKind {
+        match kind {
+            Some(rustls::HandshakeKind::Resumed) => HandshakeKind::Resumed,
+            _ => HandshakeKind::Full,
+        }
+    }
+}

@@ -68,6 +68,8 @@ pub struct Metrics {
     per_host: Option<PerHost>,
     /// By [`StoreOp`].
     store_errors: Vec<IntCounter>,
+    /// By [`TlsSide`], then [`HandshakeKind`].
+    tls_handshakes: Vec<Vec<IntCounter>>,
     /// Every call to the fleet store, answered or not.
     pub store_seconds: Histogram,
     /// 1 while the fleet store answers (0 without a store, or while it is down).
@@ -228,6 +230,17 @@ impl Metrics {
             store_errors_vec.with_label_values(&[o.as_str()])
         });
 
+        let handshakes_vec = counter_vec(
+            "robots_proxy_tls_handshakes_total",
+            "Finished TLS handshakes, by side (listener: crawlers to the proxy; upstream: the proxy to capsules) and kind (full, resumed).",
+            &["side", "kind"],
+        );
+        let tls_handshakes = series(TlsSide::ALL, |s| {
+            series(HandshakeKind::ALL, |k| {
+                handshakes_vec.with_label_values(&[s.as_str(), k.as_str()])
+            })
+        });
+
         let rejected = series(Listener::ALL, |l| {
             series(Rejection::ALL, |r| {
                 rejected_vec.with_label_values(&[l.as_str(), r.as_str()])
@@ -316,6 +329,7 @@ impl Metrics {
                 limit,
             }),
             store_errors,
+            tls_handshakes,
             store_seconds: Histogram::with_opts(
                 HistogramOpts::new(
                     "robots_proxy_store_seconds",
@@ -343,6 +357,11 @@ impl Metrics {
     /// A call to the fleet store failed or passed its deadline.
     pub fn store_error(&self, op: StoreOp) {
         self.store_errors[op.index()].inc();
+    }
+
+    /// A finished TLS handshake.
+    pub fn tls_handshake(&self, side: TlsSide, kind: Option<rustls::HandshakeKind>) {
+        self.tls_handshakes[side.index()][HandshakeKind::of(kind).index()].inc();
     }
 
     /// An answer cut short by its upstream.

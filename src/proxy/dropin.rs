@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 
 use super::{gemini, gopher, Conn, Context};
-use crate::metrics::{Listener, Rejection};
+use crate::metrics::{Listener, Rejection, TlsSide};
 use crate::protocol::gopher::parse_selector_line;
 use crate::protocol::sniff::{looks_like_tls, plainly_web};
 use crate::target::canonical_host;
@@ -81,9 +81,11 @@ pub async fn serve(
             return;
         }
     };
+    ctx.metrics
+        .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
+    conn.cert = gemini::presented(tls.get_ref().1);
     // The request may name the host the client connected to, or the one it
     // asked for by SNI (a client that resolved the name itself connects by address).
-    conn.cert = gemini::presented(tls.get_ref().1);
     let mut names = vec![host];
     if let Some(sni) = tls
         .get_ref()

@@ -17,7 +17,7 @@ use super::{
 use crate::access::Denied;
 use crate::bots::{BotId, Fingerprint, Presented};
 use crate::fate::Fate;
-use crate::metrics::Protocol;
+use crate::metrics::{Protocol, TlsSide};
 use crate::protocol::gemini::{
     header, parse_header, parse_request, read_line, status, LineError, MAX_HEADER, MAX_URL,
 };
@@ -50,6 +50,8 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
     let Some(tls) = handshake(stream, &conn, &acceptor).await else {
         return;
     };
+    ctx.metrics
+        .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
     conn.cert = presented(tls.get_ref().1);
     serve_tls(tls, conn, &ctx, None).await;
 }

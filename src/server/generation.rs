@@ -82,7 +82,8 @@ impl Built {
                 mark: limits.upstream_mark.unwrap_or(0),
                 source,
             })?
-            .with_pins(pins.clone());
+            .with_pins(pins.clone())
+            .with_metrics(metrics.clone());
         let upstream = Arc::new(upstream);
         let fetcher = Arc::new(Polite {
             inner: ByScheme {

@@ -29,6 +29,8 @@ pub struct Authority {
     /// Certificates issued so far, by host name.
     issued: moka::sync::Cache<String, Arc<rustls::sign::CertifiedKey>>,
     provider: Arc<CryptoProvider>,
+    /// One ticketer for every drop-in connection, so a crawler can resume.
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
 }
 
 /// Drop-in certificates kept on disk at most (about 1.5 KiB each); past this,
@@ -87,6 +89,7 @@ impl Authority {
             stored: stored.into(),
             issued: moka::sync::Cache::new(10_000),
             provider: provider(),
+            ticketer: super::ticketer()?,
         })
     }
 
@@ -171,10 +174,11 @@ impl Authority {
             authority: self.clone(),
             fallback: connect_host.to_string(),
         };
-        let config = ServerConfig::builder_with_provider(self.provider.clone())
+        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
             .with_client_cert_verifier(Arc::new(ClientCerts::new(self.provider.clone())))
             .with_cert_resolver(Arc::new(resolver));
+        super::resumption(&mut config, &self.ticketer);
         Ok(Arc::new(config))
     }
 }

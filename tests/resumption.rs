@@ -1,0 +1,100 @@
+//! TLS session resumption on both sides, and that it changes nothing a
+//! request's fate depends on: the bot a client certificate picked, the
+//! capsule's pinned certificate.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+
+const ROBOTS: &str = "User-agent: alphabot\nDisallow: /b\n\nUser-agent: *\nDisallow: /a\n";
+
+async fn handshakes(proxy: &robots_proxy::server::Proxy, side: &str, kind: &str) -> f64 {
+    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let series = format!("robots_proxy_tls_handshakes_total{{kind=\"{kind}\",side=\"{side}\"}}");
+    sample(&m, &series).unwrap_or(0.0)
+}
+
+/// The proxy resumes its sessions with a capsule: one full handshake (the
+/// robots.txt fetch), then every request resumed, each counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_resumes_its_sessions_with_a_capsule() {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    for _ in 0..4 {
+        let (header, body) = gemini(proxy.gemini_addr, &capsule.url("/b")).await;
+        assert_eq!(
+            (header.as_str(), body.as_slice()),
+            ("20 text/gemini", &b"page"[..])
+        );
+    }
+    assert_eq!(handshakes(&proxy, "upstream", "full").await, 1.0);
+    assert_eq!(handshakes(&proxy, "upstream", "resumed").await, 4.0);
+}
+
+/// A crawler that resumes its session with the proxy is still the bot its
+/// certificate picked: the resumed session carries the certificate, and its
+/// rules (not the default bot's) apply. A crawler without a certificate that
+/// resumes stays the default bot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_session_keeps_the_bot_its_certificate_picked() {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let alpha = client_cert("alpha");
+    let config = test_config_with(&format!(
+        "[bot]\nname = \"anon\"\nagent = \"anonbot\"\n\n[[bots]]\nname = \"alpha\"\nagent = \"AlphaBot\"\nclient_certs = [\"{}\"]\n",
+        alpha.fingerprint
+    ));
+    let proxy = start_proxy(config).await;
+    let provider = robots_proxy::tls::provider();
+    let builder = || {
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(robots_proxy::tls::GeminiVerifier::new(
+                provider.clone(),
+            )))
+    };
+    let with_cert = Arc::new(
+        builder()
+            .with_client_auth_cert(alpha.chain.clone(), alpha.key.clone_key())
+            .unwrap(),
+    );
+    let without = Arc::new(builder().with_no_client_auth());
+    let ask = |config: &Arc<rustls::ClientConfig>, path: &str| {
+        let (config, url) = (config.clone(), capsule.url(path));
+        async move {
+            let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
+                .await
+                .unwrap();
+            let (answer, _) = exchange_tls(tcp, config, format!("{url}\r\n").as_bytes()).await;
+            first_line(&answer)
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(ask(&with_cert, "/a").await, "20 text/gemini");
+        let refused = ask(&with_cert, "/b").await;
+        assert!(
+            refused.starts_with("53 ") && refused.contains("alphabot"),
+            "{refused}"
+        );
+        let refused = ask(&without, "/a").await;
+        assert!(
+            refused.starts_with("53 ") && refused.contains("anonbot"),
+            "{refused}"
+        );
+        assert_eq!(ask(&without, "/b").await, "20 text/gemini");
+    }
+    // The first connection of each client was a full handshake; the other ten resumed.
+    assert_eq!(handshakes(&proxy, "listener", "full").await, 2.0);
+    assert_eq!(handshakes(&proxy, "listener", "resumed").await, 10.0);
+}
