@@ -2,7 +2,7 @@
 //! private-address rule applied to every resolved address, TCP connect with a
 //! deadline, TLS with SNI, and trust on first use per host and port.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::egress::{ip_literal, unbracketed, Reach};
+use crate::metrics::{Metrics, TlsSide};
 use crate::pins::Pins;
 use crate::tls;
 
@@ -52,7 +53,21 @@ pub struct Upstream {
     /// host:port → SHA-256 of the certificate first seen (trust on first use),
     /// kept across reloads and restarts (`pins.rs`).
     pins: Arc<Pins>,
+    /// Where finished handshakes are counted (full or resumed).
+    metrics: Option<Arc<Metrics>>,
+    /// Names resolved lately: name → addresses, for [`NAMES_KEPT_FOR`].
+    names: moka::sync::Cache<String, Arc<[IpAddr]>>,
 }
+
+/// How long a resolved name is used before it is resolved again. Short, as
+/// HAProxy's default `hold valid` (10 s): a crawler asking one capsule for
+/// page after page costs the resolver one lookup per 10 s instead of one per
+/// request, and a name that moves is followed within seconds. Every address
+/// is checked against the reach rules on every use, cached or not.
+pub const NAMES_KEPT_FOR: Duration = Duration::from_secs(10);
+
+/// Names kept at most (about 100 bytes each).
+pub const NAMES_KEPT: u64 = 10_000;
 
 impl Upstream {
     pub fn new(reach: Reach, connect_timeout: Duration) -> Result<Upstream, tls::TlsError> {
@@ -62,7 +77,18 @@ impl Upstream {
             connect_timeout,
             mark: None,
             pins: Arc::new(Pins::in_memory()),
+            metrics: None,
+            names: moka::sync::Cache::builder()
+                .max_capacity(NAMES_KEPT)
+                .time_to_live(NAMES_KEPT_FOR)
+                .build(),
         })
+    }
+
+    /// Counts every finished upstream handshake in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Upstream {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The pins to hold capsules to (kept in the state directory, shared by
@@ -104,20 +130,12 @@ impl Upstream {
         self.reach.check_port(port).map_err(refused)?;
         let found: Vec<SocketAddr> = match ip_literal(host) {
             Some(ip) => vec![SocketAddr::new(ip, port)],
-            None => {
-                let name = unbracketed(host);
-                tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((name, port)))
-                    .await
-                    .map_err(|_| UpstreamError::Timeout {
-                        what: format!("the resolver for {host}"),
-                        after: self.connect_timeout,
-                    })?
-                    .map_err(|e| UpstreamError::Resolve {
-                        host: host.to_string(),
-                        detail: e.to_string(),
-                    })?
-                    .collect()
-            }
+            None => self
+                .lookup(host)
+                .await?
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, port))
+                .collect(),
         };
         let mut why = Vec::new();
         let allowed: Vec<SocketAddr> = found
@@ -141,6 +159,32 @@ impl Upstream {
             });
         }
         Ok(allowed)
+    }
+
+    /// The addresses of a host name: from the names resolved lately, or from
+    /// the system's resolver within the connect deadline. Failures are not kept.
+    async fn lookup(&self, host: &str) -> Result<Arc<[IpAddr]>, UpstreamError> {
+        if let Some(ips) = self.names.get(host) {
+            return Ok(ips);
+        }
+        let name = unbracketed(host);
+        let ips: Arc<[IpAddr]> =
+            tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((name, 0)))
+                .await
+                .map_err(|_| UpstreamError::Timeout {
+                    what: format!("the resolver for {host}"),
+                    after: self.connect_timeout,
+                })?
+                .map_err(|e| UpstreamError::Resolve {
+                    host: host.to_string(),
+                    detail: e.to_string(),
+                })?
+                .map(|a| a.ip())
+                .collect();
+        if !ips.is_empty() {
+            self.names.insert(host.to_string(), ips.clone());
+        }
+        Ok(ips)
     }
 
     /// TCP to the first of `addrs` that answers, within the connect deadline each.
@@ -224,6 +268,10 @@ impl Upstream {
                 host: host.to_string(),
                 detail: e.to_string(),
             })?;
+        if let Some(metrics) = &self.metrics {
+            metrics.tls_handshake(TlsSide::Upstream, tls.get_ref().1.handshake_kind());
+        }
+        // A resumed session still carries the certificate it was made with.
         let cert = tls
             .get_ref()
             .1
@@ -302,6 +350,26 @@ mod tests {
                 "{never}: {err}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn names_are_kept_briefly_and_checked_on_every_use() {
+        let open = upstream(true, vec![]);
+        let first = open.resolve("localhost", 1965).await.unwrap();
+        assert!(open.names.contains_key("localhost"));
+        assert_eq!(open.resolve("localhost", 1965).await.unwrap(), first);
+        // Kept addresses take the port of each request.
+        let other = open.resolve("localhost", 1966).await.unwrap();
+        assert!(other.iter().all(|a| a.port() == 1966));
+        // A kept name is still checked: the same addresses, a stricter rule.
+        let strict = upstream(false, vec![]);
+        strict
+            .names
+            .insert("localhost".into(), first.iter().map(|a| a.ip()).collect());
+        assert!(matches!(
+            strict.resolve("localhost", 1965).await,
+            Err(UpstreamError::Refused { .. })
+        ));
     }
 
     #[tokio::test]
