@@ -95,31 +95,6 @@ pub(crate) fn scan_normal_target(bytes: &[u8]) -> Option<Sig> {
 /// Stands for "compute the signature only if a rule needs it".
 pub(crate) const NO_SIGNATURE: Option<Sig> = None;
 
-/// Drops, in place, a rule equal to an earlier one of the same priority and
-/// kind (the items arrive sorted so that such twins are in one run).
-fn drop_repeats<T>(items: &mut Vec<T>, rule: impl Fn(&T) -> &CompiledRule, arena: &[u8]) {
-    let pattern = |r: &CompiledRule| &arena[r.start as usize..r.end as usize];
-    let mut kept = 0;
-    let mut run_start = 0;
-    for i in 0..items.len() {
-        let r = rule(&items[i]);
-        if kept > 0 {
-            let last = rule(&items[kept - 1]);
-            if (last.priority, last.kind) != (r.priority, r.kind) {
-                run_start = kept;
-            }
-        }
-        if !items[run_start..kept]
-            .iter()
-            .any(|k| pattern(rule(k)) == pattern(r))
-        {
-            items.swap(kept, i);
-            kept += 1;
-        }
-    }
-    items.truncate(kept);
-}
-
 /// All rules that apply to one agent, ready to match.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RuleSet {
@@ -132,6 +107,12 @@ pub(crate) struct RuleSet {
     any: usize,
     buckets: Option<Box<[u32; 257]>>,
 }
+
+/// Priorities and rule counts are below this (the parser reads at most
+/// 500 KiB, so no pattern and no count of rules reaches it); the sort key
+/// packs both.
+const MAX_PRIORITY: u32 = (1 << 20) - 1;
+const _: () = assert!(super::parse::PARSE_LIMIT < MAX_PRIORITY as usize);
 
 /// Below this many rules a plain scan beats the bucket table.
 const BUCKET_THRESHOLD: usize = 8;
@@ -157,8 +138,14 @@ impl RuleSet {
             pieces: Vec::with_capacity(count),
             ..RuleSet::default()
         };
-        let mut keyed: Vec<(u8, CompiledRule)> = Vec::with_capacity(count);
-        let mut any: Vec<CompiledRule> = Vec::with_capacity(count);
+        // Every rule in the order of the file, and the key it sorts by: one
+        // integer per rule, so sorting moves and compares words, not rules.
+        // Bucketed or not, the bucket, priority (longest first), Allow first,
+        // then the rule's place in the file (its line order). The parser's
+        // 500 KiB limit keeps priorities and places under 2^20.
+        let mut compiled: Vec<CompiledRule> = Vec::with_capacity(count);
+        let mut keys: Vec<u64> = Vec::with_capacity(count);
+        let bucketed = count >= BUCKET_THRESHOLD;
         for (kind, original, line) in rules {
             // A trailing `*` (unanchored) matches nothing more than its absence;
             // the priority stays the length of the rule as written.
@@ -214,42 +201,60 @@ impl RuleSet {
                 shape,
                 needs,
             };
-            match pattern {
-                [a, b, ..] if *a != b'*' && *b != b'*' && *b != b'$' => keyed.push((*b, rule)),
-                _ => any.push(rule),
-            }
+            let bucket = match pattern {
+                [a, b, ..] if bucketed && *a != b'*' && *b != b'*' && *b != b'$' => Some(*b),
+                _ => None,
+            };
+            let priority = u64::from(MAX_PRIORITY - rule.priority.min(MAX_PRIORITY));
+            keys.push(
+                u64::from(bucket.is_some()) << 49
+                    | u64::from(bucket.unwrap_or(0)) << 41
+                    | priority << 21
+                    | u64::from(rule.kind == RuleKind::Disallow) << 20
+                    | (compiled.len() as u64).min(u64::from(MAX_PRIORITY)),
+            );
+            compiled.push(rule);
         }
 
         // Priority first (longest, then Allow), then line. A rule written twice
         // has the same priority and kind, so it lands in the same run as its twin
         // and only the first line is kept: it decides nothing new.
-        let order = |r: &CompiledRule| {
-            (
-                std::cmp::Reverse(r.priority),
-                r.kind == RuleKind::Disallow,
-                r.line,
-            )
+        keys.sort_unstable();
+        // A rule written twice has the same bucket, priority and kind, so it
+        // lands in the same run as its twin: only the first is kept, since
+        // it decides nothing new.
+        let place = |k: u64| (k & u64::from(MAX_PRIORITY)) as usize;
+        let pattern = |k: u64| {
+            let r = &compiled[place(k)];
+            &set.arena[r.start as usize..r.end as usize]
         };
-        if any.len() + keyed.len() < BUCKET_THRESHOLD {
-            any.extend(keyed.drain(..).map(|(_, r)| r));
+        let (mut kept, mut run_start) = (0, 0);
+        for i in 0..keys.len() {
+            let k = keys[i];
+            if kept > 0 && keys[kept - 1] >> 20 != k >> 20 {
+                run_start = kept;
+            }
+            if !keys[run_start..kept]
+                .iter()
+                .any(|&o| pattern(o) == pattern(k))
+            {
+                keys[kept] = k;
+                kept += 1;
+            }
         }
-        any.sort_unstable_by_key(order);
-        keyed.sort_unstable_by_key(|(k, r)| (*k, order(r)));
-        drop_repeats(&mut any, |r| r, &set.arena);
-        drop_repeats(&mut keyed, |(_, r)| r, &set.arena);
-        set.any = any.len();
-        set.rules = any;
-        if keyed.is_empty() {
+        keys.truncate(kept);
+        set.any = keys.partition_point(|k| k >> 49 == 0);
+        set.rules = keys.iter().map(|&k| compiled[place(k)].clone()).collect();
+        if set.any == set.rules.len() {
             return set;
         }
         let mut buckets = Box::new([0u32; 257]);
-        for (k, _) in &keyed {
-            buckets[*k as usize + 1] += 1;
+        for k in &keys[set.any..] {
+            buckets[(k >> 41) as u8 as usize + 1] += 1;
         }
         for i in 1..257 {
             buckets[i] += buckets[i - 1];
         }
-        set.rules.extend(keyed.into_iter().map(|(_, r)| r));
         set.buckets = Some(buckets);
         set
     }
