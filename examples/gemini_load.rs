@@ -4,12 +4,15 @@
 //! ```sh
 //! cargo run --release --example gemini_load -- \
 //!     --direct 127.0.0.1:PORT --proxy 127.0.0.1:1965 --url gemini://localhost:PORT/ \
-//!     [--clients 16] [--seconds 5] [--rounds 3]
+//!     [--relay 127.0.0.1:HAPROXY_PORT] [--clients 16] [--seconds 5] [--rounds 3] [--resume]
 //! ```
 //!
-//! Each round runs the direct and the proxied load one after the other for the same
-//! time; the rounds alternate which goes first, so drift in the machine's speed
-//! falls on both. Every request is a new TLS connection, as in Gemini.
+//! Each round runs the direct, the relayed (a TLS-terminating, re-encrypting
+//! relay such as HAProxy, when `--relay` is given) and the proxied load one
+//! after the other for the same time; the rounds rotate which goes first, so
+//! drift in the machine's speed falls on all. Every request is a new TLS
+//! connection, as in Gemini; the clients do not resume TLS sessions (most
+//! crawlers don't) unless `--resume` is given.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +30,8 @@ struct Args {
     clients: usize,
     seconds: u64,
     rounds: usize,
+    relay: Option<SocketAddr>,
+    resume: bool,
 }
 
 fn args() -> Args {
@@ -37,9 +42,15 @@ fn args() -> Args {
         clients: 16,
         seconds: 5,
         rounds: 3,
+        relay: None,
+        resume: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--resume" {
+            a.resume = true;
+            continue;
+        }
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--direct" => a.direct = value.parse().expect("--direct ADDR"),
@@ -48,6 +59,7 @@ fn args() -> Args {
             "--clients" => a.clients = value.parse().expect("--clients N"),
             "--seconds" => a.seconds = value.parse().expect("--seconds N"),
             "--rounds" => a.rounds = value.parse().expect("--rounds N"),
+            "--relay" => a.relay = Some(value.parse().expect("--relay ADDR")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -152,44 +164,52 @@ fn report(name: &str, r: &Run) -> f64 {
 #[tokio::main]
 async fn main() {
     let a = args();
-    let connector = Arc::new(TlsConnector::from(
-        robots_proxy::tls::client_config().expect("TLS client config"),
-    ));
+    let mut config = robots_proxy::tls::client_config().expect("TLS client config");
+    if !a.resume {
+        let mut c = (*config).clone();
+        c.resumption = rustls::client::Resumption::disabled();
+        config = Arc::new(c);
+    }
+    let connector = Arc::new(TlsConnector::from(config));
     let url = Arc::new(a.url.clone());
     let for_ = Duration::from_secs(a.seconds);
-    // Warm the proxy's robots.txt cache and both servers' session state.
-    for addr in [a.direct, a.proxy] {
-        request(&connector, addr, &url)
+    let mut ways = vec![("direct", a.direct)];
+    if let Some(relay) = a.relay {
+        ways.push(("relay", relay));
+    }
+    ways.push(("proxied", a.proxy));
+    // Warm the proxy's robots.txt cache and the servers' session state.
+    for (_, addr) in &ways {
+        request(&connector, *addr, &url)
             .await
             .expect("a first request succeeds");
     }
     println!(
-        "{} clients, {} s per run, new TLS connection per request: {}",
-        a.clients, a.seconds, a.url
+        "{} clients, {} s per run, new TLS connection per request ({}): {}",
+        a.clients,
+        a.seconds,
+        match a.resume {
+            true => "clients resume sessions",
+            false => "full handshakes",
+        },
+        a.url
     );
-    let (mut direct_total, mut proxied_total) = (0.0, 0.0);
+    let mut totals = vec![0.0; ways.len()];
     for round in 0..a.rounds {
-        let order = if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for proxied in order {
-            let addr = if proxied { a.proxy } else { a.direct };
+        for k in 0..ways.len() {
+            let w = (k + round) % ways.len();
+            let (name, addr) = ways[w];
             let r = load(connector.clone(), addr, url.clone(), a.clients, for_).await;
-            let rps = report(if proxied { "proxied" } else { "direct" }, &r);
-            if proxied {
-                proxied_total += rps;
-            } else {
-                direct_total += rps;
-            }
+            totals[w] += report(name, &r) / a.rounds as f64;
         }
     }
-    println!(
-        "proxied / direct: {:.2} (mean of {} rounds: {:.0} vs {:.0} req/s)",
-        proxied_total / direct_total,
-        a.rounds,
-        proxied_total / a.rounds as f64,
-        direct_total / a.rounds as f64
-    );
+    println!("means of {} rounds:", a.rounds);
+    let proxied = totals[ways.len() - 1];
+    for (w, (name, _)) in ways.iter().enumerate() {
+        println!(
+            "{name:8} {:9.0} req/s  proxied / {name}: {:.2}",
+            totals[w],
+            proxied / totals[w]
+        );
+    }
 }

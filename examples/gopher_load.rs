@@ -7,10 +7,12 @@
 //!     --small /hello.txt --big /docs/blob.bin [--requests 300] [--big-requests 30] [--rounds 3]
 //! ```
 //!
-//! Latency: `--requests` sequential requests for the small selector, one
-//! connection each; p50 and p99. Throughput: `--big-requests` sequential fetches
-//! of the big selector; bytes per second. The proxy is sent the selector as a
-//! Gopher URL of the direct server, as a crawler would. Rounds rotate the order.
+//! Latency: `--requests` × `--rounds` requests for the small selector, one
+//! connection each, the three ways interleaved request by request; p50, p99
+//! and the median of the pairwise difference to the direct request sent beside
+//! it. Throughput: `--rounds` × `--big-requests` sequential fetches of the big
+//! selector per way, rotating the order; bytes per second. The proxy is sent
+//! the selector as a Gopher URL of the direct server, as a crawler would.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -107,47 +109,56 @@ async fn main() {
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", way.name()));
     }
-    println!(
-        "latency: {} sequential requests of {}; throughput: {} fetches of {}",
-        a.requests, a.small, a.big_requests, a.big
-    );
     let ways = [Way::Direct, Way::Relay, Way::Proxy];
-    let mut totals = [(0.0f64, 0.0f64, 0.0f64); 3];
+    // Latency: the three ways interleaved request by request (in rotating
+    // order), so a drift in the machine's speed falls on all three alike, and
+    // the added latency is also taken pairwise: each proxied request against
+    // the direct one sent right beside it.
+    let mut lat: [Vec<Duration>; 3] = Default::default();
+    let mut added: [Vec<f64>; 3] = Default::default();
+    for i in 0..a.requests * a.rounds {
+        let mut took = [Duration::ZERO; 3];
+        for k in 0..3 {
+            let w = (k + i) % 3;
+            let t = Instant::now();
+            fetch(&a, ways[w], &a.small).await.expect("small fetch");
+            took[w] = t.elapsed();
+        }
+        for w in 0..3 {
+            lat[w].push(took[w]);
+            added[w].push((took[w].as_secs_f64() - took[0].as_secs_f64()) * 1e3);
+        }
+    }
+    // Throughput: rounds of big fetches, rotating which way goes first.
+    let mut mbps = [0.0f64; 3];
     for round in 0..a.rounds {
         for k in 0..3 {
-            let way = ways[(k + round) % 3];
-            let mut lat = Vec::with_capacity(a.requests);
-            for _ in 0..a.requests {
-                let t = Instant::now();
-                fetch(&a, way, &a.small).await.expect("small fetch");
-                lat.push(t.elapsed());
-            }
-            lat.sort();
+            let w = (k + round) % 3;
             let t = Instant::now();
             let mut bytes = 0usize;
             for _ in 0..a.big_requests {
-                bytes += fetch(&a, way, &a.big).await.expect("big fetch");
+                bytes += fetch(&a, ways[w], &a.big).await.expect("big fetch");
             }
-            let mbps = bytes as f64 / t.elapsed().as_secs_f64() / 1e6;
-            let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
-            println!(
-                "{:8} p50 {p50:6.2} ms  p99 {p99:6.2} ms  {mbps:8.1} MB/s",
-                way.name()
-            );
-            let i = ways.iter().position(|w| *w == way).unwrap();
-            totals[i].0 += p50;
-            totals[i].1 += p99;
-            totals[i].2 += mbps;
+            mbps[w] += bytes as f64 / t.elapsed().as_secs_f64() / 1e6 / a.rounds as f64;
         }
     }
-    let n = a.rounds as f64;
-    println!("mean of {} rounds:", a.rounds);
-    for (i, way) in ways.iter().enumerate() {
-        let (p50, p99, mbps) = (totals[i].0 / n, totals[i].1 / n, totals[i].2 / n);
+    println!(
+        "{} requests each, interleaved; {} rounds of {} big fetches each:",
+        a.requests * a.rounds,
+        a.rounds,
+        a.big_requests
+    );
+    for w in 0..3 {
+        lat[w].sort();
+        added[w].sort_by(f64::total_cmp);
+        let median_added = added[w][added[w].len() / 2];
         println!(
-            "{:8} p50 {p50:6.2} ms  p99 {p99:6.2} ms  {mbps:8.1} MB/s  (p50 +{:.2} ms over direct)",
-            way.name(),
-            p50 - totals[0].0 / n
+            "{:8} p50 {:6.3} ms  p99 {:6.3} ms  added (median of pairs) {median_added:+6.3} ms  {:8.1} MB/s ({:.2}x direct)",
+            ways[w].name(),
+            pct(&lat[w], 0.5),
+            pct(&lat[w], 0.99),
+            mbps[w],
+            mbps[w] / mbps[0]
         );
     }
 }

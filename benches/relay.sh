@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Whole-process relay figures, side by side in one run, on loopback:
+#   Gemini: agate directly, through HAProxy (TLS-terminating and re-encrypting,
+#           the same job's TLS part) and through robots-proxy; requests/s with
+#           16 clients, a new TLS connection per request (examples/gemini_load.rs).
+#   Gopher: gophernicus directly (behind socat, inetd style), through a plain
+#           socat TCP relay and through robots-proxy; latency and MB/s
+#           (examples/gopher_load.rs).
+# Installs what it lacks (haproxy, gophernicus, socat, openssl from Debian;
+# agate from crates.io). `tests/interop/run --measure` runs it too.
+#
+#   benches/relay.sh [--seconds 5] [--rounds 3] [--resume] [--only gemini|gopher]
+#   PERF=1 benches/relay.sh --only gemini   # also: perf record of the proxy -> $work/perf.data
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=5 rounds=3 resume="" only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --resume) resume=--resume; shift ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+# shellcheck source=../tests/interop/common.sh
+. tests/interop/common.sh
+need haproxy haproxy gophernicus gophernicus socat socat openssl openssl
+agate=$(find_agate)
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  [ -n "${KEEP_WORK:-}" ] && echo "work dir kept: $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load
+
+# agate, with a robots.txt that allows the bench bot everything.
+mkdir -p "$work/content" "$work/gopher/docs"
+printf 'User-agent: *\nDisallow: /private\n' > "$work/content/robots.txt"
+printf '# A page\nJust a page.\n' > "$work/content/page.gmi"
+gport=$(free_port)
+"$agate" --content "$work/content" --certs "$work/certs" --addr "127.0.0.1:$gport" \
+  --hostname localhost > "$work/agate.log" 2>&1 &
+pids+=($!)
+
+# HAProxy: TLS on both sides, ECDSA P-256 like the proxy's generated certificate.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+  -subj /CN=localhost -keyout "$work/haproxy.key" -out "$work/haproxy.crt" 2>/dev/null
+cat "$work/haproxy.crt" "$work/haproxy.key" > "$work/haproxy.pem"
+xport=$(free_port)
+cat > "$work/haproxy.cfg" <<CFG
+global
+  maxconn 4096
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend gemini
+  bind 127.0.0.1:$xport ssl crt $work/haproxy.pem
+  default_backend agate
+backend agate
+  server agate 127.0.0.1:$gport ssl verify none sni str(localhost)
+CFG
+haproxy -db -f "$work/haproxy.cfg" > "$work/haproxy.log" 2>&1 &
+pids+=($!)
+
+# gophernicus, inetd style behind socat, and a plain socat relay in front of it.
+printf 'Hello from gophernicus.\n' > "$work/gopher/hello.txt"
+head -c 16777216 /dev/urandom > "$work/gopher/docs/big.bin"
+chmod -R a+rX "$work"
+hport=$(free_port)
+as_user=""
+[ "$(id -u)" = 0 ] && as_user=",su=nobody" # gophernicus refuses to run as root
+socat "TCP-LISTEN:$hport,bind=127.0.0.1,fork,reuseaddr" \
+  "EXEC:$(command -v gophernicus) -h 127.0.0.1 -p $hport -r $work/gopher$as_user" > /dev/null 2>&1 &
+pids+=($!)
+rport=$(free_port)
+socat "TCP-LISTEN:$rport,bind=127.0.0.1,fork,reuseaddr" "TCP:127.0.0.1:$hport" > /dev/null 2>&1 &
+pids+=($!)
+
+# The proxy at its defaults, but for private upstreams (everything here is on loopback).
+pport=$(free_port) oport=$(free_port) mport=$(free_port)
+RUST_LOG=info target/release/robots-proxy run --gemini-listen "127.0.0.1:$pport" \
+  --gopher-listen "127.0.0.1:$oport" --metrics-listen "127.0.0.1:$mport" --agent benchbot \
+  --allow-private-upstreams --state-dir "$work/state" --default-delay 0s > "$work/proxy.log" 2>&1 &
+proxy_pid=$!
+pids+=($proxy_pid)
+for port in "$gport" "$xport" "$hport" "$rport" "$pport" "$oport" "$mport"; do wait_port "$port"; done
+if [ -n "${PERF:-}" ]; then
+  perf record -F 2000 -g --call-graph dwarf,16384 -p "$proxy_pid" -o "$work/perf.data" > /dev/null 2>&1 &
+  perf_pid=$!
+fi
+
+if [ "$only" != gopher ]; then
+  echo "== Gemini: agate directly, through HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), through robots-proxy"
+  target/release/examples/gemini_load --direct "127.0.0.1:$gport" --relay "127.0.0.1:$xport" \
+    --proxy "127.0.0.1:$pport" --url "gemini://localhost:$gport/page.gmi" --clients 16 \
+    --seconds "$seconds" --rounds "$rounds" $resume
+  echo "upstream TLS handshakes, by kind:"
+  curl -s "127.0.0.1:$mport/metrics" | grep '^robots_proxy_tls_handshakes_total' || true
+fi
+if [ "$only" != gemini ]; then
+  echo "== Gopher: gophernicus directly, through socat, through robots-proxy"
+  target/release/examples/gopher_load --direct "127.0.0.1:$hport" --relay "127.0.0.1:$rport" \
+    --proxy "127.0.0.1:$oport" --small /hello.txt --big /docs/big.bin \
+    --requests 400 --big-requests 20 --rounds "$rounds"
+fi
+if [ -n "${PERF:-}" ]; then
+  kill -INT "$perf_pid"; wait "$perf_pid" || true
+  KEEP_WORK=1
+  echo "perf data: $work/perf.data"
+fi

@@ -1,0 +1,36 @@
+# Helpers shared by tests/interop/run and benches/relay.sh (sourced).
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+wait_port() { # a bounded poll until the server accepts
+  local deadline=$((SECONDS + 60))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || { echo "nothing listens on port $1"; exit 1; }
+    sleep 0.1
+  done
+}
+
+need() { # need COMMAND PACKAGE...: installs from Debian the packages whose command is missing
+  local missing=()
+  while [ $# -gt 1 ]; do
+    command -v "$1" > /dev/null || missing+=("$2")
+    shift 2
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null
+  fi
+}
+
+find_agate() { # the agate binary; installed from crates.io on first use
+  local agate tools
+  agate=$(command -v agate || true)
+  if [ -z "$agate" ]; then
+    tools=${ROBOTS_PROXY_TOOLS:-$HOME/.cache/robots-proxy-interop}
+    if [ ! -x "$tools/bin/agate" ]; then
+      echo "installing agate from crates.io into $tools" >&2
+      cargo install agate --version 3.3.25 --locked --root "$tools" --quiet >&2
+    fi
+    agate=$tools/bin/agate
+  fi
+  echo "$agate"
+}
