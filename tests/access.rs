@@ -160,7 +160,7 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
     assert_eq!(hole.count(b"robots.txt"), 1);
 
     // Counted per bot.
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     for (bot, protocol, decision, n) in [
         ("alpha", "gemini", "allowed", 2.0),
         ("alpha", "gemini", "disallowed", 2.0),
@@ -241,7 +241,7 @@ agent = "anybot"
     assert_eq!(capsule.all().len(), 2, "{:?}", capsule.all());
     assert_eq!(hole.all(), ["robots.txt", "/c"]);
 
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     for (listener, n) in [("gemini", 2.0), ("gopher", 1.0), ("socks5", 3.0)] {
         let series = format!(
             r#"robots_proxy_connections_rejected_total{{listener="{listener}",reason="access"}}"#

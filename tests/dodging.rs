@@ -154,7 +154,7 @@ async fn every_spelling_class_is_refused_through_socks5() {
         assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1", "{sel}");
     }
     // Bad selectors are logged and counted like the Gopher listener's.
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     let errors = sample(
         &metrics,
         r#"robots_proxy_requests_total{bot="default",decision="error",protocol="gopher"}"#,

@@ -157,7 +157,7 @@ async fn ports_of_other_services_are_refused_everywhere() {
             assert_eq!(code, 0x02, "SOCKS5 CONNECT {host}:{port}");
         }
     }
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     assert_eq!(
         sample(
             &metrics,
@@ -271,7 +271,7 @@ async fn web_clients_through_socks5_are_closed_at_once() {
         .await
         .is_ok());
 
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     let count = |listener: &str, reason: &str| {
         sample(
             &metrics,

@@ -268,7 +268,7 @@ async fn store_outage(mode: OnUnavailable) -> usize {
     for c in clients {
         c.await.unwrap();
     }
-    let (_, metrics) = http_get(proxies[0].metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxies[0].metrics_addr).await;
     assert_eq!(sample(&metrics, "robots_proxy_store_up"), Some(1.0));
     let errors: f64 = ["gate", "robots", "ping"]
         .iter()
@@ -326,7 +326,7 @@ async fn hostile_numbers_do_not_break_the_shared_gate() {
         gemini(proxy.gemini_addr, &normal.url("/")).await.0,
         "20 text/gemini"
     );
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     for op in ["gate", "slow-down", "robots"] {
         let series = format!("robots_proxy_store_errors_total{{op=\"{op}\"}}");
         assert_eq!(sample(&metrics, &series), Some(0.0), "{op}");

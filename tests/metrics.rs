@@ -47,8 +47,7 @@ async fn counters_move_by_exactly_what_happened() {
             .starts_with(b"3403")
     );
 
-    let (status, m) = http_get(proxy.metrics_addr, "/metrics").await;
-    assert_eq!(status, 200);
+    let m = settled_metrics(proxy.metrics_addr).await;
     let expect = [
         (
             r#"robots_proxy_requests_total{bot="default",decision="allowed",protocol="gemini"}"#,
@@ -146,7 +145,7 @@ async fn per_host_series_is_opt_in_and_capped() {
             .0,
         "20 text/gemini"
     );
-    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let m = settled_metrics(proxy.metrics_addr).await;
     assert_eq!(
         sample(
             &m,
@@ -165,7 +164,7 @@ async fn per_host_series_is_opt_in_and_capped() {
 
     // Off by default.
     let plain = start_proxy(test_config()).await;
-    let (_, m) = http_get(plain.metrics_addr, "/metrics").await;
+    let m = settled_metrics(plain.metrics_addr).await;
     assert!(!m.contains("robots_proxy_host_requests_total"));
 }
 
@@ -221,7 +220,7 @@ async fn errors_are_split_by_cause() {
     let _ = s.read_to_end(&mut choice).await;
     assert_eq!(choice, [5, 0xFF], "no acceptable method");
 
-    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let m = settled_metrics(proxy.metrics_addr).await;
     let outcome = |o: &str| {
         sample(
             &m,
@@ -320,7 +319,7 @@ async fn access_refusals_are_counted_by_reason() {
     .await;
     assert_eq!(header, "20 text/gemini");
 
-    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let m = settled_metrics(proxy.metrics_addr).await;
     for (reason, n) in [
         ("address", 1.0),
         ("no-certificate", 1.0),

@@ -75,7 +75,7 @@ async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
     // The cached robots.txt was compiled again for the new bot, not fetched again.
     assert_eq!(capsule.count("/robots.txt"), 1);
     // The metrics name the new bot.
-    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let m = settled_metrics(proxy.metrics_addr).await;
     let beta = r#"robots_proxy_requests_total{bot="beta",decision="disallowed",protocol="gemini"}"#;
     assert_eq!(sample(&m, beta), Some(1.0), "{m}");
     let before =

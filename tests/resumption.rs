@@ -11,7 +11,7 @@ use common::*;
 const ROBOTS: &str = "User-agent: alphabot\nDisallow: /b\n\nUser-agent: *\nDisallow: /a\n";
 
 async fn handshakes(proxy: &robots_proxy::server::Proxy, side: &str, kind: &str) -> f64 {
-    let (_, m) = http_get(proxy.metrics_addr, "/metrics").await;
+    let m = settled_metrics(proxy.metrics_addr).await;
     let series = format!("robots_proxy_tls_handshakes_total{{kind=\"{kind}\",side=\"{side}\"}}");
     sample(&m, &series).unwrap_or(0.0)
 }

@@ -310,7 +310,7 @@ async fn crowding_and_garbage_tls_do_not_keep_others_out() {
 
     let served = gopher_direct(listener, "127.0.0.4", b"/page").await;
     assert_eq!(served, b"iok\r\n.\r\n");
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     assert_eq!(
         sample(
             &metrics,

@@ -42,7 +42,7 @@ async fn a_gemini_answer_cut_short_upstream_is_not_closed_cleanly() {
     let (answer, end) = read_all(origin.url("/whole")).await;
     assert_eq!(answer, b"20 text/gemini\r\nwhole");
     assert_eq!(end, Ok(()));
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     assert_eq!(
         sample(
             &metrics,
@@ -79,7 +79,7 @@ async fn a_gopher_answer_cut_short_upstream_ends_in_a_reset() {
     assert_eq!(end, Err(std::io::ErrorKind::ConnectionReset));
     let (answer, end) = fetch(origin.url("0/whole")).await;
     assert_eq!((answer.as_slice(), end), (&b"whole"[..], Ok(())));
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let metrics = settled_metrics(proxy.metrics_addr).await;
     assert_eq!(
         sample(
             &metrics,

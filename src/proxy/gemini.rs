@@ -12,7 +12,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::{
     ceil_secs, close, finish, log, serve_admitted, stream, Admitted, Answer, Conn, Context, Cut,
-    Ended, Hangup, Outcome, Refusal,
+    Ended, Hangup, Outcome, Refusal, CLIENT_BUFFER,
 };
 use crate::access::Denied;
 use crate::bots::{BotId, Fingerprint, Presented};
@@ -107,7 +107,8 @@ pub async fn serve_tls<S>(
 {
     // The buffer is sized to the request it must hold: a waiting request costs
     // this much, not the 8 KiB default (docs/architecture.md, "Memory per waiting request").
-    let mut client = BufReader::with_capacity(MAX_URL + 2, tls);
+    // Small, as on Gopher: `read_line` gathers the request over several reads.
+    let mut client = BufReader::with_capacity(CLIENT_BUFFER, tls);
     let left = conn.deadline.saturating_duration_since(Instant::now());
     // Who is asking is known from the handshake: even a malformed request
     // counts for its bot.
@@ -124,14 +125,21 @@ pub async fn serve_tls<S>(
             return;
         }
     };
-    log(
-        ctx,
-        Protocol::Gemini,
-        &conn,
-        (bot, target.as_ref()),
+    finish(
+        client.get_mut(),
         &outcome,
-    );
-    finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gemini).await;
+        (&ctx.metrics, Protocol::Gemini),
+        || {
+            log(
+                ctx,
+                Protocol::Gemini,
+                &conn,
+                (bot, target.as_ref()),
+                &outcome,
+            )
+        },
+    )
+    .await;
 }
 
 /// Writes the answer to a refusal.

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::{
     close, finish, log, serve_admitted, stream, Admitted, Answer, Conn, Context, Cut, Ended,
-    Hangup, Outcome, Refusal,
+    Hangup, Outcome, Refusal, CLIENT_BUFFER,
 };
 use crate::access::Denied;
 use crate::bots::BotId;
@@ -68,8 +68,9 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
 ) {
     let rewrite_menus = listener == Listener::Gopher;
     let peer = conn.peer;
-    // Sized to the longest request: a waiting request costs this, not 8 KiB.
-    let mut client = BufReader::with_capacity(MAX_REQUEST + 2, stream);
+    // Small: `read_line` gathers a longer line over several reads, and a
+    // waiting request holds this buffer (tests/footprint.rs).
+    let mut client = BufReader::with_capacity(CLIENT_BUFFER, stream);
     let left = conn.deadline.saturating_duration_since(Instant::now());
     // Who is asking is known before its line is read: even a malformed
     // request counts for its bot.
@@ -109,8 +110,13 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
         }
     };
     let target = request.as_ref().map(|r| &r.target);
-    log(ctx, Protocol::Gopher, &conn, (bot, target), &outcome);
-    finish(client.get_mut(), &outcome, &ctx.metrics, Protocol::Gopher).await;
+    finish(
+        client.get_mut(),
+        &outcome,
+        (&ctx.metrics, Protocol::Gopher),
+        || log(ctx, Protocol::Gopher, &conn, (bot, target), &outcome),
+    )
+    .await;
 }
 
 /// The shared checks, then the relay. `rewrite_menus`: menus answer to a client

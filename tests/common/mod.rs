@@ -565,6 +565,36 @@ pub async fn http(
     (status, body)
 }
 
+/// `/metrics` once every request connection the proxy had has ended: a
+/// request's counts are taken just after its client has the whole answer
+/// (so the counting adds nothing to the client's wait), so a test that read
+/// an answer waits for its connection to end before reading the counts.
+/// Panics after 10 s (a bound, not a timing).
+pub async fn settled_metrics(addr: SocketAddr) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, m) = http_get(addr, "/metrics").await;
+        assert_eq!(status, 200, "/metrics");
+        let open: f64 = ["gemini", "gopher", "socks5", "transparent"]
+            .iter()
+            .filter_map(|l| {
+                sample(
+                    &m,
+                    &format!("robots_proxy_connections_open{{listener=\"{l}\"}}"),
+                )
+            })
+            .sum();
+        if open == 0.0 {
+            return m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connections never ended: {open} open"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The value of one sample line, e.g. `robots_proxy_requests_total{bot="default",decision="allowed",protocol="gemini"}`.
 pub fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find_map(|l| {
