@@ -81,7 +81,12 @@ async fn main() {
     let config = dir.join("config.toml");
     std::fs::write(
         &config,
-        format!("[limits]\nmax_connections = {}\n", n + 100),
+        // One client holds every request: its per-client cap must allow them.
+        format!(
+            "[limits]\nmax_connections = {}\nmax_connections_per_client = {}\n",
+            n + 100,
+            n + 100
+        ),
     )
     .unwrap();
     let gopher_port = free_port();

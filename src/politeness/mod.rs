@@ -351,7 +351,9 @@ impl Politeness {
         // One admission, one config, whatever a reload does meanwhile.
         let config = self.config.load_full();
         if let Some(store) = &self.store {
-            if let Some(turn) = self.admit_shared(store, server, delay, hold).await {
+            // Boxed: the fleet's admission (store round trips) is a large
+            // future, and inline it would size every local admission too.
+            if let Some(turn) = Box::pin(self.admit_shared(store, server, delay, hold)).await {
                 return turn;
             }
         }

@@ -179,19 +179,24 @@ impl Cut for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
     }
 }
 
-/// Ends a client connection after its answer: cleanly, or cut when the
-/// answer is incomplete (counted per protocol).
+/// Ends the answer to the client (a clean close, or a cut when the upstream
+/// failed mid-body), then runs `then` (the log line and counts: after the
+/// client has its answer, so they add nothing to its wait), then waits briefly
+/// for the client to close.
 pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
     client: &mut S,
     outcome: &Outcome,
-    metrics: &Metrics,
-    protocol: Protocol,
+    (metrics, protocol): (&Metrics, Protocol),
+    then: impl FnOnce(),
 ) {
     if outcome.cut {
         metrics.truncated(protocol);
         client.cut().await;
+        then();
     } else {
-        close(client).await;
+        let _ = client.shutdown().await;
+        then();
+        drain(client).await;
     }
 }
 
@@ -254,7 +259,9 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
     };
     let key = &server.name;
     ctx.recent.resolved(key, &server.addrs);
-    let (mut entry, lookup) = ctx.robots.rules(&server, bot).await;
+    // Boxed, as the relay below: a robots.txt fetch's future (connect, TLS)
+    // is large, and inline it would size every waiting connection's future.
+    let (mut entry, lookup) = Box::pin(ctx.robots.rules(&server, bot)).await;
     if entry.generation() != ctx.generation {
         // A reload changed the bots while this connection kept the config it
         // started with: its own bots' policies, compiled for this request.
@@ -340,6 +347,11 @@ fn store_down(ctx: &Context) -> Refusal {
     }
 }
 
+/// The buffer each client connection reads its request through. A request
+/// line longer than this is read in several steps; a connection waiting for
+/// its turn holds this much, so it stays small.
+pub const CLIENT_BUFFER: usize = 512;
+
 /// How a client's connection behaves while its request waits for its turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hangup {
@@ -414,7 +426,10 @@ where
 {
     match admit_while_connected(ctx, request, client, hangup).await {
         Some(Ok(admitted)) => {
-            let mut outcome = match protocol.relay(client, &admitted).await {
+            // Boxed: the relay's state (upstream connection, TLS, buffers)
+            // is allocated when relaying starts, so a connection waiting for
+            // its turn holds only what waiting needs (tests/footprint.rs).
+            let mut outcome = match Box::pin(protocol.relay(client, &admitted)).await {
                 Ok(outcome) => outcome,
                 Err(refusal) => protocol.refuse(client.get_mut(), &refusal).await,
             };
@@ -513,9 +528,17 @@ where
 /// with unread input makes the kernel send a reset, which can destroy an answer
 /// (a `3400` for an over-long line, say) before the client has read it.
 pub async fn close<S: AsyncRead + AsyncWrite + Unpin>(client: &mut S) {
+    let _ = client.shutdown().await;
+    drain(client).await;
+}
+
+/// Reads what the client still sends (64 KiB at most, for 1 s at most) until
+/// it closes, so closing does not reset the connection under its answer.
+async fn drain<S: AsyncRead + Unpin>(client: &mut S) {
     let ending = async {
-        let _ = client.shutdown().await;
-        let mut buf = [0u8; 4096];
+        // Small: this buffer is part of every connection's future, waiting
+        // ones included (tests/footprint.rs); clients rarely send anything here.
+        let mut buf = [0u8; 512];
         let mut drained = 0;
         while drained < 64 * 1024 {
             match client.read(&mut buf).await {
