@@ -9,6 +9,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use robots_proxy::robots::{BotProfile, RobotsTxt};
+use robots_proxy::spelling::SelectorReading;
+use robots_proxy::target::Target;
 
 const ROBOTS: &[u8] = include_bytes!("data/robots-50-rules.txt");
 const URLS: &str = include_str!("data/urls-1000.txt");
@@ -85,6 +87,44 @@ fn bench(c: &mut Criterion) {
             paths
                 .iter()
                 .filter(|p| texting.allowed(black_box(p)))
+                .count()
+        })
+    });
+    group.finish();
+
+    // From the URL string, what a request really costs: ours parses the URL
+    // into its canonical target and decides over both spellings (the path
+    // as written and as decoded, `Target::decide`); texting_robots takes the
+    // URL and extracts its path itself; robotxt takes a path only, so it gets
+    // the path and query sliced from the URL inside the timed loop.
+    let urls: Vec<&str> = URLS.lines().collect();
+    let reading = SelectorReading::default();
+    let ours_from_url = |u: &str| {
+        Target::parse(u)
+            .and_then(|t| t.decide(&ours, reading))
+            .map(|d| d.allowed())
+            .unwrap_or(false)
+    };
+    agree("robots-proxy (URL)", &urls, &expected, ours_from_url);
+    agree("texting_robots (URL)", &urls, &expected, |u| {
+        texting.allowed(u)
+    });
+    let mut group = c.benchmark_group("decide_1000_urls_from_url_string");
+    group.throughput(Throughput::Elements(urls.len() as u64));
+    group.bench_function("robots-proxy", |b| {
+        b.iter(|| urls.iter().filter(|u| ours_from_url(black_box(u))).count())
+    });
+    group.bench_function("robotxt", |b| {
+        b.iter(|| {
+            urls.iter()
+                .filter(|u| robotxt.is_allowed(path_and_query(black_box(u))))
+                .count()
+        })
+    });
+    group.bench_function("texting_robots", |b| {
+        b.iter(|| {
+            urls.iter()
+                .filter(|u| texting.allowed(black_box(u)))
                 .count()
         })
     });
