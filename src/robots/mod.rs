@@ -15,6 +15,7 @@
 //! ```
 
 pub(crate) mod encoding;
+mod lines;
 mod matcher;
 mod parse;
 mod policy;
