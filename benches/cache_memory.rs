@@ -12,45 +12,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "common/shapes.rs"]
+mod shapes;
+
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::config::{OnUnreachable, RobotsConfig};
-use robots_proxy::fetch::{FetchFuture, FetchOutcome, RobotsFetcher};
 use robots_proxy::robots::BotProfile;
 use robots_proxy::target::{HostKey, Scheme, Server};
+use shapes::{resident_bytes, Shapes};
 
 const HOSTS: usize = 100_000;
-
-struct Instant;
-
-impl RobotsFetcher for Instant {
-    fn fetch<'a>(&'a self, server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
-        let n: usize = server.name.host[1..]
-            .split('.')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        Box::pin(async move {
-            match n % 4 {
-                0 => FetchOutcome::Missing("51 Not found".into()),
-                1 => FetchOutcome::Unreachable {
-                    why: "cannot connect to 192.0.2.1:1965: connection refused".into(),
-                    retry_after: None,
-                },
-                2 => FetchOutcome::Found(
-                    b"User-agent: *\nDisallow: /private\nCrawl-delay: 2\n".to_vec(),
-                ),
-                _ => FetchOutcome::Found(include_bytes!("data/robots-50-rules.txt").to_vec()),
-            }
-        })
-    }
-}
-
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -90,7 +61,7 @@ fn main() {
             ("mixed", None),
         ] {
             let cache = RobotsCache::new(
-                Arc::new(Instant),
+                Arc::new(Shapes),
                 config.clone(),
                 vec![BotProfile::new("examplebot")],
             );

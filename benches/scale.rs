@@ -18,50 +18,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "common/shapes.rs"]
+mod shapes;
+
 use robots_proxy::cache::RobotsCache;
 use robots_proxy::config::{OnUnreachable, RobotsConfig};
-use robots_proxy::fetch::{FetchFuture, FetchOutcome, RobotsFetcher};
 use robots_proxy::politeness::{GateBy, Politeness, PolitenessConfig};
 use robots_proxy::robots::BotProfile;
 use robots_proxy::target::{HostKey, Scheme, Server};
-
-/// Answers at once, by the host's number: no robots.txt, unreachable, a
-/// 3-line robots.txt, the 50-rule benchmark file.
-struct Answers;
-
-fn number(server: &Server) -> usize {
-    server.name.host[1..]
-        .split('.')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-impl RobotsFetcher for Answers {
-    fn fetch<'a>(&'a self, server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
-        let n = number(server);
-        Box::pin(async move {
-            match n % 4 {
-                0 => FetchOutcome::Missing("51 Not found".into()),
-                1 => FetchOutcome::Unreachable {
-                    why: "cannot connect to 192.0.2.1:1965: connection refused".into(),
-                    retry_after: None,
-                },
-                2 => FetchOutcome::Found(
-                    b"User-agent: *\nDisallow: /private\nCrawl-delay: 2\n".to_vec(),
-                ),
-                _ => FetchOutcome::Found(include_bytes!("data/robots-50-rules.txt").to_vec()),
-            }
-        })
-    }
-}
-
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
+use shapes::{resident_bytes, Shapes};
 
 fn server(i: usize) -> Server {
     Server {
@@ -194,7 +159,7 @@ fn run(part: &str, total: usize) {
         if part == "bounded" {
         let bound: u64 = 64 << 20;
         let bounded = RobotsCache::new(
-            Arc::new(Answers),
+            Arc::new(Shapes),
             robots_config(bound),
             vec![BotProfile::new("examplebot")],
         );
@@ -219,7 +184,7 @@ fn run(part: &str, total: usize) {
             "hosts", "RSS B/host", "weighed B/host", "hit lookup ns"
         );
         let cache = RobotsCache::new(
-            Arc::new(Answers),
+            Arc::new(Shapes),
             robots_config(1 << 40),
             vec![BotProfile::new("examplebot")],
         );
