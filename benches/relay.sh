@@ -5,7 +5,10 @@
 #           16 clients, a new TLS connection per request (examples/gemini_load.rs).
 #   Gopher: gophernicus directly (behind socat, inetd style), through a plain
 #           socat TCP relay and through robots-proxy; latency and MB/s
-#           (examples/gopher_load.rs).
+#           (examples/gopher_load.rs). Then robots-proxy against a server that
+#           answers at once and one that sleeps 3 ms first (examples/
+#           gopher_instant.rs: no fork, no exec): what the proxy itself adds,
+#           and what an idle CPU's wake-up adds to it.
 # Installs what it lacks (haproxy, gophernicus, socat, openssl from Debian;
 # agate from crates.io). `tests/interop/run --measure` runs it too.
 #
@@ -35,7 +38,8 @@ cleanup() {
   [ -n "${KEEP_WORK:-}" ] && echo "work dir kept: $work" || rm -rf "$work"
 }
 trap cleanup EXIT
-cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load
+cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load \
+  --example gopher_instant
 
 # agate, with a robots.txt that allows the bench bot everything.
 mkdir -p "$work/content" "$work/gopher/docs"
@@ -86,6 +90,13 @@ rport=$(free_port)
 socat "TCP-LISTEN:$rport,bind=127.0.0.1,fork,reuseaddr" "TCP:127.0.0.1:$hport" > /dev/null 2>&1 &
 pids+=($!)
 
+# An instant server, and one that sleeps 3 ms before each answer (no fork either).
+iport=$(free_port) tport=$(free_port)
+target/release/examples/gopher_instant "127.0.0.1:$iport" 2> /dev/null &
+pids+=($!)
+target/release/examples/gopher_instant "127.0.0.1:$tport" 3 2> /dev/null &
+pids+=($!)
+
 # The proxy at its defaults, but for private upstreams (everything here is on loopback).
 pport=$(free_port) oport=$(free_port) mport=$(free_port)
 RUST_LOG=info target/release/robots-proxy run --gemini-listen "127.0.0.1:$pport" \
@@ -93,7 +104,7 @@ RUST_LOG=info target/release/robots-proxy run --gemini-listen "127.0.0.1:$pport"
   --allow-private-upstreams --state-dir "$work/state" --default-delay 0s > "$work/proxy.log" 2>&1 &
 proxy_pid=$!
 pids+=($proxy_pid)
-for port in "$gport" "$xport" "$hport" "$rport" "$pport" "$oport" "$mport"; do wait_port "$port"; done
+for port in "$gport" "$xport" "$hport" "$rport" "$iport" "$tport" "$pport" "$oport" "$mport"; do wait_port "$port"; done
 if [ -n "${PERF:-}" ]; then
   perf record -F 2000 -g --call-graph dwarf,16384 -p "$proxy_pid" -o "$work/perf.data" > /dev/null 2>&1 &
   perf_pid=$!
@@ -110,8 +121,18 @@ fi
 if [ "$only" != gemini ]; then
   echo "== Gopher: gophernicus directly, through socat, through robots-proxy"
   target/release/examples/gopher_load --direct "127.0.0.1:$hport" --relay "127.0.0.1:$rport" \
-    --proxy "127.0.0.1:$oport" --small /hello.txt --big /docs/big.bin \
+    --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /docs/big.bin \
     --requests 400 --big-requests 20 --rounds "$rounds"
+  # Without socat between them: its fork per connection, interleaved, would
+  # land on the requests beside it.
+  echo "== Gopher: an instant server directly and through robots-proxy (what the proxy itself adds)"
+  target/release/examples/gopher_load --direct "127.0.0.1:$iport" \
+    --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /big \
+    --requests 1000 --big-requests 20 --rounds "$rounds"
+  echo "== Gopher: a server answering after 3 ms asleep, directly and through robots-proxy"
+  target/release/examples/gopher_load --direct "127.0.0.1:$tport" \
+    --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /robots.txt \
+    --requests 300 --big-requests 1 --rounds "$rounds"
 fi
 if [ -n "${PERF:-}" ]; then
   kill -INT "$perf_pid"; wait "$perf_pid" || true

@@ -1,5 +1,6 @@
-//! Gopher latency and throughput, three ways side by side in one run: straight to
-//! the server, through a plain relay (e.g. `socat`), and through robots-proxy.
+//! Gopher latency and throughput, side by side in one run: straight to the
+//! server, through a plain relay (e.g. `socat`; leave `--relay` out to skip
+//! it), and through robots-proxy.
 //!
 //! ```sh
 //! cargo run --release --example gopher_load -- \
@@ -8,7 +9,7 @@
 //! ```
 //!
 //! Latency: `--requests` × `--rounds` requests for the small selector, one
-//! connection each, the three ways interleaved request by request; p50, p99
+//! connection each, the ways interleaved request by request; p50, p99
 //! and the median of the pairwise difference to the direct request sent beside
 //! it. Throughput: `--rounds` × `--big-requests` sequential fetches of the big
 //! selector per way, rotating the order; bytes per second. The proxy is sent
@@ -22,24 +23,26 @@ use tokio::net::TcpStream;
 
 struct Args {
     direct: SocketAddr,
-    relay: SocketAddr,
+    relay: Option<SocketAddr>,
     proxy: SocketAddr,
     small: String,
     big: String,
     requests: usize,
     big_requests: usize,
+    proxy_pid: Option<u32>,
     rounds: usize,
 }
 
 fn args() -> Args {
     let mut a = Args {
         direct: "127.0.0.1:70".parse().unwrap(),
-        relay: "127.0.0.1:7071".parse().unwrap(),
+        relay: None,
         proxy: "127.0.0.1:7070".parse().unwrap(),
         small: "/".into(),
         big: "/".into(),
         requests: 300,
         big_requests: 30,
+        proxy_pid: None,
         rounds: 3,
     };
     let mut it = std::env::args().skip(1);
@@ -47,13 +50,14 @@ fn args() -> Args {
         let v = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--direct" => a.direct = v.parse().expect("--direct ADDR"),
-            "--relay" => a.relay = v.parse().expect("--relay ADDR"),
+            "--relay" => a.relay = Some(v.parse().expect("--relay ADDR")),
             "--proxy" => a.proxy = v.parse().expect("--proxy ADDR"),
             "--small" => a.small = v,
             "--big" => a.big = v,
             "--requests" => a.requests = v.parse().expect("--requests N"),
             "--big-requests" => a.big_requests = v.parse().expect("--big-requests N"),
             "--rounds" => a.rounds = v.parse().expect("--rounds N"),
+            "--proxy-pid" => a.proxy_pid = Some(v.parse().expect("--proxy-pid PID")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -81,7 +85,7 @@ impl Way {
 async fn fetch(a: &Args, way: Way, selector: &str) -> std::io::Result<usize> {
     let (addr, line) = match way {
         Way::Direct => (a.direct, selector.to_string()),
-        Way::Relay => (a.relay, selector.to_string()),
+        Way::Relay => (a.relay.expect("a relay"), selector.to_string()),
         Way::Proxy => (a.proxy, format!("gopher://{}/0{selector}", a.direct)),
     };
     let mut s = TcpStream::connect(addr).await?;
@@ -104,40 +108,51 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let a = args();
-    for way in [Way::Direct, Way::Relay, Way::Proxy] {
+    let ways: Vec<Way> = [Way::Direct, Way::Relay, Way::Proxy]
+        .into_iter()
+        .filter(|w| *w != Way::Relay || a.relay.is_some())
+        .collect();
+    let n = ways.len();
+    for &way in &ways {
         fetch(&a, way, &a.small)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", way.name()));
     }
-    let ways = [Way::Direct, Way::Relay, Way::Proxy];
-    // Latency: the three ways interleaved request by request (in rotating
-    // order), so a drift in the machine's speed falls on all three alike, and
-    // the added latency is also taken pairwise: each proxied request against
-    // the direct one sent right beside it.
-    let mut lat: [Vec<Duration>; 3] = Default::default();
-    let mut added: [Vec<f64>; 3] = Default::default();
+    // Latency: the ways interleaved request by request (in rotating order), so
+    // a drift in the machine's speed falls on all alike, and the added latency
+    // is also taken pairwise: each proxied request against the direct one sent
+    // right beside it.
+    let mut lat = vec![Vec::<Duration>::new(); n];
+    let mut added = vec![Vec::<f64>::new(); n];
     for i in 0..a.requests * a.rounds {
-        let mut took = [Duration::ZERO; 3];
-        for k in 0..3 {
-            let w = (k + i) % 3;
+        let mut took = vec![Duration::ZERO; n];
+        for k in 0..n {
+            let w = (k + i) % n;
             let t = Instant::now();
             fetch(&a, ways[w], &a.small).await.expect("small fetch");
             took[w] = t.elapsed();
         }
-        for w in 0..3 {
+        for w in 0..n {
             lat[w].push(took[w]);
             added[w].push((took[w].as_secs_f64() - took[0].as_secs_f64()) * 1e3);
         }
     }
-    // Throughput: rounds of big fetches, rotating which way goes first.
-    let mut mbps = [0.0f64; 3];
+    // Throughput: rounds of big fetches, rotating which way goes first; the
+    // proxy's CPU time over its share, where its pid is given.
+    let mut mbps = vec![0.0f64; n];
+    let (mut proxy_cpu, mut proxy_bytes) = (0.0f64, 0usize);
     for round in 0..a.rounds {
-        for k in 0..3 {
-            let w = (k + round) % 3;
+        for k in 0..n {
+            let w = (k + round) % n;
             let t = Instant::now();
+            let cpu = a.proxy_pid.map(cpu_seconds);
             let mut bytes = 0usize;
             for _ in 0..a.big_requests {
                 bytes += fetch(&a, ways[w], &a.big).await.expect("big fetch");
+            }
+            if let (Way::Proxy, Some(before)) = (ways[w], cpu) {
+                proxy_cpu += cpu_seconds(a.proxy_pid.unwrap()) - before;
+                proxy_bytes += bytes;
             }
             mbps[w] += bytes as f64 / t.elapsed().as_secs_f64() / 1e6 / a.rounds as f64;
         }
@@ -148,7 +163,7 @@ async fn main() {
         a.rounds,
         a.big_requests
     );
-    for w in 0..3 {
+    for w in 0..n {
         lat[w].sort();
         added[w].sort_by(f64::total_cmp);
         let median_added = added[w][added[w].len() / 2];
@@ -161,4 +176,19 @@ async fn main() {
             mbps[w] / mbps[0]
         );
     }
+    if proxy_bytes > 0 {
+        println!(
+            "proxy CPU: {:.2} s per GB relayed (user + system)",
+            proxy_cpu / (proxy_bytes as f64 / 1e9)
+        );
+    }
+}
+
+/// A process's user + system CPU time so far, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // Fields after the command name (which may hold spaces) close with ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0 // USER_HZ: 100 on Linux
 }
