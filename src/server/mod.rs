@@ -427,23 +427,40 @@ async fn accept_loop(
             });
             continue;
         }
-        tracker.spawn(async move {
-            match kind {
-                Kind::Gemini => {
-                    let acceptor = ctx.gemini_tls.clone();
-                    proxy::gemini::serve(stream, peer, acceptor, ctx).await
-                }
-                Kind::Gopher => proxy::gopher::serve(stream, peer, ctx).await,
-                Kind::Socks(ca) => proxy::socks::serve(stream, peer, ctx, ca).await,
-                Kind::Transparent(ca, kernel) => {
-                    proxy::transparent::serve(stream, peer, ctx, (ca, kernel.original)).await
-                }
+        // A task per connection of its own listener's size: a task is as large
+        // as its future, and one future matching on the kind would make every
+        // held Gopher request as large as a SOCKS5 one (tests/footprint.rs).
+        let held = (permit, client_slot, open);
+        match kind {
+            Kind::Gemini => {
+                let acceptor = ctx.gemini_tls.clone();
+                tracker.spawn(holding(
+                    held,
+                    proxy::gemini::serve(stream, peer, acceptor, ctx),
+                ))
             }
-            drop(permit);
-            drop(client_slot);
-            drop(open);
-        });
+            Kind::Gopher => tracker.spawn(holding(held, proxy::gopher::serve(stream, peer, ctx))),
+            Kind::Socks(ca) => {
+                tracker.spawn(holding(held, proxy::socks::serve(stream, peer, ctx, ca)))
+            }
+            Kind::Transparent(ca, kernel) => tracker.spawn(holding(
+                held,
+                proxy::transparent::serve(stream, peer, ctx, (ca, kernel.original)),
+            )),
+        };
     }
+}
+
+/// Serves one connection, then gives back what it held: its slot under the
+/// connection caps and its place in the open-connections gauge. A combinator,
+/// not an `async fn`: one of those would keep `serve` twice (the argument and
+/// the awaited future), doubling every held connection's task.
+fn holding<H>(
+    held: H,
+    serve: impl std::future::Future<Output = ()>,
+) -> impl std::future::Future<Output = ()> {
+    use futures_util::FutureExt;
+    serve.map(move |()| drop(held))
 }
 
 /// Answers a client outside `access.allow_from` in its listener's protocol.
