@@ -131,8 +131,8 @@ if [ "$only" != gemini ]; then
     --requests 1000 --big-requests 20 --rounds "$rounds"
   echo "== Gopher: a server answering after 3 ms asleep, directly and through robots-proxy"
   target/release/examples/gopher_load --direct "127.0.0.1:$tport" \
-    --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /robots.txt \
-    --requests 300 --big-requests 1 --rounds "$rounds"
+    --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt \
+    --requests 300 --big-requests 0 --rounds "$rounds"
 fi
 if [ -n "${PERF:-}" ]; then
   kill -INT "$perf_pid"; wait "$perf_pid" || true

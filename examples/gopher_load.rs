@@ -167,13 +167,16 @@ async fn main() {
         lat[w].sort();
         added[w].sort_by(f64::total_cmp);
         let median_added = added[w][added[w].len() / 2];
+        let relayed = if a.big_requests == 0 {
+            String::new() // --big-requests 0: latency only
+        } else {
+            format!("  {:8.1} MB/s ({:.2}x direct)", mbps[w], mbps[w] / mbps[0])
+        };
         println!(
-            "{:8} p50 {:6.3} ms  p99 {:6.3} ms  added (median of pairs) {median_added:+6.3} ms  {:8.1} MB/s ({:.2}x direct)",
+            "{:8} p50 {:6.3} ms  p99 {:6.3} ms  added (median of pairs) {median_added:+6.3} ms{relayed}",
             ways[w].name(),
             pct(&lat[w], 0.5),
             pct(&lat[w], 0.99),
-            mbps[w],
-            mbps[w] / mbps[0]
         );
     }
     if proxy_bytes > 0 {
