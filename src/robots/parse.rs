@@ -238,10 +238,8 @@ impl RobotsTxt {
             number,
             content,
             colon,
-        } in (Lines {
-            rest: body,
-            number: 0,
-        }) {
+        } in Lines::new(body)
+        {
             let Some((name, value)) = split_field(content, colon) else {
                 continue;
             };
@@ -341,6 +339,14 @@ impl RobotsTxt {
         Span {
             start,
             end: self.strings.len() as u32,
+        }
+    }
+
+    /// How many pattern bytes `rules` (next to each other in the file) hold.
+    pub(crate) fn pattern_bytes(&self, rules: &[Rule]) -> usize {
+        match (rules.first(), rules.last()) {
+            (Some(first), Some(last)) => (last.pattern.end - first.pattern.start) as usize,
+            _ => 0,
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::encoding::{normalize, Mode, StackBuf};
 use super::matcher::{scan_normal_target, RuleSet, NO_SIGNATURE};
-use super::parse::{is_token_byte, AgentKind, RobotsTxt, RuleKind};
+use super::parse::{is_token_byte, AgentKind, Group, RobotsTxt, RuleKind};
 
 /// Who a request acts for: the bot's product token and its virtual agents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,6 +85,8 @@ struct AgentRules {
     /// The agent lines naming it.
     lines: Vec<u32>,
     rules: RuleSet,
+    /// The largest crawl-delay of the agent lines naming it.
+    crawl_delay: Option<f64>,
 }
 
 /// The rules of one robots.txt for one bot, ready to decide many targets.
@@ -203,7 +205,7 @@ impl RobotsTxt {
         if let Some(own) = own {
             return Policy::new(Selected::OwnToken, vec![own]);
         }
-        let virtuals: Vec<(AgentRules, Option<f64>)> = bot
+        let virtuals: Vec<AgentRules> = bot
             .virtual_agents
             .iter()
             .filter_map(|v| self.agent_rules(v, |_| true))
@@ -219,48 +221,46 @@ impl RobotsTxt {
 
     /// The merged groups that name `name` in a namespace `kind_ok` accepts, if any,
     /// with their largest crawl-delay.
-    fn agent_rules(
-        &self,
-        name: &str,
-        kind_ok: impl Fn(AgentKind) -> bool,
-    ) -> Option<(AgentRules, Option<f64>)> {
+    fn agent_rules(&self, name: &str, kind_ok: impl Fn(AgentKind) -> bool) -> Option<AgentRules> {
+        let names = |group: &Group| {
+            self.agents[group.agents.start as usize..group.agents.end as usize]
+                .iter()
+                .filter(|agent| kind_ok(agent.kind) && self.bytes(agent.name) == name.as_bytes())
+        };
         let mut lines = Vec::new();
-        let mut groups = Vec::new();
-        let mut delay: Option<f64> = None;
+        let mut crawl_delay: Option<f64> = None;
+        // How many rules the named groups hold, and their pattern bytes: a
+        // group's patterns lie next to each other in the parser's arena.
+        let (mut count, mut bytes) = (0, 0);
         for group in &self.groups {
-            let mut named = false;
-            for agent in &self.agents[group.agents.start as usize..group.agents.end as usize] {
-                if kind_ok(agent.kind) && self.bytes(agent.name) == name.as_bytes() {
-                    lines.push(agent.line);
-                    named = true;
-                    if let Some(d) = agent.crawl_delay {
-                        delay = Some(delay.map_or(d, |x: f64| x.max(d)));
-                    }
+            let before = lines.len();
+            for agent in names(group) {
+                lines.push(agent.line);
+                if let Some(d) = agent.crawl_delay {
+                    crawl_delay = Some(crawl_delay.map_or(d, |x: f64| x.max(d)));
                 }
             }
-            if named {
-                groups.push(group);
+            if lines.len() > before {
+                let rules = &self.rules[group.rules.start as usize..group.rules.end as usize];
+                count += rules.len();
+                bytes += self.pattern_bytes(rules);
             }
         }
-        if groups.is_empty() {
+        if lines.is_empty() {
             return None;
         }
-        let group_rules = || {
-            groups
-                .iter()
-                .flat_map(|g| &self.rules[g.rules.start as usize..g.rules.end as usize])
-        };
-        let count = group_rules().count();
-        let bytes = group_rules().map(|r| self.bytes(r.pattern).len()).sum();
-        let rules = group_rules().map(|r| (r.kind, self.bytes(r.pattern), r.line));
-        Some((
-            AgentRules {
-                name: name.to_string(),
-                lines,
-                rules: RuleSet::build(rules, count, bytes),
-            },
-            delay,
-        ))
+        let rules = self
+            .groups
+            .iter()
+            .filter(|group| names(group).next().is_some())
+            .flat_map(|g| &self.rules[g.rules.start as usize..g.rules.end as usize])
+            .map(|r| (r.kind, self.bytes(r.pattern), r.line));
+        Some(AgentRules {
+            name: name.to_string(),
+            lines,
+            rules: RuleSet::build(rules, count, bytes),
+            crawl_delay,
+        })
     }
 }
 
@@ -278,16 +278,16 @@ impl Policy {
 }
 
 impl Policy {
-    fn new(selected: Selected, sets: Vec<(AgentRules, Option<f64>)>) -> Policy {
+    fn new(selected: Selected, sets: Vec<AgentRules>) -> Policy {
         let crawl_delay = sets
             .iter()
-            .filter_map(|(_, d)| *d)
+            .filter_map(|s| s.crawl_delay)
             .fold(None, |acc: Option<f64>, d| {
                 Some(acc.map_or(d, |a| a.max(d)))
             });
         Policy {
             selected,
-            sets: sets.into_iter().map(|(s, _)| s).collect(),
+            sets,
             crawl_delay,
         }
     }
