@@ -200,7 +200,16 @@ struct Gates {
     hosts: HashMap<GateId, Host>,
     aliases: HashMap<Alias, GateId>,
     next: GateId,
+    /// Every gate once, in the order the sweep visits them: a sweep takes
+    /// gates from the front and puts the ones it keeps at the back, so it can
+    /// stop after any slice and go on later.
+    sweep_order: VecDeque<GateId>,
 }
+
+/// How many gates a sweep looks at per hold of the lock: about a
+/// millisecond's work (0.3–0.4 µs a gate at a million gates), so
+/// admissions never wait long behind the sweeper.
+pub const SWEEP_SLICE: usize = 1024;
 
 impl Gates {
     /// The gate for `server` (created if none of its aliases has one); its
@@ -211,6 +220,7 @@ impl Gates {
         let id = found.unwrap_or_else(|| {
             self.next += 1;
             self.hosts.insert(self.next, Host::new(default_delay));
+            self.sweep_order.push_back(self.next);
             self.next
         });
         for alias in aliases {
@@ -507,36 +517,81 @@ impl Politeness {
     }
 
     /// Forgets gates with nothing queued, nothing in flight and their spacing
-    /// past, with their aliases.
+    /// past, with their aliases: every gate is looked at once, [`SWEEP_SLICE`]
+    /// at a time, the lock let go between slices.
     pub fn sweep(&self) {
+        let mut left = self.lock().sweep_order.len();
+        while left > 0 {
+            let n = left.min(SWEEP_SLICE);
+            if self.sweep_slice(n) < n {
+                break;
+            }
+            left -= n;
+        }
+    }
+
+    /// Looks at the next `at_most` gates in sweep order under one hold of the
+    /// lock, forgetting the idle ones; returns how many it looked at (fewer
+    /// only when there are fewer gates).
+    pub fn sweep_slice(&self, at_most: usize) -> usize {
         let now = Instant::now();
         let max_delay = self.config.load().max_delay;
         let mut gates = self.lock();
-        let Gates { hosts, aliases, .. } = &mut *gates;
-        hosts.retain(|_, h| {
+        let Gates {
+            hosts,
+            aliases,
+            sweep_order,
+            ..
+        } = &mut *gates;
+        let looked = at_most.min(sweep_order.len());
+        for _ in 0..looked {
+            let Some(id) = sweep_order.pop_front() else {
+                break;
+            };
+            let Some(h) = hosts.get(&id) else {
+                continue;
+            };
             let idle = h.queue.is_empty()
                 && h.in_flight == 0
                 && h.next_start(h.hold, max_delay).is_none_or(|t| t <= now);
-            if idle {
+            if !idle {
+                sweep_order.push_back(id);
+                continue;
+            }
+            if let Some(h) = hosts.remove(&id) {
                 for alias in &h.aliases {
                     aliases.remove(alias);
                 }
             }
-            !idle
-        });
+        }
+        if sweep_order.capacity() > 4 * sweep_order.len().max(1024) {
+            sweep_order.shrink_to_fit();
+        }
+        looked
     }
 
-    /// Runs [`Politeness::sweep`] every `every` until `stop`. A sweep that
-    /// panics (it should not: its arithmetic saturates) is logged and the next
-    /// one runs anyway, so idle hosts are always forgotten in the end.
+    /// Runs a sweep every `every` until `stop`, yielding to other tasks
+    /// between slices. A slice that panics (it should not: its arithmetic
+    /// saturates) is logged and the next sweep runs anyway, so idle hosts
+    /// are always forgotten in the end.
     pub async fn sweeper(self: Arc<Self>, every: Duration, stop: CancellationToken) {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(every) => {
-                    let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sweep()));
-                    if swept.is_err() {
-                        tracing::error!("politeness sweep panicked; the next one runs as planned");
+                    let mut left = self.lock().sweep_order.len();
+                    while left > 0 && !stop.is_cancelled() {
+                        let n = left.min(SWEEP_SLICE);
+                        let slice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sweep_slice(n)));
+                        match slice {
+                            Ok(looked) if looked == n => left -= n,
+                            Ok(_) => break,
+                            Err(_) => {
+                                tracing::error!("politeness sweep panicked; the next one runs as planned");
+                                break;
+                            }
+                        }
+                        tokio::task::yield_now().await;
                     }
                 }
             }

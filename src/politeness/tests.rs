@@ -388,6 +388,44 @@ async fn the_sweeper_keeps_sweeping_past_a_hostile_entry() {
     sweeper.await.unwrap();
 }
 
+/// A sweep goes slice by slice and can be cut between slices: the gates it
+/// keeps go round again, gates made between slices are neither lost nor
+/// skipped, and each gate is looked at once per sweep.
+#[tokio::test(start_paused = true)]
+async fn a_sweep_in_slices_keeps_busy_gates_and_new_ones() {
+    let gate = Politeness::new(config());
+    let n = 2 * SWEEP_SLICE + 7;
+    let mut busy = Vec::new();
+    for i in 0..n {
+        let permit = gate.admit(&key(&format!("h{i}")), None).await.unwrap();
+        // Every third gate has a request in flight; the others go idle.
+        if i % 3 == 0 {
+            busy.push(permit);
+        }
+    }
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(gate.sweep_slice(SWEEP_SLICE), SWEEP_SLICE);
+    // Between slices the lock is free: a new server is admitted at once.
+    let t0 = Instant::now();
+    drop(gate.admit(&key("between"), None).await.unwrap());
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    assert_eq!(
+        gate.usage().0,
+        n + 1 - (SWEEP_SLICE - SWEEP_SLICE.div_ceil(3))
+    );
+    gate.sweep();
+    // The busy gates are kept; the new one was made 0 s ago and keeps its
+    // spacing (1 s) until then, so it is kept too.
+    assert_eq!(gate.usage().0, busy.len() + 1);
+    assert_eq!(gate.lock().sweep_order.len(), busy.len() + 1);
+    drop(busy);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    gate.sweep();
+    assert_eq!(gate.usage().0, 0);
+    let gates = gate.lock();
+    assert!(gates.aliases.is_empty() && gates.sweep_order.is_empty());
+}
+
 #[test]
 fn delay_is_clamped() {
     let c = PolitenessConfig {
