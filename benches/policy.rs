@@ -5,9 +5,13 @@
 //! expected verdicts on every URL. Each gets the path and query of the URLs,
 //! extracted once outside the timed loop, as robotxt's `is_allowed` expects.
 //!
-//! Run: `cargo bench --bench policy` (ratios: see README, "Performance").
+//! Run: `cargo bench --bench policy` (criterion, each engine timed in turn),
+//! or `cargo bench --bench policy -- --ratios`: the same work timed in short
+//! alternating turns (ours, theirs, theirs, ours, ...), so that the machine's
+//! swings in speed fall on both sides of each ratio; it prints the median
+//! ratio and the spread over the turns. README, "Performance".
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{black_box, criterion_group, Criterion, Throughput};
 use robots_proxy::robots::{BotProfile, RobotsTxt};
 use robots_proxy::spelling::SelectorReading;
 use robots_proxy::target::Target;
@@ -145,5 +149,120 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// Nanoseconds per call of `f`, over `n` calls.
+fn per_call(n: u32, f: &mut dyn FnMut()) -> f64 {
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+/// How many calls of `f` take about `target` nanoseconds.
+fn calls_for(target: f64, f: &mut dyn FnMut()) -> u32 {
+    let once = per_call(3, f).max(1.0);
+    ((target / once) as u32).clamp(1, 1_000_000)
+}
+
+/// `theirs ÷ ours` time per call, in alternating turns of about 20 ms each
+/// (ABBA order, so a steady drift in speed cancels): median, lowest and
+/// highest over the pairs.
+fn ratio(ours: &mut dyn FnMut(), theirs: &mut dyn FnMut()) -> (f64, f64, f64) {
+    const TURN_NS: f64 = 20e6;
+    const PAIRS: usize = 40;
+    let (n_ours, n_theirs) = (calls_for(TURN_NS, ours), calls_for(TURN_NS, theirs));
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|i| {
+            let (o, t) = if i % 2 == 0 {
+                let o = per_call(n_ours, ours);
+                (o, per_call(n_theirs, theirs))
+            } else {
+                let t = per_call(n_theirs, theirs);
+                (per_call(n_ours, ours), t)
+            };
+            t / o
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    (ratios[PAIRS / 2], ratios[0], ratios[PAIRS - 1])
+}
+
+fn ratios() {
+    let (paths, expected) = inputs();
+    let urls: Vec<&str> = URLS.lines().collect();
+    let bot = BotProfile::new(AGENT);
+    let ours = RobotsTxt::parse(ROBOTS).policy(&bot);
+    let robotxt = robotxt::Robots::parse(ROBOTS, AGENT);
+    let texting = texting_robots::Robot::new(AGENT, ROBOTS).expect("texting_robots parses");
+    let reading = SelectorReading::default();
+    let ours_from_url = |u: &str| {
+        Target::parse(u)
+            .and_then(|t| t.decide(&ours, reading))
+            .map(|d| d.allowed())
+            .unwrap_or(false)
+    };
+    agree("robots-proxy", &paths, &expected, |p| ours.decide(p).allowed());
+    agree("robots-proxy (URL)", &urls, &expected, ours_from_url);
+    agree("robotxt", &paths, &expected, |p| robotxt.is_allowed(p));
+    agree("texting_robots", &urls, &expected, |u| texting.allowed(u));
+
+    let count = |f: &dyn Fn(&str) -> bool, inputs: &[&str]| {
+        black_box(inputs.iter().filter(|x| f(black_box(x))).count());
+    };
+    let mut decide_ours = || count(&|p| ours.decide(p).allowed(), &paths);
+    let mut decide_robotxt = || count(&|p| robotxt.is_allowed(p), &paths);
+    let mut decide_texting = || count(&|p| texting.allowed(p), &paths);
+    let mut url_ours = || count(&ours_from_url, &urls);
+    let mut url_robotxt = || count(&|u| robotxt.is_allowed(path_and_query(u)), &urls);
+    let mut url_texting = || count(&|u| texting.allowed(u), &urls);
+    let mut parse_ours = || {
+        black_box(RobotsTxt::parse(black_box(ROBOTS)).policy(&bot));
+    };
+    let mut parse_robotxt = || {
+        let _ = black_box(robotxt::Robots::parse(black_box(ROBOTS), AGENT));
+    };
+    let mut parse_texting = || {
+        black_box(texting_robots::Robot::new(AGENT, black_box(ROBOTS)).ok());
+    };
+
+    println!("robots-proxy's speed over the others' (time per call, theirs / ours):");
+    println!("median over 40 alternating pairs of ~20 ms turns (lowest-highest)");
+    println!("{:<44} {:>24} {:>24}", "", "robotxt 0.7", "texting_robots 0.2");
+    let rows: [(&str, &mut dyn FnMut(), &mut dyn FnMut(), &mut dyn FnMut()); 3] = [
+        (
+            "decide 1,000 paths (file already parsed)",
+            &mut decide_ours,
+            &mut decide_robotxt,
+            &mut decide_texting,
+        ),
+        (
+            "decide 1,000 URLs from the URL string",
+            &mut url_ours,
+            &mut url_robotxt,
+            &mut url_texting,
+        ),
+        (
+            "parse + select FooBot's groups",
+            &mut parse_ours,
+            &mut parse_robotxt,
+            &mut parse_texting,
+        ),
+    ];
+    for (name, ours, robotxt, texting) in rows {
+        let cell = |(m, lo, hi): (f64, f64, f64)| format!("{m:.2}x ({lo:.2}-{hi:.2})");
+        let against_robotxt = cell(ratio(ours, robotxt));
+        let against_texting = cell(ratio(ours, texting));
+        println!("{name:<44} {against_robotxt:>24} {against_texting:>24}");
+    }
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    if std::env::args().any(|a| a == "--ratios") {
+        ratios();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

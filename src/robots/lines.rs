@@ -10,15 +10,25 @@
 /// Bytes per block: one bit each in a `u64`.
 const BLOCK: usize = 64;
 
-/// One bit per `\n`, `\r`, `#` or `:` in `block` (at most [`BLOCK`] bytes).
+/// One bit per `\n`, `\r`, `#` or `:` in the first [`BLOCK`] bytes of `block`
+/// (a shorter block is read as if padded with zeros).
 #[inline]
 fn special_mask(block: &[u8]) -> u64 {
-    let mut padded = [0u8; BLOCK];
-    let block = &block[..block.len().min(BLOCK)];
-    padded[..block.len()].copy_from_slice(block);
+    match block.first_chunk::<BLOCK>() {
+        Some(full) => full_mask(full),
+        None => {
+            let mut padded = [0u8; BLOCK];
+            padded[..block.len()].copy_from_slice(block);
+            full_mask(&padded)
+        }
+    }
+}
+
+#[inline]
+fn full_mask(block: &[u8; BLOCK]) -> u64 {
     // A 0 or 1 per byte: plain comparisons, which become vector instructions.
     let mut flags = [0u8; BLOCK];
-    for (f, &b) in flags.iter_mut().zip(&padded) {
+    for (f, &b) in flags.iter_mut().zip(block) {
         *f = u8::from((b == b'\n') | (b == b'\r') | (b == b'#') | (b == b':'));
     }
     // Eight flags to eight bits: the multiplication moves flag i to bit 56 + i
