@@ -288,16 +288,10 @@ pub async fn serve(
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let Some((stream, peer)) =
+            crate::server::next_connection(&listener, &shutdown, "metrics accept failed").await
+        else {
+            break;
         };
         let ctx = live.load_full();
         let Ok(slot) = slots.clone().try_acquire_owned() else {

@@ -358,17 +358,9 @@ async fn accept_loop(
     // second, so a scan of a public address cannot flood the log.
     let mut outsiders = LogBudget::new(20);
     loop {
-        let (stream, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off, stay up.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let Some((stream, peer)) = next_connection(&listener, &shutdown, "accept failed").await
+        else {
+            break;
         };
         // The config in place now (a reload may swap it): this connection keeps it.
         let ctx = live.load_full();
@@ -523,6 +515,31 @@ impl LogBudget {
         } else {
             self.suppressed += 1;
             None
+        }
+    }
+}
+
+/// The next connection on `listener`, or `None` once `shutdown` is cancelled.
+/// A failed accept (out of file descriptors and the like) is logged as
+/// `what` and retried after 50 ms: the listener backs off and stays up.
+pub(crate) async fn next_connection(
+    listener: &tokio::net::TcpListener,
+    shutdown: &CancellationToken,
+    what: &'static str,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => return Some(a),
+                Err(e) => {
+                    tracing::warn!(error = %e, "{what}");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                    }
+                }
+            },
         }
     }
 }
