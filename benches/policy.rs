@@ -12,7 +12,7 @@
 //! ratio and the spread over the turns. README, "Performance".
 
 use criterion::{black_box, criterion_group, Criterion, Throughput};
-use robots_proxy::robots::{BotProfile, RobotsTxt};
+use robots_proxy::robots::{BotProfile, Policy, RobotsTxt};
 use robots_proxy::spelling::SelectorReading;
 use robots_proxy::target::Target;
 
@@ -55,6 +55,15 @@ fn agree(name: &str, paths: &[&str], expected: &[bool], decide: impl Fn(&str) ->
         wrong.len(),
         &wrong[..wrong.len().min(5)]
     );
+}
+
+/// What a request costs ours: the URL to its canonical target, then the
+/// decision over both spellings of its path (`Target::decide`).
+fn decide_url(policy: &Policy, url: &str) -> bool {
+    Target::parse(url)
+        .and_then(|t| t.decide(policy, SelectorReading::default()))
+        .map(|d| d.allowed())
+        .unwrap_or(false)
 }
 
 fn bench(c: &mut Criterion) {
@@ -102,13 +111,7 @@ fn bench(c: &mut Criterion) {
     // URL and extracts its path itself; robotxt takes a path only, so it gets
     // the path and query sliced from the URL inside the timed loop.
     let urls: Vec<&str> = URLS.lines().collect();
-    let reading = SelectorReading::default();
-    let ours_from_url = |u: &str| {
-        Target::parse(u)
-            .and_then(|t| t.decide(&ours, reading))
-            .map(|d| d.allowed())
-            .unwrap_or(false)
-    };
+    let ours_from_url = |u: &str| decide_url(&ours, u);
     agree("robots-proxy (URL)", &urls, &expected, ours_from_url);
     agree("texting_robots (URL)", &urls, &expected, |u| {
         texting.allowed(u)
@@ -194,13 +197,7 @@ fn ratios() {
     let ours = RobotsTxt::parse(ROBOTS).policy(&bot);
     let robotxt = robotxt::Robots::parse(ROBOTS, AGENT);
     let texting = texting_robots::Robot::new(AGENT, ROBOTS).expect("texting_robots parses");
-    let reading = SelectorReading::default();
-    let ours_from_url = |u: &str| {
-        Target::parse(u)
-            .and_then(|t| t.decide(&ours, reading))
-            .map(|d| d.allowed())
-            .unwrap_or(false)
-    };
+    let ours_from_url = |u: &str| decide_url(&ours, u);
     agree("robots-proxy", &paths, &expected, |p| {
         ours.decide(p).allowed()
     });

@@ -345,7 +345,9 @@ impl RobotsTxt {
     /// How many pattern bytes `rules` (next to each other in the file) hold.
     pub(crate) fn pattern_bytes(&self, rules: &[Rule]) -> usize {
         match (rules.first(), rules.last()) {
-            (Some(first), Some(last)) => (last.pattern.end - first.pattern.start) as usize,
+            (Some(first), Some(last)) => {
+                last.pattern.end.saturating_sub(first.pattern.start) as usize
+            }
             _ => 0,
         }
     }
