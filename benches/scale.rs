@@ -77,17 +77,14 @@ const PARTS: [&str; 3] = ["politeness", "bounded", "cache"];
 /// holds of the lock (one per slice): median, 99th percentile and longest,
 /// in milliseconds.
 fn sweep_in_slices(politeness: &Politeness) -> (f64, [f64; 3]) {
-    let mut left = politeness.usage().0;
+    let mut sweep = politeness.start_sweep();
     let mut holds = Vec::new();
-    while left > 0 {
-        let n = left.min(SWEEP_SLICE);
+    loop {
         let t = Instant::now();
-        let looked = politeness.sweep_slice(n);
-        holds.push(t.elapsed().as_secs_f64() * 1e3);
-        if looked < n {
+        if !sweep.next_slice() {
             break;
         }
-        left -= n;
+        holds.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let total = holds.iter().sum();
     holds.sort_by(f64::total_cmp);

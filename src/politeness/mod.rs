@@ -257,6 +257,27 @@ pub struct Politeness {
     store: Option<Arc<Store>>,
 }
 
+/// One sweep in progress: the gates there were when it began, not yet looked at.
+pub struct Sweep<'a> {
+    politeness: &'a Politeness,
+    left: usize,
+}
+
+impl Sweep<'_> {
+    /// Looks at the next [`SWEEP_SLICE`] gates under one hold of the lock,
+    /// forgetting the idle ones. False when the sweep was already done.
+    pub fn next_slice(&mut self) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        let n = self.left.min(SWEEP_SLICE);
+        let looked = self.politeness.sweep_slice(n);
+        // Fewer gates than counted: another sweep took some; this one is done.
+        self.left = if looked < n { 0 } else { self.left - n };
+        true
+    }
+}
+
 /// Holding one: a request to this server is in flight. Dropping it frees the
 /// slot (in fleet mode, releases its lease).
 pub struct Permit {
@@ -520,20 +541,23 @@ impl Politeness {
     /// past, with their aliases: every gate is looked at once, [`SWEEP_SLICE`]
     /// at a time, the lock let go between slices.
     pub fn sweep(&self) {
-        let mut left = self.lock().sweep_order.len();
-        while left > 0 {
-            let n = left.min(SWEEP_SLICE);
-            if self.sweep_slice(n) < n {
-                break;
-            }
-            left -= n;
+        let mut sweep = self.start_sweep();
+        while sweep.next_slice() {}
+    }
+
+    /// A sweep over the gates there are now, to be done slice by slice with
+    /// [`Sweep::next_slice`] (the sweeper yields to other tasks between them).
+    pub fn start_sweep(&self) -> Sweep<'_> {
+        Sweep {
+            politeness: self,
+            left: self.lock().sweep_order.len(),
         }
     }
 
     /// Looks at the next `at_most` gates in sweep order under one hold of the
     /// lock, forgetting the idle ones; returns how many it looked at (fewer
     /// only when there are fewer gates).
-    pub fn sweep_slice(&self, at_most: usize) -> usize {
+    fn sweep_slice(&self, at_most: usize) -> usize {
         let now = Instant::now();
         let max_delay = self.config.load().max_delay;
         let mut gates = self.lock();
@@ -579,19 +603,17 @@ impl Politeness {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(every) => {
-                    let mut left = self.lock().sweep_order.len();
-                    while left > 0 && !stop.is_cancelled() {
-                        let n = left.min(SWEEP_SLICE);
-                        let slice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sweep_slice(n)));
+                    let mut sweep = self.start_sweep();
+                    while !stop.is_cancelled() {
+                        let slice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sweep.next_slice()));
                         match slice {
-                            Ok(looked) if looked == n => left -= n,
-                            Ok(_) => break,
+                            Ok(true) => tokio::task::yield_now().await,
+                            Ok(false) => break,
                             Err(_) => {
                                 tracing::error!("politeness sweep panicked; the next one runs as planned");
                                 break;
                             }
                         }
-                        tokio::task::yield_now().await;
                     }
                 }
             }
