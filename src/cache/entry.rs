@@ -171,7 +171,7 @@ impl Entry {
             total += std::mem::size_of::<RobotsTxt>()
                 + 16
                 + robots.heap_size()
-                + 5 * PER_ALLOCATION
+                + 6 * PER_ALLOCATION
                 + 16
                 + body.len()
                 + PER_ALLOCATION;

@@ -55,6 +55,41 @@ const fn keep_table() -> [bool; 256] {
 /// Bytes that stand for themselves in the normal form.
 static KEEP: [bool; 256] = keep_table();
 
+/// What a byte is to a pattern: [`PLAIN`], [`STAR`], [`DOLLAR`] or [`OTHER`].
+static PATTERN_CLASS: [u8; 256] = pattern_class_table();
+const PLAIN: u8 = 0;
+const STAR: u8 = 1;
+const DOLLAR: u8 = 2;
+const OTHER: u8 = 4;
+
+const fn pattern_class_table() -> [u8; 256] {
+    let keep = keep_table();
+    let mut t = [OTHER; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = match b as u8 {
+            b'*' => STAR,
+            b'$' => DOLLAR,
+            _ if keep[b] => PLAIN,
+            _ => OTHER,
+        };
+        b += 1;
+    }
+    t
+}
+
+/// For a pattern that is already in normal form (the usual case: kept bytes,
+/// `*`, and `$` only at the end), whether it holds a `*`; `None` when it must
+/// be normalised. One pass with no early exit, so no branch depends on the bytes.
+fn plain_pattern(input: &[u8]) -> Option<bool> {
+    let (&last, body) = input.split_last()?;
+    let class = body
+        .iter()
+        .fold(0, |class, &b| class | PATTERN_CLASS[b as usize]);
+    let last = PATTERN_CLASS[last as usize];
+    (class & (DOLLAR | OTHER) == 0 && last & OTHER == 0).then_some((class | last) & STAR != 0)
+}
+
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// What is being normalised.
@@ -121,8 +156,21 @@ fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-/// Writes the normal form of `input` into `out`.
-pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) {
+/// Writes the normal form of `input` into `out`; true when it wrote a
+/// wildcard `*` (only patterns have them).
+pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) -> bool {
+    if mode == Mode::Pattern {
+        if let Some(wild) = plain_pattern(input) {
+            out.push_run(input);
+            return wild;
+        }
+    }
+    normalize_each(input, mode, out)
+}
+
+/// [`normalize`] byte by byte.
+fn normalize_each(input: &[u8], mode: Mode, out: &mut impl Sink) -> bool {
+    let mut wild = false;
     let mut i = 0;
     while i < input.len() {
         let b = input[i];
@@ -162,6 +210,7 @@ pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) {
             }
             b'*' if mode == Mode::Pattern => {
                 out.push(b'*');
+                wild = true;
                 i += 1;
             }
             b'$' if mode == Mode::Pattern && i + 1 == input.len() => {
@@ -174,6 +223,7 @@ pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) {
             }
         }
     }
+    wild
 }
 
 /// The normal form as an owned `String` (building patterns and targets).
@@ -303,6 +353,25 @@ mod tests {
     fn fast_path_agrees_with_normalize() {
         for input in ["/plain/x?y=1", "/a b", "/%41", "/*", "/ü"] {
             assert_eq!(input.bytes().all(is_kept), t(input) == input);
+        }
+    }
+
+    proptest::proptest! {
+        /// Patterns already in normal form are copied whole; the copy must be
+        /// what the byte-by-byte reading writes, and say the same of `*`.
+        #[test]
+        fn plain_patterns_read_as_byte_by_byte(
+            input in proptest::collection::vec(
+                proptest::sample::select(&b"/a*$%2A \t\xff~|"[..]),
+                0..12,
+            )
+        ) {
+            let (mut whole, mut each) = (Vec::new(), Vec::new());
+            let wild = normalize(&input, Mode::Pattern, &mut whole);
+            let wild_each = normalize_each(&input, Mode::Pattern, &mut each);
+            proptest::prop_assert_eq!(&whole, &each);
+            proptest::prop_assert_eq!(wild, wild_each);
+            proptest::prop_assert_eq!(wild, each.contains(&b'*'));
         }
     }
 

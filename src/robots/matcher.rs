@@ -8,8 +8,10 @@
 //! (the first is nearly always `/`); a target only tries its own bucket and the
 //! few rules that start with a wildcard. A decision allocates nothing.
 
+use std::sync::Arc;
+
 use super::encoding::is_kept;
-use super::parse::RuleKind;
+use super::parse::{Rule, RuleKind};
 
 #[derive(Clone, Copy, Debug)]
 enum Shape {
@@ -29,8 +31,10 @@ enum Shape {
 pub(crate) struct CompiledRule {
     pub(crate) kind: RuleKind,
     pub(crate) line: u32,
-    /// RFC 9309 §2.2.2 "most octets": the length of the pattern in normal form.
+    /// RFC 9309 §2.2.2 "most octets": the length of the pattern in normal
+    /// form, as written (`arena[start..start + priority]`).
     priority: u32,
+    /// What is matched, `arena[start..end]`: the pattern without trailing `*`.
     start: u32,
     end: u32,
     shape: Shape,
@@ -96,9 +100,11 @@ pub(crate) fn scan_normal_target(bytes: &[u8]) -> Option<Sig> {
 pub(crate) const NO_SIGNATURE: Option<Sig> = None;
 
 /// All rules that apply to one agent, ready to match.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct RuleSet {
-    arena: Vec<u8>,
+    /// The parsed file's arena, shared: the patterns are read where the
+    /// parser put them, never copied.
+    arena: Arc<Vec<u8>>,
     pieces: Vec<(u32, u32)>,
     /// `rules[..any]`: rules every target must try, by priority.
     /// `rules[any..]`: rules bucketed by the pattern's second byte, by priority
@@ -108,155 +114,178 @@ pub(crate) struct RuleSet {
     buckets: Option<Box<[u32; 257]>>,
 }
 
-/// Priorities and rule counts are below this (the parser reads at most
-/// 500 KiB, so no pattern and no count of rules reaches it); the sort key
-/// packs both.
+/// Patterns are shorter than this (the parser reads at most 500 KiB); a
+/// longer one would rank as if it were this long.
 const MAX_PRIORITY: u32 = (1 << 20) - 1;
 const _: () = assert!(super::parse::PARSE_LIMIT < MAX_PRIORITY as usize);
 
 /// Below this many rules a plain scan beats the bucket table.
 const BUCKET_THRESHOLD: usize = 8;
 
+/// A rule's place in the compiled order, as one integer, so that sorting
+/// moves and compares words rather than rules. From the top bits down:
+/// the bucket (0 for rules every target tries, else 1 + the pattern's second
+/// byte), priority (longest first), `Allow` before `Disallow`, and the rule's
+/// place in the input (its line order) in the low 32 bits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SortKey(u64);
+
+impl SortKey {
+    fn new(bucket: Option<u8>, priority: u32, kind: RuleKind, place: u32) -> SortKey {
+        let slot = bucket.map_or(0, |b| u64::from(b) + 1);
+        let rank = u64::from(MAX_PRIORITY - priority.min(MAX_PRIORITY));
+        SortKey(
+            slot << 53
+                | rank << 33
+                | u64::from(kind == RuleKind::Disallow) << 32
+                | u64::from(place),
+        )
+    }
+
+    /// The pattern's second byte, for a bucketed rule.
+    fn bucket(self) -> Option<u8> {
+        ((self.0 >> 53) as usize).checked_sub(1).map(|b| b as u8)
+    }
+
+    /// Everything but the place: rules that rank alike.
+    fn rank(self) -> u64 {
+        self.0 >> 32
+    }
+
+    fn place(self) -> usize {
+        self.0 as u32 as usize
+    }
+}
+
 impl RuleSet {
-    /// The heap this set holds, allocator rounding aside.
+    /// The heap this set holds, allocator rounding aside; the arena is the
+    /// parsed file's, counted there.
     pub(crate) fn heap_size(&self) -> usize {
-        self.arena.capacity()
-            + self.pieces.capacity() * std::mem::size_of::<(u32, u32)>()
+        self.pieces.capacity() * std::mem::size_of::<(u32, u32)>()
             + self.rules.capacity() * std::mem::size_of::<CompiledRule>()
             + self.buckets.as_ref().map_or(0, |_| 257 * 4)
     }
 
-    /// Compiles patterns (already in normal form) with their kind and line.
-    /// `count` and `bytes` size the buffers: how many rules, how many pattern bytes.
-    pub(crate) fn build<'a>(
-        rules: impl Iterator<Item = (RuleKind, &'a [u8], u32)>,
-        count: usize,
-        bytes: usize,
-    ) -> RuleSet {
-        let mut set = RuleSet {
-            arena: Vec::with_capacity(bytes + 1),
-            pieces: Vec::with_capacity(count),
-            ..RuleSet::default()
-        };
-        // Every rule in the order of the file, and the key it sorts by: one
-        // integer per rule, so sorting moves and compares words, not rules.
-        // Bucketed or not, the bucket, priority (longest first), Allow first,
-        // then the rule's place in the file (its line order). The parser's
-        // 500 KiB limit keeps priorities and places under 2^20.
-        let mut compiled: Vec<CompiledRule> = Vec::with_capacity(count);
-        let mut keys: Vec<u64> = Vec::with_capacity(count);
-        let bucketed = count >= BUCKET_THRESHOLD;
-        for (kind, original, line) in rules {
-            // A trailing `*` (unanchored) matches nothing more than its absence;
-            // the priority stays the length of the rule as written.
-            let trimmed = original.strip_suffix(b"*").map_or(original, |t| {
-                let n = t.iter().rev().take_while(|&&b| b == b'*').count();
-                &t[..t.len() - n]
-            });
-            let pattern: &[u8] = if trimmed.is_empty() { b"*" } else { trimmed };
-            let start = set.arena.len() as u32;
-            set.arena.extend_from_slice(pattern);
-            let end = set.arena.len() as u32;
-            let shape = if pattern.contains(&b'*') {
-                let anchored = pattern.last() == Some(&b'$');
-                let body = if anchored { end - 1 } else { end };
-                let first_piece = set.pieces.len() as u32;
-                let mut piece_start = start;
-                for (i, &b) in pattern[..(body - start) as usize].iter().enumerate() {
-                    if b == b'*' {
-                        set.pieces.push((piece_start, start + i as u32));
-                        piece_start = start + i as u32 + 1;
-                    }
-                }
-                set.pieces.push((piece_start, body));
-                Shape::Wild {
-                    first_piece,
-                    piece_count: set.pieces.len() as u32 - first_piece,
-                    anchored,
-                }
-            } else if pattern.last() == Some(&b'$') {
-                Shape::Exact
-            } else {
-                Shape::Prefix
-            };
-            let needs = match shape {
-                Shape::Wild {
-                    first_piece,
-                    piece_count,
-                    ..
-                } => set.pieces[first_piece as usize..(first_piece + piece_count) as usize]
-                    .iter()
-                    .fold(0, |acc, &(a, b)| {
-                        acc | signature(&set.arena[a as usize..b as usize])
-                    }),
-                _ => 0,
-            };
-            let rule = CompiledRule {
-                kind,
-                line,
+    /// Compiles `rules` (in file order), whose patterns, in normal form, lie in `arena`.
+    pub(crate) fn build(arena: &Arc<Vec<u8>>, rules: &[Rule]) -> RuleSet {
+        let pattern = |r: &Rule| &arena[r.pattern.start as usize..r.pattern.end as usize];
+        let bucketed = rules.len() >= BUCKET_THRESHOLD;
+        // The keys alone are sorted; the rules are compiled afterwards, in order.
+        let mut keys: Vec<SortKey> = rules
+            .iter()
+            .enumerate()
+            .map(|(place, r)| {
+                // A trailing `*` does not change the second byte: when the
+                // pattern is `[a, *]`, it has no bucket either way.
+                let bucket = match pattern(r) {
+                    [a, b, ..] if bucketed && *a != b'*' && *b != b'*' && *b != b'$' => Some(*b),
+                    _ => None,
+                };
                 // RFC 9309 counts the octets of the rule as written, trailing `*` included.
-                priority: original.len() as u32,
-                start,
-                end,
-                shape,
-                needs,
-            };
-            let bucket = match pattern {
-                [a, b, ..] if bucketed && *a != b'*' && *b != b'*' && *b != b'$' => Some(*b),
-                _ => None,
-            };
-            let priority = u64::from(MAX_PRIORITY - rule.priority.min(MAX_PRIORITY));
-            keys.push(
-                u64::from(bucket.is_some()) << 49
-                    | u64::from(bucket.unwrap_or(0)) << 41
-                    | priority << 21
-                    | u64::from(rule.kind == RuleKind::Disallow) << 20
-                    | (compiled.len() as u64).min(u64::from(MAX_PRIORITY)),
-            );
-            compiled.push(rule);
-        }
-
-        // Priority first (longest, then Allow), then line. A rule written twice
-        // has the same priority and kind, so it lands in the same run as its twin
-        // and only the first line is kept: it decides nothing new.
+                let priority = r.pattern.end - r.pattern.start;
+                SortKey::new(bucket, priority, r.kind, place as u32)
+            })
+            .collect();
         keys.sort_unstable();
-        // A rule written twice has the same bucket, priority and kind, so it
-        // lands in the same run as its twin: only the first is kept, since
-        // it decides nothing new.
-        let place = |k: u64| (k & u64::from(MAX_PRIORITY)) as usize;
-        let pattern = |k: u64| {
-            let r = &compiled[place(k)];
-            &set.arena[r.start as usize..r.end as usize]
-        };
+        // A rule written twice ranks alike and lands in the same run as its
+        // twin: only the first is kept, since it decides nothing new.
         let (mut kept, mut run_start) = (0, 0);
         for i in 0..keys.len() {
             let k = keys[i];
-            if kept > 0 && keys[kept - 1] >> 20 != k >> 20 {
+            if kept > 0 && keys[kept - 1].rank() != k.rank() {
                 run_start = kept;
             }
-            if !keys[run_start..kept]
-                .iter()
-                .any(|&o| pattern(o) == pattern(k))
-            {
+            let same = |o: &SortKey| pattern(&rules[o.place()]) == pattern(&rules[k.place()]);
+            if !keys[run_start..kept].iter().any(same) {
                 keys[kept] = k;
                 kept += 1;
             }
         }
         keys.truncate(kept);
-        set.any = keys.partition_point(|k| k >> 49 == 0);
-        set.rules = keys.iter().map(|&k| compiled[place(k)].clone()).collect();
-        if set.any == set.rules.len() {
-            return set;
+
+        let mut set = RuleSet {
+            arena: Arc::clone(arena),
+            pieces: Vec::new(),
+            rules: Vec::with_capacity(keys.len()),
+            any: keys.partition_point(|k| k.bucket().is_none()),
+            buckets: None,
+        };
+        for k in &keys {
+            let rule = set.compile(&rules[k.place()]);
+            set.rules.push(rule);
         }
-        let mut buckets = Box::new([0u32; 257]);
-        for k in &keys[set.any..] {
-            buckets[(k >> 41) as u8 as usize + 1] += 1;
+        if set.any < keys.len() {
+            // buckets[b]: how many bucketed rules have a second byte below b.
+            let mut buckets = Box::new([0u32; 257]);
+            let mut next = 0;
+            for (i, k) in keys[set.any..].iter().enumerate() {
+                let b = usize::from(k.bucket().unwrap_or(0));
+                if next <= b {
+                    buckets[next..=b].fill(i as u32);
+                    next = b + 1;
+                }
+            }
+            buckets[next..].fill((keys.len() - set.any) as u32);
+            set.buckets = Some(buckets);
         }
-        for i in 1..257 {
-            buckets[i] += buckets[i - 1];
-        }
-        set.buckets = Some(buckets);
         set
+    }
+
+    /// One rule: its shape, and its pieces when it has wildcards.
+    fn compile(&mut self, rule: &Rule) -> CompiledRule {
+        let Rule {
+            kind,
+            pattern: span,
+            wild,
+            line,
+        } = *rule;
+        let start = span.start;
+        let mut end = span.end;
+        if wild {
+            // A trailing `*` (unanchored) matches nothing more than its
+            // absence, and stars alone match what the empty prefix does.
+            let written = &self.arena[start as usize..end as usize];
+            end -= written.iter().rev().take_while(|&&b| b == b'*').count() as u32;
+        }
+        let pattern = &self.arena[start as usize..end as usize];
+        // Trailing stars aside, is a `*` left?
+        let wild = wild && pattern.contains(&b'*');
+        let (shape, needs) = if wild {
+            let anchored = pattern.last() == Some(&b'$');
+            let body = if anchored { end - 1 } else { end };
+            let first_piece = self.pieces.len() as u32;
+            let mut piece_start = start;
+            let mut needs = 0;
+            for (i, &b) in pattern[..(body - start) as usize].iter().enumerate() {
+                if b == b'*' {
+                    let piece = (piece_start, start + i as u32);
+                    needs |= signature(&self.arena[piece.0 as usize..piece.1 as usize]);
+                    self.pieces.push(piece);
+                    piece_start = piece.1 + 1;
+                }
+            }
+            needs |= signature(&self.arena[piece_start as usize..body as usize]);
+            self.pieces.push((piece_start, body));
+            let shape = Shape::Wild {
+                first_piece,
+                piece_count: self.pieces.len() as u32 - first_piece,
+                anchored,
+            };
+            (shape, needs)
+        } else if pattern.last() == Some(&b'$') {
+            (Shape::Exact, 0)
+        } else {
+            (Shape::Prefix, 0)
+        };
+        CompiledRule {
+            kind,
+            line,
+            priority: span.end - start,
+            start,
+            end,
+            shape,
+            needs,
+        }
     }
 
     /// The index of the rule that decides `path` (in normal form), if any matches.
@@ -348,7 +377,8 @@ impl RuleSet {
     pub(crate) fn rule(&self, index: u32) -> (&CompiledRule, &str) {
         let r = &self.rules[index as usize];
         // Patterns are in normal form, which is ASCII.
-        let pattern = std::str::from_utf8(&self.arena[r.start as usize..r.end as usize]);
+        let written = &self.arena[r.start as usize..(r.start + r.priority) as usize];
+        let pattern = std::str::from_utf8(written);
         (r, pattern.unwrap_or_default())
     }
 
@@ -359,18 +389,27 @@ impl RuleSet {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parse::Span;
     use super::*;
     use RuleKind::{Allow, Disallow};
 
     fn set(rules: &[(RuleKind, &str)]) -> RuleSet {
-        RuleSet::build(
-            rules
-                .iter()
-                .enumerate()
-                .map(|(i, (k, p))| (*k, p.as_bytes(), i as u32 + 1)),
-            rules.len(),
-            64,
-        )
+        let mut arena = Vec::new();
+        let mut parsed = Vec::new();
+        for (i, (kind, p)) in rules.iter().enumerate() {
+            let start = arena.len() as u32;
+            arena.extend_from_slice(p.as_bytes());
+            parsed.push(Rule {
+                kind: *kind,
+                pattern: Span {
+                    start,
+                    end: arena.len() as u32,
+                },
+                wild: p.contains('*'),
+                line: i as u32 + 1,
+            });
+        }
+        RuleSet::build(&Arc::new(arena), &parsed)
     }
 
     fn verdict(s: &RuleSet, path: &str) -> Option<(RuleKind, u32)> {

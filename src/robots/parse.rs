@@ -16,6 +16,8 @@
 //! `User-agent: b`, `Crawl-delay: 5`. Rules before any agent line belong to no
 //! group.
 
+use std::sync::Arc;
+
 use super::encoding::{normalized_string, Mode};
 use super::lines::{Line, Lines};
 
@@ -50,8 +52,8 @@ impl RuleKind {
 /// A byte range in [`RobotsTxt::strings`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Span {
-    start: u32,
-    end: u32,
+    pub(crate) start: u32,
+    pub(crate) end: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -69,6 +71,8 @@ pub(crate) struct Rule {
     pub(crate) kind: RuleKind,
     /// The pattern in normal form (see `encoding`).
     pub(crate) pattern: Span,
+    /// Whether the pattern holds a wildcard `*`.
+    pub(crate) wild: bool,
     pub(crate) line: u32,
 }
 
@@ -84,8 +88,9 @@ pub struct RobotsTxt {
     pub(crate) groups: Vec<Group>,
     pub(crate) agents: Vec<Agent>,
     pub(crate) rules: Vec<Rule>,
-    /// Arena for agent names and patterns: one allocation instead of one per line.
-    strings: Vec<u8>,
+    /// Arena for agent names and patterns: one allocation instead of one per
+    /// line, shared with the policies built from this file (they keep no copy).
+    pub(crate) strings: Arc<Vec<u8>>,
     bytes_parsed: usize,
     truncated: bool,
     /// Lines that are robots.txt fields (agent lines, rules, crawl-delay, sitemap).
@@ -127,14 +132,17 @@ fn field(name: &[u8]) -> Field {
     }
 }
 
-fn trim(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
+fn trim(s: &[u8]) -> &[u8] {
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    let mut start = 0;
+    while start < s.len() && blank(s[start]) {
+        start += 1;
     }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
+    let mut end = s.len();
+    while end > start && blank(s[end - 1]) {
+        end -= 1;
     }
-    s
+    &s[start..end]
 }
 
 /// Splits a line (comment already removed) into field name and value, given
@@ -198,6 +206,27 @@ fn skip_bom(input: &[u8]) -> &[u8] {
     &input[n..]
 }
 
+/// Appends the lower-cased `token` to `strings`.
+fn push_lowercase(strings: &mut Vec<u8>, token: &[u8]) -> Span {
+    let start = strings.len() as u32;
+    strings.extend(token.iter().map(|b| b.to_ascii_lowercase()));
+    Span {
+        start,
+        end: strings.len() as u32,
+    }
+}
+
+/// Appends the normal form of a pattern to `strings`; true when it holds a `*`.
+fn push_pattern(strings: &mut Vec<u8>, value: &[u8]) -> (Span, bool) {
+    let start = strings.len() as u32;
+    let wild = super::encoding::normalize(value, Mode::Pattern, strings);
+    let span = Span {
+        start,
+        end: strings.len() as u32,
+    };
+    (span, wild)
+}
+
 impl RobotsTxt {
     /// Parses robots.txt bytes. Never fails: junk lines are ignored.
     pub fn parse(input: &[u8]) -> RobotsTxt {
@@ -215,17 +244,13 @@ impl RobotsTxt {
         let bytes_parsed = body.len();
         let body = skip_bom(body);
 
-        let mut robots = RobotsTxt {
-            strings: Vec::with_capacity(body.len() / 2),
-            // One line in twenty is a generous guess for real files; it saves the
-            // reallocations that otherwise dominate a small parse.
-            groups: Vec::with_capacity(body.len() / 256 + 1),
-            agents: Vec::with_capacity(body.len() / 64 + 1),
-            rules: Vec::with_capacity(body.len() / 20 + 1),
-            bytes_parsed,
-            truncated,
-            field_lines: 0,
-        };
+        let mut strings = Vec::with_capacity(body.len() / 2);
+        // One line in twenty is a generous guess for real files; it saves the
+        // reallocations that otherwise dominate a small parse.
+        let mut groups: Vec<Group> = Vec::with_capacity(body.len() / 256 + 1);
+        let mut agents: Vec<Agent> = Vec::with_capacity(body.len() / 64 + 1);
+        let mut rules: Vec<Rule> = Vec::with_capacity(body.len() / 20 + 1);
+        let mut field_lines = 0;
         // Whether the current group has had a rule line: the next agent line then
         // starts a new group instead of joining this one.
         let mut group_has_rules = false;
@@ -244,13 +269,13 @@ impl RobotsTxt {
                 continue;
             };
             let f = field(name);
-            robots.field_lines += usize::from(f != Field::Other);
+            field_lines += usize::from(f != Field::Other);
             match f {
                 f @ (Field::UserAgent | Field::VirtualAgent) => {
-                    if robots.groups.is_empty() || group_has_rules {
-                        let at_agent = robots.agents.len() as u32;
-                        let at_rule = robots.rules.len() as u32;
-                        robots.groups.push(Group {
+                    if groups.is_empty() || group_has_rules {
+                        let at_agent = agents.len() as u32;
+                        let at_rule = rules.len() as u32;
+                        groups.push(Group {
                             agents: at_agent..at_agent,
                             rules: at_rule..at_rule,
                         });
@@ -259,14 +284,14 @@ impl RobotsTxt {
                         after_delay = false;
                     }
                     if after_delay {
-                        delay_run_start = robots.agents.len() as u32;
+                        delay_run_start = agents.len() as u32;
                         after_delay = false;
                     }
                     // An unusable name still starts a group, so the rules under it
                     // are not taken for the group before.
                     if let Some(token) = agent_token(value) {
-                        let name = robots.push_lowercase(token);
-                        robots.agents.push(Agent {
+                        let name = push_lowercase(&mut strings, token);
+                        agents.push(Agent {
                             kind: if f == Field::UserAgent {
                                 AgentKind::User
                             } else {
@@ -276,43 +301,44 @@ impl RobotsTxt {
                             line: number,
                             crawl_delay: None,
                         });
-                        let end = robots.agents.len() as u32;
-                        if let Some(g) = robots.groups.last_mut() {
+                        let end = agents.len() as u32;
+                        if let Some(g) = groups.last_mut() {
                             g.agents.end = end;
                         }
                     }
                 }
-                Field::Allow | Field::Disallow | Field::CrawlDelay if robots.groups.is_empty() => {}
+                Field::Allow | Field::Disallow | Field::CrawlDelay if groups.is_empty() => {}
                 f @ (Field::Allow | Field::Disallow) => {
                     group_has_rules = true;
                     // An empty value is no rule: `Disallow:` allows everything.
                     if value.is_empty() {
                         continue;
                     }
-                    let pattern = robots.push_pattern(value);
-                    robots.rules.push(Rule {
+                    let (pattern, wild) = push_pattern(&mut strings, value);
+                    rules.push(Rule {
                         kind: if f == Field::Allow {
                             RuleKind::Allow
                         } else {
                             RuleKind::Disallow
                         },
                         pattern,
+                        wild,
                         line: number,
                     });
-                    let end = robots.rules.len() as u32;
-                    if let Some(g) = robots.groups.last_mut() {
+                    let end = rules.len() as u32;
+                    if let Some(g) = groups.last_mut() {
                         g.rules.end = end;
                     }
                 }
                 Field::CrawlDelay => {
-                    if robots.groups.is_empty() {
+                    if groups.is_empty() {
                         continue;
                     }
                     after_delay = true;
                     let Some(secs) = parse_delay(value) else {
                         continue;
                     };
-                    for agent in &mut robots.agents[delay_run_start as usize..] {
+                    for agent in &mut agents[delay_run_start as usize..] {
                         // Two delays for one agent: the larger is the safe reading.
                         agent.crawl_delay = Some(agent.crawl_delay.map_or(secs, |d| d.max(secs)));
                     }
@@ -320,35 +346,14 @@ impl RobotsTxt {
                 Field::Sitemap | Field::Other => {}
             }
         }
-        robots
-    }
-
-    fn push_lowercase(&mut self, token: &[u8]) -> Span {
-        let start = self.strings.len() as u32;
-        self.strings
-            .extend(token.iter().map(|b| b.to_ascii_lowercase()));
-        Span {
-            start,
-            end: self.strings.len() as u32,
-        }
-    }
-
-    fn push_pattern(&mut self, value: &[u8]) -> Span {
-        let start = self.strings.len() as u32;
-        super::encoding::normalize(value, Mode::Pattern, &mut self.strings);
-        Span {
-            start,
-            end: self.strings.len() as u32,
-        }
-    }
-
-    /// How many pattern bytes `rules` (next to each other in the file) hold.
-    pub(crate) fn pattern_bytes(&self, rules: &[Rule]) -> usize {
-        match (rules.first(), rules.last()) {
-            (Some(first), Some(last)) => {
-                last.pattern.end.saturating_sub(first.pattern.start) as usize
-            }
-            _ => 0,
+        RobotsTxt {
+            groups,
+            agents,
+            rules,
+            strings: Arc::new(strings),
+            bytes_parsed,
+            truncated,
+            field_lines,
         }
     }
 
@@ -385,7 +390,9 @@ impl RobotsTxt {
 
     /// An approximation of the memory this value holds, for byte-budgeted caches.
     pub fn heap_size(&self) -> usize {
-        self.strings.capacity()
+        // The arena's Arc: its two counts and the `Vec`, besides the bytes.
+        16 + std::mem::size_of::<Vec<u8>>()
+            + self.strings.capacity()
             + self.groups.capacity() * std::mem::size_of::<Group>()
             + self.agents.capacity() * std::mem::size_of::<Agent>()
             + self.rules.capacity() * std::mem::size_of::<Rule>()

@@ -6,12 +6,13 @@
 //! largest crawl-delay of theirs applying; otherwise `*`; otherwise everything is
 //! allowed. Groups naming the same agent are merged (RFC 9309 §2.2.1).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
 use super::encoding::{normalize, Mode, StackBuf};
 use super::matcher::{scan_normal_target, RuleSet, NO_SIGNATURE};
-use super::parse::{is_token_byte, AgentKind, Group, RobotsTxt, RuleKind};
+use super::parse::{is_token_byte, AgentKind, Group, RobotsTxt, Rule, RuleKind};
 
 /// Who a request acts for: the bot's product token and its virtual agents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -229,9 +230,9 @@ impl RobotsTxt {
         };
         let mut lines = Vec::new();
         let mut crawl_delay: Option<f64> = None;
-        // How many rules the named groups hold, and their pattern bytes: a
-        // group's patterns lie next to each other in the parser's arena.
-        let (mut count, mut bytes) = (0, 0);
+        // The rules of the named groups, in file order: borrowed when one
+        // group names the agent (the usual case), merged into a copy otherwise.
+        let mut rules: Cow<[Rule]> = Cow::Borrowed(&[]);
         for group in &self.groups {
             let before = lines.len();
             for agent in names(group) {
@@ -241,24 +242,21 @@ impl RobotsTxt {
                 }
             }
             if lines.len() > before {
-                let rules = &self.rules[group.rules.start as usize..group.rules.end as usize];
-                count += rules.len();
-                bytes += self.pattern_bytes(rules);
+                let group_rules = &self.rules[group.rules.start as usize..group.rules.end as usize];
+                if before == 0 {
+                    rules = Cow::Borrowed(group_rules);
+                } else {
+                    rules.to_mut().extend_from_slice(group_rules);
+                }
             }
         }
         if lines.is_empty() {
             return None;
         }
-        let rules = self
-            .groups
-            .iter()
-            .filter(|group| names(group).next().is_some())
-            .flat_map(|g| &self.rules[g.rules.start as usize..g.rules.end as usize])
-            .map(|r| (r.kind, self.bytes(r.pattern), r.line));
         Some(AgentRules {
             name: name.to_string(),
             lines,
-            rules: RuleSet::build(rules, count, bytes),
+            rules: RuleSet::build(&self.strings, &rules),
             crawl_delay,
         })
     }
