@@ -158,6 +158,7 @@ fn is_unreserved(b: u8) -> bool {
 
 /// Writes the normal form of `input` into `out`; true when it wrote a
 /// wildcard `*` (only patterns have them).
+#[inline]
 pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) -> bool {
     if mode == Mode::Pattern {
         if let Some(wild) = plain_pattern(input) {
@@ -169,6 +170,7 @@ pub(crate) fn normalize(input: &[u8], mode: Mode, out: &mut impl Sink) -> bool {
 }
 
 /// [`normalize`] byte by byte.
+#[inline(never)]
 fn normalize_each(input: &[u8], mode: Mode, out: &mut impl Sink) -> bool {
     let mut wild = false;
     let mut i = 0;

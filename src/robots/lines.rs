@@ -99,6 +99,7 @@ impl<'a> Lines<'a> {
 impl<'a> Iterator for Lines<'a> {
     type Item = Line<'a>;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         let (bytes, start) = (self.bytes, self.start);
         if start >= bytes.len() {

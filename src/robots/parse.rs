@@ -110,6 +110,14 @@ enum Field {
 }
 
 fn field(name: &[u8]) -> Field {
+    // The spellings nearly every file uses, compared as they are; any other
+    // case is lower-cased below.
+    match name {
+        b"Disallow" => return Field::Disallow,
+        b"Allow" => return Field::Allow,
+        b"User-agent" | b"User-Agent" => return Field::UserAgent,
+        _ => {}
+    }
     let mut lower = [0u8; 16];
     let Some(lower) = lower.get_mut(..name.len()) else {
         return Field::Other;
