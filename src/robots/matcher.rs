@@ -205,7 +205,8 @@ impl RuleSet {
 
         let mut set = RuleSet {
             arena: Arc::clone(arena),
-            pieces: Vec::new(),
+            // Two pieces per wildcard rule, the usual `/a*b` (more grow the vector).
+            pieces: Vec::with_capacity(2 * rules.iter().filter(|r| r.wild).count()),
             rules: Vec::with_capacity(keys.len()),
             any: keys.partition_point(|k| k.bucket().is_none()),
             buckets: None,
