@@ -321,6 +321,78 @@ fn decisions_explain_group_and_rule() {
     );
 }
 
+/// A pattern's trailing stars match nothing more, but the explanation quotes
+/// the rule as the file wrote it; stars alone disallow everything.
+#[test]
+fn trailing_stars_are_explained_as_written() {
+    let robots = "User-agent: *\nDisallow: /private**\nAllow: /private/open\n\nUser-agent: all\nDisallow: ***\n";
+    let robots = RobotsTxt::parse(robots.as_bytes());
+    let star = robots.policy(&bot("examplebot", &[]));
+    let d = star.decide("/private/x");
+    assert!(!d.allowed());
+    assert_eq!(
+        star.explain(&d).to_string(),
+        "group * (line 1)\trule Disallow: /private** (line 2)"
+    );
+    // The longer rule wins against the shorter trimmed pattern, counted as written.
+    assert!(star.decide("/private/open").allowed());
+    assert!(star.decide("/privat").allowed());
+    let all = robots.policy(&bot("all", &[]));
+    for target in ["/", "/x", "", "/robots.txt.bak"] {
+        let d = all.decide(target);
+        assert!(!d.allowed(), "{target:?}");
+        assert_eq!(
+            all.explain(&d).to_string(),
+            "group all (line 5)\trule Disallow: *** (line 6)"
+        );
+    }
+}
+
+/// Policies read their patterns from the parsed file's arena, which they
+/// share: a policy keeps deciding, and explaining, after the file is gone,
+/// and groups merged from several places in the file keep every rule.
+#[test]
+fn a_policy_outlives_the_parsed_file_it_came_from() {
+    let robots = RobotsTxt::parse(
+        b"User-agent: a\nDisallow: /one\n\nUser-agent: b\nDisallow: /b\n\nUser-agent: a\nDisallow: /two*.x$\n",
+    );
+    let merged = robots.policy(&bot("a", &[]));
+    let single = robots.policy(&bot("b", &[]));
+    drop(robots);
+    for (policy, target, allowed, why) in [
+        (
+            &merged,
+            "/one/x",
+            false,
+            "group a (lines 1, 7)\trule Disallow: /one (line 2)",
+        ),
+        (
+            &merged,
+            "/two/y.x",
+            false,
+            "group a (lines 1, 7)\trule Disallow: /two*.x$ (line 8)",
+        ),
+        (
+            &merged,
+            "/two/y.xy",
+            true,
+            "group a (lines 1, 7)\tno rule matches",
+        ),
+        (&merged, "/b", true, "group a (lines 1, 7)\tno rule matches"),
+        (
+            &single,
+            "/b/c",
+            false,
+            "group b (line 4)\trule Disallow: /b (line 5)",
+        ),
+        (&single, "/one", true, "group b (line 4)\tno rule matches"),
+    ] {
+        let d = policy.decide(target);
+        assert_eq!(d.allowed(), allowed, "{target:?}");
+        assert_eq!(policy.explain(&d).to_string(), why, "{target:?}");
+    }
+}
+
 /// The example of the Gemini mailing-list reply (shared seed 001), read as written.
 #[test]
 fn mailing_list_example() {
