@@ -109,15 +109,17 @@ enum Field {
     Other,
 }
 
+/// The field a name (blanks around it allowed) names.
 fn field(name: &[u8]) -> Field {
     // The spellings nearly every file uses, compared as they are; any other
-    // case is lower-cased below.
+    // spelling is trimmed and lower-cased below.
     match name {
         b"Disallow" => return Field::Disallow,
         b"Allow" => return Field::Allow,
         b"User-agent" | b"User-Agent" => return Field::UserAgent,
         _ => {}
     }
+    let name = trim(name);
     let mut lower = [0u8; 16];
     let Some(lower) = lower.get_mut(..name.len()) else {
         return Field::Other;
@@ -154,14 +156,15 @@ fn trim(s: &[u8]) -> &[u8] {
 }
 
 /// Splits a line (comment already removed) into field name and value, given
-/// where its first colon is.
+/// where its first colon is. The value is trimmed; the name is left to
+/// [`field`], which trims it only if it is not one of the usual spellings.
 ///
 /// `name: value` is the form of RFC 9309. Like Google's parser we also accept a
 /// missing colon when the line is exactly two words (`disallow /`), since a file
 /// with that slip clearly meant the rule.
 fn split_field(line: &[u8], colon: Option<usize>) -> Option<(&[u8], &[u8])> {
     if let Some(colon) = colon {
-        return Some((trim(&line[..colon]), trim(&line[colon + 1..])));
+        return Some((&line[..colon], trim(&line[colon + 1..])));
     }
     let line = trim(line);
     if line.is_empty() {
@@ -580,6 +583,26 @@ mod tests {
         let r = RobotsTxt::parse(b"useragent: a\ndissallow: /x\ndisalow: /y\n");
         assert_eq!(rules(&r, 0).len(), 2);
         assert!(rules(&r, 0).iter().all(|r| r.0 == RuleKind::Disallow));
+    }
+
+    /// Blanks around a field name or value, in any spelling of the name,
+    /// change nothing; blanks inside a name make it another name.
+    #[test]
+    fn blanks_around_names_and_values() {
+        let r = RobotsTxt::parse(
+            b"\t User-agent \t:\tA \nDisallow :/x\n  Allow\t: /y \n DISALLOW:\t/z\t\nDis allow: /w\n",
+        );
+        assert_eq!(agents(&r, 0), [(AgentKind::User, "a".to_string(), 1)]);
+        let got: Vec<(RuleKind, String)> =
+            rules(&r, 0).into_iter().map(|(k, p, _)| (k, p)).collect();
+        assert_eq!(
+            got,
+            [
+                (RuleKind::Disallow, "/x".to_string()),
+                (RuleKind::Allow, "/y".to_string()),
+                (RuleKind::Disallow, "/z".to_string()),
+            ]
+        );
     }
 
     #[test]
