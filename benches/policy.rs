@@ -150,6 +150,36 @@ fn bench(c: &mut Criterion) {
         b.iter(|| texting_robots::Robot::new(AGENT, black_box(ROBOTS)).unwrap())
     });
     group.finish();
+
+    // A hostile file: 500 KiB of distinct rules that all rank alike (one
+    // length, one kind, one bucket), the worst case for finding twins, and a
+    // path that tries the whole bucket and matches none of it.
+    let hostile = hostile_file();
+    let mut group = c.benchmark_group("hostile_500k_one_bucket");
+    group.sample_size(10);
+    group.bench_function("parse + policy", |b| {
+        let bot = BotProfile::new(AGENT);
+        b.iter(|| RobotsTxt::parse(black_box(&hostile)).policy(&bot))
+    });
+    let policy = RobotsTxt::parse(&hostile).policy(&BotProfile::new(AGENT));
+    assert_eq!(policy.rule_count(), hostile.split(|&b| b == b'\n').count() - 2);
+    group.bench_function("decide a miss in the bucket", |b| {
+        b.iter(|| policy.decide(black_box("/azzzzz")).allowed())
+    });
+    group.finish();
+}
+
+/// `User-agent: *` and as many `Disallow: /aNNNNN` as fit in the parse limit.
+fn hostile_file() -> Vec<u8> {
+    let mut file = b"User-agent: *\n".to_vec();
+    for i in 0.. {
+        let line = format!("Disallow: /a{i:05}\n");
+        if file.len() + line.len() > robots_proxy::robots::PARSE_LIMIT {
+            break;
+        }
+        file.extend_from_slice(line.as_bytes());
+    }
+    file
 }
 
 /// Nanoseconds per call of `f`, over `n` calls.

@@ -8,6 +8,7 @@
 //! (the first is nearly always `/`); a target only tries its own bucket and the
 //! few rules that start with a wildcard. A decision allocates nothing.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::encoding::is_kept;
@@ -122,6 +123,10 @@ const _: () = assert!(super::parse::PARSE_LIMIT < MAX_PRIORITY as usize);
 /// Below this many rules a plain scan beats the bucket table.
 const BUCKET_THRESHOLD: usize = 8;
 
+/// Rules that rank alike are searched for twins one by one up to this many,
+/// and through a hash set beyond.
+const SCANNED_RUN: usize = 16;
+
 /// A rule's place in the compiled order, as one integer, so that sorting
 /// moves and compares words rather than rules. From the top bits down:
 /// the bucket (0 for rules every target tries, else 1 + the pattern's second
@@ -188,15 +193,32 @@ impl RuleSet {
             .collect();
         keys.sort_unstable();
         // A rule written twice ranks alike and lands in the same run as its
-        // twin: only the first is kept, since it decides nothing new.
+        // twin: only the first is kept, since it decides nothing new. Twins
+        // are looked for by a scan while the run is short, and in a hash set
+        // once it is long: a file of thousands of distinct rules of one
+        // length and bucket would otherwise cost a comparison per pair.
+        let mut seen: Option<HashSet<&[u8]>> = None;
         let (mut kept, mut run_start) = (0, 0);
         for i in 0..keys.len() {
             let k = keys[i];
             if kept > 0 && keys[kept - 1].rank() != k.rank() {
                 run_start = kept;
+                if let Some(seen) = &mut seen {
+                    seen.clear();
+                }
             }
-            let same = |o: &SortKey| pattern(&rules[o.place()]) == pattern(&rules[k.place()]);
-            if !keys[run_start..kept].iter().any(same) {
+            let run = &keys[run_start..kept];
+            let written = || pattern(&rules[k.place()]);
+            let twin = if run.len() < SCANNED_RUN {
+                run.iter().any(|o| pattern(&rules[o.place()]) == written())
+            } else {
+                let seen = seen.get_or_insert_with(HashSet::new);
+                if seen.is_empty() {
+                    seen.extend(run.iter().map(|o| pattern(&rules[o.place()])));
+                }
+                !seen.insert(written())
+            };
+            if !twin {
                 keys[kept] = k;
                 kept += 1;
             }
@@ -470,6 +492,31 @@ mod tests {
         // "Most octets" is the pattern's length, not the matched text's.
         let len = set(&[(Allow, "/x/page."), (Disallow, "/*.html")]);
         assert_eq!(verdict(&len, "/x/page.html"), Some((Allow, 1)));
+    }
+
+    /// Twins are dropped however many rules rank alike (past [`SCANNED_RUN`]
+    /// they are found through a hash set), and the first of each decides.
+    #[test]
+    fn twins_in_long_runs_are_dropped_and_the_first_decides() {
+        let patterns: Vec<String> = (0..3 * SCANNED_RUN).map(|i| format!("/a{i:03}")).collect();
+        // Every pattern, then every pattern again, then an Allow twin of one:
+        // the Allow ranks apart (it wins the tie), so it is no twin.
+        let mut rules: Vec<(RuleKind, &str)> = Vec::new();
+        for _ in 0..2 {
+            rules.extend(patterns.iter().map(|p| (Disallow, p.as_str())));
+        }
+        rules.push((Allow, "/a007"));
+        let s = set(&rules);
+        assert_eq!(s.len(), patterns.len() + 1);
+        for (i, p) in patterns.iter().enumerate() {
+            let want = if i == 7 {
+                (Allow, rules.len() as u32)
+            } else {
+                (Disallow, i as u32 + 1)
+            };
+            assert_eq!(verdict(&s, &format!("{p}/x")), Some(want), "{p}");
+        }
+        assert_eq!(verdict(&s, "/a999"), None);
     }
 
     #[test]
