@@ -162,9 +162,24 @@ fn bench(c: &mut Criterion) {
         b.iter(|| RobotsTxt::parse(black_box(&hostile)).policy(&bot))
     });
     let policy = RobotsTxt::parse(&hostile).policy(&BotProfile::new(AGENT));
-    assert_eq!(policy.rule_count(), hostile.split(|&b| b == b'\n').count() - 2);
+    assert_eq!(
+        policy.rule_count(),
+        hostile.split(|&b| b == b'\n').count() - 2
+    );
     group.bench_function("decide a miss in the bucket", |b| {
         b.iter(|| policy.decide(black_box("/azzzzz")).allowed())
+    });
+    // 15,000 agent lines, then `Crawl-delay` lines to the parse limit: every
+    // delay applies to every agent before it.
+    let mut delays = Vec::new();
+    for i in 0..15_000 {
+        delays.extend_from_slice(format!("User-agent: a{i}\n").as_bytes());
+    }
+    while delays.len() + 16 <= robots_proxy::robots::PARSE_LIMIT {
+        delays.extend_from_slice(b"Crawl-delay: 1\n");
+    }
+    group.bench_function("parse 15,000 agents and 17,000 delays", |b| {
+        b.iter(|| RobotsTxt::parse(black_box(&delays)))
     });
     group.finish();
 }

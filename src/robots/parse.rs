@@ -211,6 +211,15 @@ fn parse_delay(value: &[u8]) -> Option<f64> {
     (secs.is_finite() && secs >= 0.0).then_some(secs)
 }
 
+/// Gives a run of agent lines the crawl-delay that followed them, if any.
+fn give_delay(run: &mut [Agent], delay: Option<f64>) {
+    if let Some(delay) = delay {
+        for agent in run {
+            agent.crawl_delay = Some(delay);
+        }
+    }
+}
+
 fn skip_bom(input: &[u8]) -> &[u8] {
     const BOM: &[u8] = b"\xEF\xBB\xBF";
     let n = input.iter().zip(BOM).take_while(|(a, b)| a == b).count();
@@ -269,6 +278,10 @@ impl RobotsTxt {
         // began or since the last `Crawl-delay` with agent lines after it.
         let mut delay_run_start = 0u32;
         let mut after_delay = false;
+        // The largest delay given to that run so far: set on its agents once,
+        // when the run ends, so that a file of many agents and many delays
+        // costs one pass, not one pass per delay.
+        let mut run_delay: Option<f64> = None;
 
         for Line {
             number,
@@ -284,6 +297,7 @@ impl RobotsTxt {
             match f {
                 f @ (Field::UserAgent | Field::VirtualAgent) => {
                     if groups.is_empty() || group_has_rules {
+                        give_delay(&mut agents[delay_run_start as usize..], run_delay.take());
                         let at_agent = agents.len() as u32;
                         let at_rule = rules.len() as u32;
                         groups.push(Group {
@@ -295,6 +309,7 @@ impl RobotsTxt {
                         after_delay = false;
                     }
                     if after_delay {
+                        give_delay(&mut agents[delay_run_start as usize..], run_delay.take());
                         delay_run_start = agents.len() as u32;
                         after_delay = false;
                     }
@@ -346,17 +361,15 @@ impl RobotsTxt {
                         continue;
                     }
                     after_delay = true;
-                    let Some(secs) = parse_delay(value) else {
-                        continue;
-                    };
-                    for agent in &mut agents[delay_run_start as usize..] {
+                    if let Some(secs) = parse_delay(value) {
                         // Two delays for one agent: the larger is the safe reading.
-                        agent.crawl_delay = Some(agent.crawl_delay.map_or(secs, |d| d.max(secs)));
+                        run_delay = Some(run_delay.map_or(secs, |d| d.max(secs)));
                     }
                 }
                 Field::Sitemap | Field::Other => {}
             }
         }
+        give_delay(&mut agents[delay_run_start as usize..], run_delay);
         RobotsTxt {
             groups,
             agents,
@@ -469,6 +482,25 @@ mod tests {
               Crawl-delay: 5\nDisallow: /x\nCrawl-delay: 7\n",
         );
         assert_eq!(delays(&r, 0), [Some(3.0), Some(3.0), Some(7.0)]);
+        // A delay stays with its group: the next group's agents get none of it.
+        let r = RobotsTxt::parse(
+            b"User-agent: a\nCrawl-delay: 2\nDisallow: /\nUser-agent: b\nDisallow: /y\n",
+        );
+        assert_eq!(
+            (delays(&r, 0), delays(&r, 1)),
+            (vec![Some(2.0)], vec![None])
+        );
+        // Thousands of agents, then thousands of delays: each agent gets the
+        // largest, in one pass (each delay used to walk every agent again).
+        let mut file = String::new();
+        for i in 0..5000 {
+            file.push_str(&format!("User-agent: a{i}\n"));
+        }
+        for i in 0..5000 {
+            file.push_str(&format!("Crawl-delay: {}\n", i % 97));
+        }
+        let r = RobotsTxt::parse(file.as_bytes());
+        assert!(delays(&r, 0).iter().all(|d| *d == Some(96.0)));
         let r = RobotsTxt::parse(b"User-agent: a\nFoo: bar\nUser-agent: b\nDisallow: /\n");
         assert_eq!(r.groups.len(), 1);
     }
