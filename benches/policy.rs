@@ -181,6 +181,35 @@ fn bench(c: &mut Criterion) {
     group.bench_function("parse 15,000 agents and 17,000 delays", |b| {
         b.iter(|| RobotsTxt::parse(black_box(&delays)))
     });
+    // Wildcard rules written to defeat the signatures (`*aaa…ab00042*z`),
+    // against a 1 KiB path holding every byte pair they need and matching
+    // none: every rule must search the path.
+    let mut wild = b"User-agent: *\n".to_vec();
+    for i in 0.. {
+        let line = format!("Disallow: *{}b{i:05}*z\n", "a".repeat(26));
+        if wild.len() + line.len() > robots_proxy::robots::PARSE_LIMIT {
+            break;
+        }
+        wild.extend_from_slice(line.as_bytes());
+    }
+    let policy = RobotsTxt::parse(&wild).policy(&BotProfile::new(AGENT));
+    // Every ordered pair of digits (each pair, then all of it reversed),
+    // after a run of `a` and a `b`.
+    let mut digits = String::new();
+    for a in 0..10 {
+        for b in a..10 {
+            digits.push_str(&format!("{a}{b}"));
+        }
+    }
+    let path = format!(
+        "/{}b{digits}{}",
+        "a".repeat(900),
+        digits.chars().rev().collect::<String>()
+    );
+    assert!(policy.decide(&path).allowed());
+    group.bench_function("decide a path every wildcard rule must search", |b| {
+        b.iter(|| policy.decide(black_box(&path)).allowed())
+    });
     group.finish();
 }
 
