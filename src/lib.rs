@@ -20,7 +20,8 @@
 //! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
 //! - [`politeness`]: per-server spacing, concurrency, queues and slow-downs.
 //! - [`transparent`]: transparent mode: original destinations, local addresses, firewall rules.
-//! - [`pins`]: certificate pins (trust on first use), kept in the state directory.
+//! - [`pins`]: certificate pins (trust on first use), kept in the state directory;
+//!   [`state`]: reading and writing that directory's files safely.
 //! - [`recent`]: the hosts seen lately, for the status page.
 //! - [`metrics`]: the Prometheus registry; [`admin`]: the admin listener (`/metrics`,
 //!   `/healthz`, the status page, `/api`, actions).
@@ -70,6 +71,7 @@ pub mod robots;
 pub mod server;
 pub mod slots;
 pub mod spelling;
+pub mod state;
 pub mod store;
 pub mod target;
 pub mod tls;

@@ -9,7 +9,19 @@ use robots_proxy::server::Proxy;
 use robots_proxy::transparent::rules::{Plan, Ports, Syntax};
 
 fn main() -> ExitCode {
+    // A supervisor may send SIGHUP (reload) a moment after starting `run`,
+    // before tokio's handler is in place, and SIGHUP's default action is to
+    // end the process. So it is blocked first, before any thread exists
+    // (threads inherit the mask), and let through on the main thread once the
+    // handler is installed (`run`); one that came meanwhile is then delivered
+    // as a reload. Other commands let it through at once.
+    #[cfg(unix)]
+    let _ = hangup_set().thread_block();
     let cli = Cli::parse();
+    #[cfg(unix)]
+    if !matches!(cli.command, Command::Run(_)) {
+        let _ = hangup_set().thread_unblock();
+    }
     match cli.command {
         Command::Check(args) => {
             let stdin = io::stdin();
@@ -136,6 +148,8 @@ fn run(args: RunArgs) -> ExitCode {
     };
     runtime.block_on(async move {
         let mut signals = Signals::new();
+        #[cfg(unix)]
+        let _ = hangup_set().thread_unblock();
         let proxy = match Proxy::start(config).await {
             Ok(p) => p,
             Err(e) => {
@@ -204,6 +218,14 @@ fn run(args: RunArgs) -> ExitCode {
         }
         ExitCode::SUCCESS
     })
+}
+
+/// SIGHUP alone, as a signal set.
+#[cfg(unix)]
+fn hangup_set() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGHUP);
+    set
 }
 
 /// What the process was asked to do.

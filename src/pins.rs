@@ -13,7 +13,7 @@
 //! pins, which are then taken again on first use.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -72,7 +72,7 @@ impl Pins {
         let path = state_dir.join(JOURNAL);
         let mut map = HashMap::new();
         let mut skipped = 0usize;
-        match File::open(&path) {
+        match crate::state::open(&path) {
             Ok(file) => {
                 let reader = BufReader::new(file.take(MAX_JOURNAL_BYTES));
                 for line in reader.split(b'\n') {
@@ -100,17 +100,15 @@ impl Pins {
                 "certificate pins: lines that do not parse were skipped"
             );
         }
-        // Compacted: one line per pin, written aside and renamed over.
-        let tmp = state_dir.join(format!("{JOURNAL}.tmp"));
-        {
-            let mut out = std::io::BufWriter::new(File::create(&tmp)?);
+        // Compacted: one line per pin, written to a fresh name and renamed
+        // over (never through a symlink planted in the state directory).
+        crate::state::write_with(&path, 0o600, |out| {
             for ((host, port), fp) in &map {
                 out.write_all(pin_line(host, *port, fp).as_bytes())?;
             }
-            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        }
-        std::fs::rename(&tmp, &path)?;
-        let journal = OpenOptions::new().append(true).open(&path)?;
+            Ok(())
+        })?;
+        let journal = crate::state::append(&path)?;
         Ok(Pins {
             map: Mutex::new(map),
             journal: Some(Mutex::new(journal)),

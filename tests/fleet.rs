@@ -3,6 +3,11 @@
 //! the fleet to get N times a server's rate, an upstream's `44` dodged by asking
 //! another proxy, a proxy that dies holding a lease, a capsule whose
 //! certificate changes behind one proxy's back, the store killed under load.
+//!
+//! Each test starts Debian's `redis-server`, so each is marked
+//! `#[ignore = "needs redis-server"]`: a plain `cargo test` says it left them
+//! out; `cargo test -- --include-ignored` (what `.ci/run` does, after
+//! installing it) runs them.
 
 mod common;
 #[path = "common/redis.rs"]
@@ -55,6 +60,7 @@ async fn text_hole(robots: &str) -> GopherOrigin {
 /// Crawl-delay once: the server sees starts spaced by it, and robots.txt
 /// fetched once for the fleet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nCrawl-delay: 0.25\n").await;
@@ -82,6 +88,7 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
 /// A proxy that died holding a lease (its renewals stopped) holds the cap
 /// only until the lease expires: then the fleet goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_vanished_proxys_lease_expires() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nAllow: /\n").await;
@@ -135,6 +142,7 @@ async fn a_vanished_proxys_lease_expires() {
 /// An upstream `44 2` through one proxy holds the server for the whole
 /// fleet: retrying at once through the other proxy waits the 2 s too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn an_upstream_slow_down_is_seen_by_every_proxy() {
     let redis = RedisServer::start();
     let origin = Origin::start(|url| {
@@ -169,6 +177,7 @@ async fn an_upstream_slow_down_is_seen_by_every_proxy() {
 /// Trust on first use for the fleet: a capsule that changes its certificate
 /// after one proxy met it is refused by another proxy that never met it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn certificate_pins_are_shared() {
     let redis = RedisServer::start();
     let first = capsule(text("51 none", ""), text("20 text/gemini", "first")).await;
@@ -192,6 +201,7 @@ async fn certificate_pins_are_shared() {
 /// a relay or a slow-down, never an error); once it is back, requests are
 /// relayed again without a restart, and the errors were counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn the_store_killed_and_restarted_under_load_refuse() {
     let relayed_while_down = store_outage(OnUnavailable::Refuse).await;
     assert_eq!(relayed_while_down, 0);
@@ -199,6 +209,7 @@ async fn the_store_killed_and_restarted_under_load_refuse() {
 
 /// The same outage with `local`: each proxy carries on with its own gate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn the_store_killed_and_restarted_under_load_local() {
     let relayed_while_down = store_outage(OnUnavailable::Local).await;
     assert!(relayed_while_down > 0);
@@ -290,6 +301,7 @@ async fn store_outage(mode: OnUnavailable) -> usize {
 /// Crawl-delay of 10^20 s and an upstream `44 18446744073709551615` give
 /// slow-down answers, the scripts never fail, and other hosts are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn hostile_numbers_do_not_break_the_shared_gate() {
     let redis = RedisServer::start();
     let huge = Origin::start(|url| {
@@ -337,6 +349,7 @@ async fn hostile_numbers_do_not_break_the_shared_gate() {
 /// does not hold the fleet's fetch lock until it expires: the fetch is given
 /// up, the lock let go, and a request through another proxy fetches at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_fetch_given_up_lets_go_of_the_fleet_lock() {
     use rustls::pki_types::ServerName;
     use tokio::io::AsyncWriteExt;
@@ -387,6 +400,7 @@ async fn a_fetch_given_up_lets_go_of_the_fleet_lock() {
 /// Forgetting a robots.txt through one proxy's admin listener forgets the
 /// fleet's copy too: the next proxy asked fetches it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn forgetting_robots_txt_forgets_the_fleets_copy() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nDisallow: /private\n").await;

@@ -64,8 +64,9 @@ impl Authority {
     pub fn load_or_generate(state_dir: &Path) -> Result<Authority, TlsError> {
         let cert_path = state_dir.join("ca-cert.pem");
         let key_path = state_dir.join("ca-key.pem");
-        let key = if key_path.exists() {
-            let pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+        let kept = crate::state::read_optional(&key_path, crate::state::SMALL_FILE)
+            .map_err(io(&key_path))?;
+        let key = if let Some(pem) = kept {
             rcgen::KeyPair::from_pem(&pem)?
         } else {
             std::fs::create_dir_all(state_dir).map_err(io(state_dir))?;
@@ -75,7 +76,8 @@ impl Authority {
         };
         let cert = ca_params()?.self_signed(&key)?;
         if !cert_path.exists() {
-            std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
+            crate::state::write(&cert_path, cert.pem().as_bytes(), 0o644)
+                .map_err(io(&cert_path))?;
         }
         let ca_id = fingerprint(&CertificateDer::from(key.public_key_der()));
         let store = state_dir.join("dropin").join(&ca_id[..16]);
@@ -140,7 +142,7 @@ impl Authority {
 
     /// A kept certificate, if it is readable and was issued by this CA.
     fn load_kept(&self, path: &Path) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        let pem = std::fs::read(path).ok()?;
+        let pem = crate::state::read(path, crate::state::SMALL_FILE).ok()?;
         let cert = CertificateDer::from_pem_slice(&pem).ok()?;
         let key = PrivateKeyDer::from_pem_slice(&pem).ok()?;
         self.certified(cert, key.secret_der().to_vec(), "a kept certificate")

@@ -103,8 +103,8 @@ pub fn load_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
             message: e.to_string(),
         }
     };
-    let chain = CertificateDer::pem_file_iter(cert)
-        .map_err(pem_err(cert))?
+    let cert_pem = crate::state::read(cert, crate::state::SMALL_FILE).map_err(io(cert))?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(pem_err(cert))?;
     if chain.is_empty() {
@@ -113,7 +113,8 @@ pub fn load_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
             message: "no certificate in the file".into(),
         });
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(pem_err(key))?;
+    let key_pem = crate::state::read(key, crate::state::SMALL_FILE).map_err(io(key))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(pem_err(key))?;
     Ok(Identity {
         chain,
         key: key_der,
@@ -155,14 +156,15 @@ pub fn load_or_generate(state_dir: &Path, names: &[String]) -> Result<Identity, 
     let key_path = state_dir.join("gemini-key.pem");
     let names_path = state_dir.join("gemini-cert.names");
     let wanted = names.join("\n") + "\n";
-    let kept = std::fs::read_to_string(&names_path).ok();
+    let small = crate::state::SMALL_FILE;
+    let kept = crate::state::read_optional(&names_path, small).map_err(io(&names_path))?;
     if cert_path.exists() && key_path.exists() && kept.as_deref() == Some(wanted.as_str()) {
         return load_identity(&cert_path, &key_path);
     }
     std::fs::create_dir_all(state_dir).map_err(io(state_dir))?;
-    let key = match std::fs::read_to_string(&key_path) {
-        Ok(pem) => rcgen::KeyPair::from_pem(&pem)?,
-        Err(_) => {
+    let key = match crate::state::read_optional(&key_path, small).map_err(io(&key_path))? {
+        Some(pem) => rcgen::KeyPair::from_pem(&pem)?,
+        None => {
             let key = rcgen::KeyPair::generate()?;
             write_private(&key_path, key.serialize_pem().as_bytes())?;
             key
@@ -183,28 +185,14 @@ pub fn load_or_generate(state_dir: &Path, names: &[String]) -> Result<Identity, 
     params.not_before = rcgen::date_time_ymd(2025, 1, 1);
     params.not_after = rcgen::date_time_ymd(2045, 1, 1);
     let cert = params.self_signed(&key)?;
-    std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
-    std::fs::write(&names_path, wanted).map_err(io(&names_path))?;
+    crate::state::write(&cert_path, cert.pem().as_bytes(), 0o644).map_err(io(&cert_path))?;
+    crate::state::write(&names_path, wanted.as_bytes(), 0o644).map_err(io(&names_path))?;
     load_identity(&cert_path, &key_path)
 }
 
-#[cfg(unix)]
+/// A private key or a leaf with its key: readable by the proxy's user only.
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io(path))?;
-    f.write_all(bytes).map_err(io(path))
-}
-
-#[cfg(not(unix))]
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {
-    std::fs::write(path, bytes).map_err(io(path))
+    crate::state::write(path, bytes, 0o600).map_err(io(path))
 }
 
 /// TLS 1.2 and 1.3 for the listener, asking for an optional client
