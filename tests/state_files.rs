@@ -73,7 +73,7 @@ fn a_fifo_in_the_state_directory_is_refused_at_start() {
         fifo(&dir.join(name));
         let (code, err) = exit_within(spawn_proxy(&dir), Duration::from_secs(20));
         assert_eq!(code, Some(2), "{name}: {err}");
-        assert!(err.contains(&format!("{name}")), "{name}: {err}");
+        assert!(err.contains(name), "{name}: {err}");
         assert!(
             err.contains("is a FIFO, not a regular file"),
             "{name}: {err}"
