@@ -88,6 +88,31 @@ impl Drop for ClientSlot {
     }
 }
 
+tokio::task_local! {
+    /// The per-client place of the connection this task serves, until its
+    /// answer is complete.
+    static CLIENT: std::cell::RefCell<Option<ClientSlot>>;
+}
+
+/// Runs `serve` holding `slot` until the connection's answer is complete
+/// ([`answered`]) or `serve` ends, whichever comes first.
+pub fn holding_client<F: std::future::Future>(
+    slot: ClientSlot,
+    serve: F,
+) -> impl std::future::Future<Output = F::Output> {
+    CLIENT.scope(std::cell::RefCell::new(Some(slot)), serve)
+}
+
+/// The connection served by this task has its whole answer (our side is shut
+/// down or cut): its place under the per-client cap is given back now, not
+/// after the drain that waits for the client to close. A client that reads
+/// its answer and connects again at once must not find its old connection
+/// still counted. (The connection keeps its place under `max_connections`,
+/// which counts descriptors, until it is closed.)
+pub fn answered() {
+    let _ = CLIENT.try_with(|slot| slot.borrow_mut().take());
+}
+
 /// File descriptors kept aside for listeners, the state files, the resolver
 /// and the metrics listener's connections.
 pub const FD_RESERVE: u64 = 128;

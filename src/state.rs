@@ -152,18 +152,19 @@ pub fn write_with(
 
 /// Opens `path` to append to, if it is a regular file and not a symlink.
 pub fn append(path: &Path) -> io::Result<File> {
+    // Looked at first for a clear error; the open's flags are what hold if
+    // the file is swapped in between (a symlink fails with ELOOP, a FIFO
+    // without a reader with ENXIO, rather than blocking).
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.is_file() {
+            return Err(not_regular(kind(&meta)));
+        }
+    }
     let mut options = OpenOptions::new();
     options.append(true);
     #[cfg(unix)]
     options.custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits());
-    let file = options.open(path).map_err(|e| {
-        // ELOOP: the last component is a symlink.
-        if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
-            not_regular("a symlink")
-        } else {
-            e
-        }
-    })?;
+    let file = options.open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(not_regular(kind(&meta)));

@@ -283,6 +283,48 @@ async fn web_clients_through_socks5_are_closed_at_once() {
     assert_eq!(count("socks5", "https"), Some(2.0));
 }
 
+/// A client that reads its answer, closes and connects again at once, with
+/// as many connections going as its cap allows, is never turned away: a
+/// connection whose answer is complete (the proxy waiting for the client's
+/// close) no longer counts against the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reconnecting_at_once_stays_within_its_cap() {
+    let origin = GopherOrigin::start(|_| Reply::Bytes(b"page\r\n".to_vec())).await;
+    let mut config = test_config();
+    config.limits.max_connections_per_client = 4;
+    let proxy = start_proxy(config).await;
+    let request = format!("{}\r\n", origin.url("0/x"));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, request) = (proxy.gopher_addr, request.clone());
+            tokio::spawn(async move {
+                let mut turned_away = 0;
+                for _ in 0..150 {
+                    let mut s = TcpStream::connect(addr).await.unwrap();
+                    let _ = s.write_all(request.as_bytes()).await;
+                    let mut answer = Vec::new();
+                    let _ = s.read_to_end(&mut answer).await;
+                    if answer != b"page\r\n" {
+                        turned_away += 1;
+                    }
+                }
+                turned_away
+            })
+        })
+        .collect();
+    let mut turned_away = 0;
+    for w in workers {
+        turned_away += w.await.unwrap();
+    }
+    assert_eq!(turned_away, 0, "of 600 requests");
+    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let rejected = sample(
+        &metrics,
+        "robots_proxy_connections_rejected_total{listener=\"gopher\",reason=\"client-cap\"}",
+    );
+    assert_eq!(rejected, Some(0.0), "{metrics}");
+}
+
 /// One client cannot take the proxy from the others: past
 /// `max_connections_per_client`, its connections are closed at once (and
 /// counted) while another client is served as usual.

@@ -191,9 +191,13 @@ pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
 ) {
     if outcome.cut {
         metrics.truncated(protocol);
+        // Given back before the client can see the end, so a client that
+        // connects again the moment it does finds its place free.
+        crate::slots::answered();
         client.cut().await;
         then();
     } else {
+        crate::slots::answered();
         let _ = client.shutdown().await;
         then();
         drain(client).await;
@@ -528,6 +532,7 @@ where
 /// with unread input makes the kernel send a reset, which can destroy an answer
 /// (a `3400` for an over-long line, say) before the client has read it.
 pub async fn close<S: AsyncRead + AsyncWrite + Unpin>(client: &mut S) {
+    crate::slots::answered();
     let _ = client.shutdown().await;
     drain(client).await;
 }

@@ -422,23 +422,28 @@ async fn accept_loop(
         // A task per connection of its own listener's size: a task is as large
         // as its future, and one future matching on the kind would make every
         // held Gopher request as large as a SOCKS5 one (tests/footprint.rs).
-        let held = (permit, client_slot, open);
+        // The per-client place is given back when the answer is complete
+        // (`slots::answered`), the rest when the connection ends.
+        let held = (permit, open);
+        let slot = client_slot;
         match kind {
             Kind::Gemini => {
                 let acceptor = ctx.gemini_tls.clone();
-                tracker.spawn(holding(
-                    held,
-                    proxy::gemini::serve(stream, peer, acceptor, ctx),
-                ))
+                let serve = proxy::gemini::serve(stream, peer, acceptor, ctx);
+                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
             }
-            Kind::Gopher => tracker.spawn(holding(held, proxy::gopher::serve(stream, peer, ctx))),
+            Kind::Gopher => {
+                let serve = proxy::gopher::serve(stream, peer, ctx);
+                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+            }
             Kind::Socks(ca) => {
-                tracker.spawn(holding(held, proxy::socks::serve(stream, peer, ctx, ca)))
+                let serve = proxy::socks::serve(stream, peer, ctx, ca);
+                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
             }
-            Kind::Transparent(ca, kernel) => tracker.spawn(holding(
-                held,
-                proxy::transparent::serve(stream, peer, ctx, (ca, kernel.original)),
-            )),
+            Kind::Transparent(ca, kernel) => {
+                let serve = proxy::transparent::serve(stream, peer, ctx, (ca, kernel.original));
+                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+            }
         };
     }
 }
