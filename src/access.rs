@@ -120,6 +120,145 @@ impl Access {
     }
 }
 
+/// Who may use the admin listener (`[admin]`; docs/architecture.md, "The
+/// admin listener"). Pure.
+///
+/// - A connection is served when its client is in `allow_from`; unset, that
+///   is loopback, or anyone when a `token` is set (who then needs it).
+/// - Reading (`/metrics`, the status page, `/api`) is open to loopback and to
+///   `allow_from`'s clients; a client let in only by the token presents it.
+///   `/healthz` is open to every client served.
+/// - Acting (`POST`) takes the token when one is set, else a loopback client.
+/// - Every request names a `Host` this listener answers to (an IP literal,
+///   `localhost`, this machine's name or one in `hosts`): a page that rebound
+///   its own name to this address (DNS rebinding) reaches nothing.
+#[derive(Clone, Debug, Default)]
+pub struct AdminAccess {
+    pub token: Option<String>,
+    /// `[admin] allow_from`, when given.
+    pub allow_from: Option<Vec<Prefix>>,
+    /// `[admin] hosts`: further names clients use for the listener, lower-case.
+    pub hosts: Vec<String>,
+}
+
+/// What a request to the admin listener asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminUse {
+    Health,
+    Read,
+    Act,
+}
+
+/// Why the admin listener refuses a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminDenied {
+    /// `Host` names something else (status 421).
+    Host(String),
+    /// The token is needed and was not given (status 401).
+    Token,
+    /// Acting needs a loopback client when no token is set (status 403).
+    NotLoopback,
+}
+
+impl fmt::Display for AdminDenied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdminDenied::Host(h) => write!(
+                f,
+                "Host {h:?} is not a name of this listener (an IP address, localhost, this machine's name, or one listed in [admin] hosts)"
+            ),
+            AdminDenied::Token => {
+                f.write_str("this needs [admin] token: Authorization: Bearer TOKEN")
+            }
+            AdminDenied::NotLoopback => {
+                f.write_str("without [admin] token, only loopback clients may act")
+            }
+        }
+    }
+}
+
+impl AdminAccess {
+    /// Whether a connection from `ip` is served at all.
+    pub fn admits(&self, ip: IpAddr) -> bool {
+        let ip = unmapped(ip);
+        match &self.allow_from {
+            Some(ranges) => ip.is_loopback() || ranges.iter().any(|p| p.contains(ip)),
+            None => ip.is_loopback() || self.token.is_some(),
+        }
+    }
+
+    /// Whether the listener at `addr` may start with these rules: one other
+    /// machines can reach needs `allow_from` or a token, said on purpose.
+    pub fn covers(&self, addr: std::net::SocketAddr) -> bool {
+        addr.ip().is_loopback() || self.allow_from.is_some() || self.token.is_some()
+    }
+
+    /// Whether `host` (a `Host` header's name, without its port) is one this
+    /// listener answers to; `machine` is this machine's own name.
+    pub fn names(&self, host: &str, machine: Option<&str>) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let literal = host.parse::<IpAddr>().is_ok()
+            || host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .is_some_and(|h| h.parse::<IpAddr>().is_ok());
+        literal
+            || host == "localhost"
+            || machine.is_some_and(|m| m.eq_ignore_ascii_case(&host))
+            || self.hosts.iter().any(|h| *h == host)
+    }
+
+    /// Whether a request for `what` from `ip` with `host` (the `Host`
+    /// header's value, if any) and `token` (as presented) is served.
+    pub fn allows(
+        &self,
+        (what, ip): (AdminUse, IpAddr),
+        host: Option<&str>,
+        token: Option<&str>,
+        machine: Option<&str>,
+    ) -> Result<(), AdminDenied> {
+        if let Some(host) = host {
+            if !self.names(host_name(host), machine) {
+                return Err(AdminDenied::Host(host.to_string()));
+            }
+        }
+        let ip = unmapped(ip);
+        let token_ok = || match (&self.token, token) {
+            (Some(t), Some(given)) => same_secret(t.as_bytes(), given.as_bytes()),
+            _ => false,
+        };
+        let listed = ip.is_loopback()
+            || self
+                .allow_from
+                .as_ref()
+                .is_some_and(|r| r.iter().any(|p| p.contains(ip)));
+        match what {
+            AdminUse::Health => Ok(()),
+            AdminUse::Read if listed || token_ok() => Ok(()),
+            AdminUse::Read => Err(AdminDenied::Token),
+            AdminUse::Act if self.token.is_some() => match token_ok() {
+                true => Ok(()),
+                false => Err(AdminDenied::Token),
+            },
+            AdminUse::Act if ip.is_loopback() => Ok(()),
+            AdminUse::Act => Err(AdminDenied::NotLoopback),
+        }
+    }
+}
+
+/// A `Host` header's name: without its port, an IPv6 literal with brackets.
+fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    host.rsplit_once(':').map_or(host, |(name, _)| name)
+}
+
+/// Compares without stopping at the first difference.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +270,96 @@ mod tests {
             allow_from: ranges.iter().map(|r| Prefix::parse(r).unwrap()).collect(),
             require_client_cert,
         }
+    }
+
+    fn admin(token: Option<&str>, allow_from: Option<&[&str]>, hosts: &[&str]) -> AdminAccess {
+        AdminAccess {
+            token: token.map(str::to_string),
+            allow_from: allow_from.map(|r| r.iter().map(|p| Prefix::parse(p).unwrap()).collect()),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        }
+    }
+
+    /// DNS rebinding: a page on evil.example whose name now points at the
+    /// listener sends `Host: evil.example:9770`; every use is refused, from
+    /// any client, with or without a token. The listener's own names pass.
+    #[test]
+    fn admin_host_names() {
+        let a = admin(None, None, &["status.lan"]);
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        for what in [AdminUse::Health, AdminUse::Read, AdminUse::Act] {
+            for host in [
+                "evil.example:9770",
+                "evil.example",
+                "127.0.0.1.evil.example",
+                "localhost.evil.example:1",
+                "status.lan.evil:9770",
+                "",
+            ] {
+                assert_eq!(
+                    a.allows((what, lo), Some(host), None, Some("box")),
+                    Err(AdminDenied::Host(host.to_string())),
+                    "{what:?} {host}"
+                );
+            }
+            for host in [
+                "127.0.0.1:9770",
+                "127.0.0.1",
+                "[::1]:9770",
+                "[::1]",
+                "LOCALHOST:9770",
+                "localhost.",
+                "box:9770",
+                "Status.LAN",
+                "10.1.2.3:80",
+            ] {
+                assert_eq!(
+                    a.allows((what, lo), Some(host), None, Some("box")),
+                    Ok(()),
+                    "{what:?} {host}"
+                );
+            }
+        }
+        // No Host at all (HTTP/1.0): no browser sends that.
+        assert_eq!(a.allows((AdminUse::Read, lo), None, None, None), Ok(()));
+    }
+
+    #[test]
+    fn admin_clients() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let lan: IpAddr = "10.1.2.3".parse().unwrap();
+        let far: IpAddr = "203.0.113.9".parse().unwrap();
+        let token = "0123456789abcdef";
+        let read = |a: &AdminAccess, ip, t| a.allows((AdminUse::Read, ip), None, t, None);
+        let act = |a: &AdminAccess, ip, t| a.allows((AdminUse::Act, ip), None, t, None);
+        // Nothing set: loopback only.
+        let a = admin(None, None, &[]);
+        assert!(a.admits(lo) && !a.admits(lan));
+        assert_eq!(act(&a, lo, None), Ok(()));
+        // allow_from: those read; acting still wants loopback without a token.
+        let a = admin(None, Some(&["10.0.0.0/8"]), &[]);
+        assert!(a.admits(lan) && a.admits(lo) && !a.admits(far));
+        assert_eq!(read(&a, lan, None), Ok(()));
+        assert_eq!(act(&a, lan, None), Err(AdminDenied::NotLoopback));
+        // A token alone: anyone connects, and must present it to read or act.
+        let a = admin(Some(token), None, &[]);
+        assert!(a.admits(far));
+        assert_eq!(read(&a, far, None), Err(AdminDenied::Token));
+        assert_eq!(
+            read(&a, far, Some("0123456789abcdeX")),
+            Err(AdminDenied::Token)
+        );
+        assert_eq!(read(&a, far, Some(token)), Ok(()));
+        assert_eq!(a.allows((AdminUse::Health, far), None, None, None), Ok(()));
+        assert_eq!(read(&a, lo, None), Ok(()));
+        assert_eq!(act(&a, lo, None), Err(AdminDenied::Token));
+        assert_eq!(act(&a, far, Some(token)), Ok(()));
+        // Where the listener may start.
+        let any: std::net::SocketAddr = "0.0.0.0:9770".parse().unwrap();
+        assert!(!admin(None, None, &[]).covers(any));
+        assert!(admin(None, None, &[]).covers("127.0.0.1:9770".parse().unwrap()));
+        assert!(admin(Some(token), None, &[]).covers(any));
+        assert!(admin(None, Some(&["10.0.0.0/8"]), &[]).covers(any));
     }
 
     #[test]

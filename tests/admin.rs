@@ -279,3 +279,126 @@ async fn actions_need_the_token_and_a_same_site_request() {
         "fetched again after forgetting"
     );
 }
+
+/// One raw HTTP/1.1 request (`head` without its blank line, then `body`);
+/// the status code, 0 when the connection closed without an answer.
+async fn raw_http(addr: std::net::SocketAddr, head: &str, body: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{head}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw).await;
+    String::from_utf8_lossy(&raw)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// DNS rebinding: a web page on evil.example points its name at the admin
+/// listener, so the operator's browser sends `Host: evil.example:PORT` (and,
+/// for a form, a matching `Origin`). Nothing is answered on any path: no
+/// action taken, no status page read. The listener's own names still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_name_reaches_nothing() {
+    let capsule = capsule(
+        text("20 text/plain", ROBOTS),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let proxy = start_proxy(test_config_with(
+        "[bot]\nagent = \"examplebot\"\n[admin]\nhosts = [\"status.lan\"]\n",
+    ))
+    .await;
+    gemini(proxy.gemini_addr, &capsule.url("/a")).await;
+    let m = proxy.metrics_addr;
+    let port = m.port();
+    let form = format!("host=127.0.0.1&port={}", capsule.addr.port());
+    let evil = format!("evil.example:{port}");
+    let forget = format!(
+        "POST /api/robots/forget HTTP/1.1\r\nHost: {evil}\r\nOrigin: http://{evil}\r\nContent-Type: application/x-www-form-urlencoded"
+    );
+    assert_eq!(raw_http(m, &forget, &form).await, 421);
+    for path in [
+        "/api/status",
+        "/",
+        "/metrics",
+        "/healthz",
+        "/api/host/127.0.0.1:1965",
+    ] {
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {evil}");
+        assert_eq!(raw_http(m, &head, "").await, 421, "{path}");
+    }
+    // Nothing was forgotten.
+    gemini(proxy.gemini_addr, &capsule.url("/b")).await;
+    assert_eq!(capsule.count("/robots.txt"), 1);
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "status.lan".into(),
+    ] {
+        let head = format!("GET /api/status HTTP/1.1\r\nHost: {host}");
+        assert_eq!(raw_http(m, &head, "").await, 200, "{host}");
+    }
+    let (_, metrics) = http_get(m, "/metrics").await;
+    let refused = sample(
+        &metrics,
+        r#"robots_proxy_connections_rejected_total{listener="metrics",reason="host"}"#,
+    );
+    assert_eq!(refused, Some(6.0), "{metrics}");
+}
+
+/// Clients that open every connection the admin listener has and trickle a
+/// request body into each (1 byte of a promised 4,000) do not keep a scrape or
+/// a health check out: the newest connection gets in, cutting the oldest that
+/// is still sending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickling_bodies_do_not_keep_health_checks_out() {
+    use tokio::io::AsyncWriteExt;
+    let proxy = start_proxy(test_config()).await;
+    let m = proxy.metrics_addr;
+    let mut tricklers = Vec::new();
+    for _ in 0..(robots_proxy::admin::MAX_CONNECTIONS + 8) {
+        let mut s = tokio::net::TcpStream::connect(m).await.unwrap();
+        let head = format!(
+            "POST /api/robots/forget HTTP/1.1\r\nHost: {m}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4000\r\n\r\nh"
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        tricklers.push(s);
+    }
+    for round in 0..5 {
+        assert_eq!(http_get(m, "/healthz").await.0, 200, "round {round}");
+        let (status, metrics) = http_get(m, "/metrics").await;
+        assert_eq!(status, 200, "round {round}");
+        assert!(metrics.contains("robots_proxy_requests_total"));
+        // They keep trickling.
+        for s in &mut tricklers {
+            let _ = s.write_all(b"o").await;
+        }
+    }
+}
+
+/// A body that does not arrive within its deadline ends the request (`408`):
+/// a trickling client holds a connection for seconds, not for ever. (Paused
+/// time: the deadline passes as soon as everything waits.)
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_arrives_is_given_up() {
+    let proxy = start_proxy(test_config()).await;
+    let m = proxy.metrics_addr;
+    let started = tokio::time::Instant::now();
+    let head = format!(
+        "POST /api/robots/forget HTTP/1.1\r\nHost: {m}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4000\r\n\r\nh"
+    );
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(m).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw).await;
+    let answer = String::from_utf8_lossy(&raw);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(started.elapsed() >= robots_proxy::admin::BODY_DEADLINE);
+}

@@ -154,6 +154,11 @@ fn absurd_values_are_refused_naming_the_key_and_the_bound() {
         ("[politeness]\nmin_delay = \"2d\"", "politeness.min_delay: \"2d\" is out of range: at most 1d"),
         ("[politeness]\nmax_delay = \"2d\"", "politeness.max_delay: \"2d\" is out of range: at most 1d"),
         ("[politeness]\nmax_wait = \"200000000000000d\"", "politeness.max_wait: \"200000000000000d\" is out of range: at most 1d"),
+        ("[listen]\nmetrics = \"0.0.0.0:9770\"", "admin.allow_from: the admin listener is on 0.0.0.0:9770, reachable from other machines"),
+        ("[listen]\nmetrics = \"[::]:9770\"", "admin.allow_from: the admin listener is on [::]:9770"),
+        ("[admin]\nallow_from = [\"10.0.0.0/33\"]", "admin.allow_from: "),
+        ("[admin]\nhosts = [\"evil.example:80\"]", "admin.hosts: \"evil.example:80\": a host name"),
+        ("[admin]\nhosts = [\"\"]", "admin.hosts: \"\": a host name"),
         ("[metrics]\nper_host = true\nper_host_limit = 0", "metrics.per_host_limit: 0 is out of range: from 1 to 100000"),
         ("[metrics]\nper_host = true\nper_host_limit = 10000000", "metrics.per_host_limit: 10000000 is out of range"),
         ("[store]\nurl = \"redis://h:6379\"\ntimeout = \"2h\"", "store.timeout: \"2h\" is out of range: from 10ms to 1m"),
@@ -203,6 +208,27 @@ fn absurd_values_are_refused_naming_the_key_and_the_bound() {
         err.starts_with("--store: \"rediss://h:6379\": write redis://"),
         "{err}"
     );
+    let err = flag_error(RunArgs {
+        metrics_listen: Some("0.0.0.0:9770".into()),
+        ..RunArgs::default()
+    });
+    assert!(
+        err.starts_with("admin.allow_from: the admin listener is on 0.0.0.0:9770"),
+        "{err}"
+    );
+    // Said on purpose, either way, it starts.
+    for admin in [
+        "allow_from = [\"10.0.0.0/8\"]",
+        "token = \"0123456789abcdef0123\"",
+    ] {
+        RawConfig::parse(&format!("[admin]\n{admin}"))
+            .unwrap()
+            .resolve(&RunArgs {
+                metrics_listen: Some("0.0.0.0:9770".into()),
+                ..RunArgs::default()
+            })
+            .unwrap();
+    }
     // Levels and filters that mean something still pass.
     for level in ["warn", "DEBUG", "robots_proxy=debug,info", "off"] {
         let text = format!("[log]\nlevel = {level:?}");

@@ -2,11 +2,15 @@
 //! `GET /healthz`, the status page (`/`, `/host/HOST:PORT`), the same data as
 //! JSON (`/api/status`, `/api/host/HOST:PORT`, `?explain=URL`), and actions,
 //! each a `POST`: `/api/pins/forget` and `/api/robots/forget` (`host`, `port`,
-//! in the query or a form body). Actions need `[admin] token` as a bearer
-//! token (or a `token` form field) when one is set, and a loopback client when
-//! none is; a request a web page made in someone's browser (its `Origin` is
-//! another site) is refused. Header reads have a deadline, bodies a byte cap;
-//! on shutdown, idle keep-alive connections are closed.
+//! in the query or a form body). Who may do what is `access::AdminAccess`:
+//! clients outside `[admin] allow_from` are closed at accept, every request
+//! must name this listener in `Host` (no DNS rebinding), reading needs the
+//! token from a client let in only by it, acting needs the token (a bearer
+//! token, HTTP Basic's password, or a `token` form field) or, with none set,
+//! a loopback client; a request a web page made in someone's browser (its
+//! `Origin` is another site) is refused. Headers and bodies are read within
+//! deadlines and bodies under a byte cap; the newest connection always gets
+//! in (`conns.rs`); on shutdown, idle keep-alive connections are closed.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,11 +31,20 @@ use crate::proxy::Context;
 use crate::server::Live;
 use crate::target::{HostKey, Scheme};
 
+mod conns;
 mod page;
 mod status;
 
+pub use conns::MAX_CONNECTIONS;
+
+use crate::access::{AdminDenied, AdminUse};
+
 /// The most bytes of a `POST` body read.
 const MAX_BODY: usize = 4096;
+
+/// The longest a request's head may take to arrive, and then its body.
+const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+pub const BODY_DEADLINE: Duration = Duration::from_secs(5);
 
 type Answer = (StatusCode, &'static str, Vec<u8>);
 
@@ -69,20 +82,68 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// Compares without stopping at the first difference.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The token a request presents: a bearer token, or HTTP Basic's password
+/// (what a browser sends after its prompt).
+fn presented(headers: &hyper::HeaderMap) -> Option<String> {
+    let value = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
+    if let Some(bearer) = value.strip_prefix("Bearer ") {
+        return Some(bearer.trim().to_string());
+    }
+    use base64::Engine;
+    let basic = value.strip_prefix("Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(basic.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    text.split_once(':')
+        .map(|(_, password)| password.to_string())
+}
+
+/// What this request asks for.
+fn use_of(method: &Method, path: &str) -> AdminUse {
+    match (method, path) {
+        (_, "/healthz") => AdminUse::Health,
+        (&Method::POST, _) => AdminUse::Act,
+        _ => AdminUse::Read,
+    }
+}
+
+/// The answer to a refused request.
+fn denied(why: &AdminDenied) -> Answer {
+    let status = match why {
+        AdminDenied::Host(_) => StatusCode::MISDIRECTED_REQUEST,
+        AdminDenied::Token => StatusCode::UNAUTHORIZED,
+        AdminDenied::NotLoopback => StatusCode::FORBIDDEN,
+    };
+    json_answer(status, &json!({ "error": why.to_string() }))
+}
+
+/// What each request is served with: the live config, who asks, this
+/// machine's name (for `Host`), and the connection's busy marker.
+#[derive(Clone)]
+struct Served {
+    live: Live,
+    peer: SocketAddr,
+    machine: Option<Arc<str>>,
+    marker: conns::Marker,
 }
 
 async fn answer(
     req: Request<Incoming>,
-    live: Live,
-    peer: SocketAddr,
+    served: Served,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let ctx = live.load_full();
-    let (status, content_type, body) = route(req, &ctx, peer).await;
+    let ctx = served.live.load_full();
+    let (status, content_type, body) = checked(req, &ctx, &served).await;
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
+    if status == StatusCode::UNAUTHORIZED {
+        // A browser asks its user for the token (as the password).
+        if let Ok(v) = "Basic realm=\"robots-proxy admin\", charset=\"UTF-8\"".parse() {
+            response
+                .headers_mut()
+                .insert(hyper::header::WWW_AUTHENTICATE, v);
+        }
+    }
     if let Ok(v) = content_type.parse() {
         response
             .headers_mut()
@@ -97,7 +158,71 @@ async fn answer(
     Ok(response)
 }
 
-async fn route(req: Request<Incoming>, ctx: &Context, peer: SocketAddr) -> Answer {
+/// Who may ask (`Host`, the client, the token), then the route. An action's
+/// body is read first (within its deadline), since it may carry the token.
+async fn checked(req: Request<Incoming>, ctx: &Context, served: &Served) -> Answer {
+    let what = use_of(req.method(), req.uri().path());
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
+    let token = presented(req.headers());
+    let allowed = |token: Option<&str>| {
+        ctx.config.admin.allows(
+            (what, served.peer.ip()),
+            host.as_deref(),
+            token,
+            served.machine.as_deref(),
+        )
+    };
+    if what != AdminUse::Act {
+        if let Err(why) = allowed(token.as_deref()) {
+            return refused(ctx, served.peer, &why);
+        }
+        let _busy = served.marker.busy();
+        return route(req, ctx).await;
+    }
+    if let Err(why @ AdminDenied::Host(_)) = allowed(None) {
+        return refused(ctx, served.peer, &why);
+    }
+    let (head, body) = req.into_parts();
+    let body = match tokio::time::timeout(BODY_DEADLINE, Limited::new(body, MAX_BODY).collect())
+        .await
+    {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => {
+            return json_answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &json!({ "error": format!("the body is over {MAX_BODY} bytes") }),
+            )
+        }
+        Err(_) => {
+            return json_answer(
+                StatusCode::REQUEST_TIMEOUT,
+                &json!({ "error": format!("the body did not arrive within {BODY_DEADLINE:?}") }),
+            )
+        }
+    };
+    let _busy = served.marker.busy();
+    let mut given = fields(head.uri.query().unwrap_or("").as_bytes());
+    given.extend(fields(&body));
+    let token = token.or_else(|| field(&given, "token").map(str::to_string));
+    if let Err(why) = allowed(token.as_deref()) {
+        return refused(ctx, served.peer, &why);
+    }
+    act(&head, ctx, served.peer, given).await
+}
+
+/// A refused request: answered, and counted when `Host` named another site.
+fn refused(ctx: &Context, peer: SocketAddr, why: &AdminDenied) -> Answer {
+    if let AdminDenied::Host(host) = why {
+        ctx.metrics.rejected(Listener::Metrics, Rejection::Host);
+        tracing::debug!(client = %peer, host = %host, "admin: a request for another Host refused");
+    }
+    denied(why)
+}
+
+async fn route(req: Request<Incoming>, ctx: &Context) -> Answer {
     let path = req.uri().path().to_string();
     let query = fields(req.uri().query().unwrap_or("").as_bytes());
     match (req.method(), path.as_str()) {
@@ -149,9 +274,6 @@ async fn route(req: Request<Incoming>, ctx: &Context, peer: SocketAddr) -> Answe
                 false => html(page::host(&h, explained.as_ref(), &hostport)),
             }
         }
-        (&Method::POST, "/api/pins/forget") | (&Method::POST, "/api/robots/forget") => {
-            act(req, ctx, peer, query).await
-        }
         (_, "/api/pins/forget") | (_, "/api/robots/forget") => text(
             StatusCode::METHOD_NOT_ALLOWED,
             "actions are POST requests\n",
@@ -163,16 +285,22 @@ async fn route(req: Request<Incoming>, ctx: &Context, peer: SocketAddr) -> Answe
     }
 }
 
-/// A `POST` action: checked (who may act, where the request comes from),
-/// then done, answered in JSON.
+/// A `POST` action, its body read and its client let act: checked for where
+/// the request comes from, then done, answered in JSON.
 async fn act(
-    req: Request<Incoming>,
+    head: &hyper::http::request::Parts,
     ctx: &Context,
     peer: SocketAddr,
-    query: Vec<(String, String)>,
+    given: Vec<(String, String)>,
 ) -> Answer {
-    let path = req.uri().path().to_string();
-    let headers = req.headers().clone();
+    let path = head.uri.path();
+    if path != "/api/pins/forget" && path != "/api/robots/forget" {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: the actions are POST /api/pins/forget and /api/robots/forget\n",
+        );
+    }
+    let headers = &head.headers;
     // A browser sends Origin with a form post: one from another site is a
     // page trying to act through the operator's browser.
     if let Some(origin) = headers.get(hyper::header::ORIGIN) {
@@ -191,37 +319,6 @@ async fn act(
                 &json!({ "error": "a request from another site's page (Origin does not match Host)" }),
             );
         }
-    }
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return json_answer(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &json!({ "error": format!("the body is over {MAX_BODY} bytes") }),
-            )
-        }
-    };
-    let mut given = query;
-    given.extend(fields(&body));
-    let bearer = headers
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .or(field(&given, "token"));
-    match &ctx.config.admin_token {
-        Some(token) if !bearer.is_some_and(|b| same_secret(b.as_bytes(), token.as_bytes())) => {
-            return json_answer(
-                StatusCode::UNAUTHORIZED,
-                &json!({ "error": "this action needs [admin] token: Authorization: Bearer TOKEN" }),
-            );
-        }
-        None if !peer.ip().to_canonical().is_loopback() => {
-            return json_answer(
-                StatusCode::FORBIDDEN,
-                &json!({ "error": "without [admin] token, only loopback clients may act" }),
-            );
-        }
-        _ => {}
     }
     let (Some(host), Some(port)) = (field(&given, "host"), field(&given, "port")) else {
         return json_answer(
@@ -275,10 +372,12 @@ async fn act(
     json_answer(StatusCode::OK, &done)
 }
 
-/// Connections the metrics listener serves at once: a scraper needs one or
-/// two; more are closed at once, so the listener cannot use up the proxy's
-/// file descriptors.
-pub const MAX_CONNECTIONS: usize = 32;
+/// This machine's name, which clients may use in `Host`.
+fn machine_name() -> Option<Arc<str>> {
+    let name = nix::unistd::gethostname().ok()?;
+    let name = name.to_str()?.trim_end_matches('.').to_ascii_lowercase();
+    (!name.is_empty()).then(|| Arc::from(name))
+}
 
 pub async fn serve(
     listener: TcpListener,
@@ -286,7 +385,10 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let conns = Arc::new(conns::Conns::default());
+    let machine = machine_name();
+    // Clients outside [admin] allow_from are logged up to a budget a second.
+    let mut outsiders = crate::server::LogBudget::new(20);
     loop {
         let Some((stream, peer)) =
             crate::server::next_connection(&listener, &shutdown, "metrics accept failed").await
@@ -294,29 +396,48 @@ pub async fn serve(
             break;
         };
         let ctx = live.load_full();
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        if !ctx.config.admin.admits(peer.ip()) {
+            ctx.metrics.rejected(Listener::Metrics, Rejection::Access);
+            if let Some(suppressed) = outsiders.note() {
+                tracing::info!(client = %peer, suppressed, "admin: client outside [admin] allow_from refused");
+            }
+            let _ = stream.set_zero_linger();
+            continue;
+        }
+        let Some((conn, evicted)) = conns.admit() else {
             ctx.metrics.rejected(Listener::Metrics, Rejection::Full);
             let _ = stream.set_zero_linger();
             continue;
         };
-        let (live, shutdown) = (live.clone(), shutdown.clone());
+        if evicted {
+            // One idle or still-sending connection was cut for this one.
+            ctx.metrics.rejected(Listener::Metrics, Rejection::Full);
+        }
+        let served = Served {
+            live: live.clone(),
+            peer,
+            machine: machine.clone(),
+            marker: conn.marker(),
+        };
+        let shutdown = shutdown.clone();
         tracker.spawn(async move {
-            let _slot = slot;
             let _open = ctx.metrics.connection(Listener::Metrics);
-            let service = hyper::service::service_fn(move |req| answer(req, live.clone(), peer));
+            let service = hyper::service::service_fn(move |req| answer(req, served.clone()));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10));
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
+                .header_read_timeout(HEAD_DEADLINE);
+            let conn_future = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn_future);
             tokio::select! {
-                _ = conn.as_mut() => {}
+                _ = conn_future.as_mut() => {}
+                _ = conn.cut.cancelled() => {}
                 _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                    conn_future.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn_future).await;
                 }
             }
+            drop(conn);
         });
     }
 }

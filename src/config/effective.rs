@@ -184,13 +184,22 @@ impl Config {
                 "[store]\n# url: unset, this proxy keeps its gate, cache and pins to itself\n\n",
             ),
         }
-        match (&self.admin_token, redact) {
-            (Some(_), true) => out.push_str("[admin]\ntoken = \"<redacted>\"\n\n"),
-            (Some(t), false) => out.push_str(&format!("[admin]\ntoken = {}\n\n", quote(t))),
+        out.push_str("[admin]\n");
+        match (&self.admin.token, redact) {
+            (Some(_), true) => out.push_str("token = \"<redacted>\"\n"),
+            (Some(t), false) => out.push_str(&format!("token = {}\n", quote(t))),
             (None, _) => out.push_str(
-                "[admin]\n# token: unset, only loopback clients may use the admin listener's actions\n\n",
+                "# token: unset, only loopback clients may use the admin listener's actions\n",
             ),
         }
+        match &self.admin.allow_from {
+            Some(ranges) => out.push_str(&format!("allow_from = {}\n", list(&strings(ranges)))),
+            None => out.push_str(match self.admin.token {
+                Some(_) => "# allow_from: unset, any client with the token (loopback without)\n",
+                None => "# allow_from: unset, loopback clients only\n",
+            }),
+        }
+        out.push_str(&format!("hosts = {}\n\n", list(&self.admin.hosts)));
         out.push_str("[tls]\n");
         if let Some((cert, key)) = &self.tls.cert_and_key {
             out.push_str(&format!(

@@ -100,9 +100,8 @@ pub struct Config {
     pub tls: TlsConfig,
     /// Fleet mode (`[store]`): off unless a URL is set.
     pub store: Option<crate::store::StoreConfig>,
-    /// `[admin] token`: the bearer token `POST` actions need (none: only
-    /// loopback clients may act).
-    pub admin_token: Option<String>,
+    /// `[admin]`: who may use the admin listener (its token, clients, names).
+    pub admin: crate::access::AdminAccess,
 }
 
 #[derive(Clone, Debug)]

@@ -42,11 +42,13 @@ pub struct RawConfig {
     pub admin: RawAdmin,
 }
 
-/// `[admin]`: the admin listener's actions.
+/// `[admin]`: who may use the admin listener.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub token: Option<String>,
+    pub allow_from: Option<Vec<String>>,
+    pub hosts: Option<Vec<String>>,
 }
 
 /// `[store]`: fleet mode.

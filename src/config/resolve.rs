@@ -15,8 +15,9 @@ use super::{
     invalid, Config, ConfigError, Limits, LogFormat, OnUnreachable, RawConfig, RobotsConfig,
     TlsConfig,
 };
+use crate::access::AdminAccess;
 use crate::cli::RunArgs;
-use crate::egress::PortSet;
+use crate::egress::{PortSet, Prefix};
 use crate::politeness::{GateBy, PolitenessConfig};
 use crate::spelling::SelectorReading;
 
@@ -37,7 +38,7 @@ impl RawConfig {
         let politeness = politeness(&self, flags)?;
         let (log_format, log_level) = log(&self, flags)?;
         let metrics_per_host = metrics(&self)?;
-        let admin_token = admin_token(&self)?;
+        let admin = admin(&self, &listen)?;
         let store = super::fleet::store(&self, flags)?;
         let state_dir = flags
             .state_dir
@@ -66,23 +67,73 @@ impl RawConfig {
             limits,
             tls,
             store,
-            admin_token,
+            admin,
         })
     }
 }
 
-/// `[admin] token`: what `POST` actions on the admin listener must present.
-fn admin_token(raw: &RawConfig) -> Result<Option<String>, ConfigError> {
-    let Some(token) = &raw.admin.token else {
-        return Ok(None);
+/// `[admin]`: the token actions need, who may connect, the names the
+/// listener answers to. A listener other machines can reach needs
+/// `allow_from` or a token: the status page lists the hosts crawled and their
+/// robots.txt, so it is never open to all by accident.
+fn admin(raw: &RawConfig, listen: &Listens) -> Result<AdminAccess, ConfigError> {
+    let a = &raw.admin;
+    let token = match &a.token {
+        Some(token)
+            if !(16..=256).contains(&token.len())
+                || !token.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            return Err(invalid(
+                "admin.token",
+                "16 to 256 printable ASCII characters without spaces (e.g. from `openssl rand -hex 32`)",
+            ));
+        }
+        token => token.clone(),
     };
-    if !(16..=256).contains(&token.len()) || !token.bytes().all(|b| b.is_ascii_graphic()) {
+    let allow_from = match &a.allow_from {
+        None => None,
+        Some(items) => Some(
+            items
+                .iter()
+                .map(|t| Prefix::parse(t).map_err(|e| invalid("admin.allow_from", e)))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    let mut hosts = Vec::new();
+    for h in a.hosts.iter().flatten() {
+        let name = h.trim_end_matches('.').to_ascii_lowercase();
+        let valid = !name.is_empty()
+            && name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+        if !valid {
+            return Err(invalid(
+                "admin.hosts",
+                format!("{h:?}: a host name (letters, digits, '-', '.'), as clients write it in URLs, without a port"),
+            ));
+        }
+        hosts.push(name);
+    }
+    if hosts.len() > 64 {
+        return Err(invalid("admin.hosts", "at most 64 names"));
+    }
+    let admin = AdminAccess {
+        token,
+        allow_from,
+        hosts,
+    };
+    if !admin.covers(listen.metrics) {
         return Err(invalid(
-            "admin.token",
-            "16 to 256 printable ASCII characters without spaces (e.g. from `openssl rand -hex 32`)",
+            "admin.allow_from",
+            format!(
+                "the admin listener is on {}, reachable from other machines, and would show anyone the status page (hosts crawled, their robots.txt) and metrics; \
+                 list who may use it (allow_from = [\"10.0.0.0/8\"]), or set [admin] token (then other clients present it), or listen on 127.0.0.1",
+                listen.metrics
+            ),
         ));
     }
-    Ok(Some(token.clone()))
+    Ok(admin)
 }
 
 /// The listen addresses.

@@ -58,10 +58,14 @@ label_set! {
         Https => "https",
         /// The client address already holds `limits.max_connections_per_client`.
         ClientCap => "client-cap",
-        /// The metrics listener already serves its 32 connections.
+        /// The admin listener's 32 places were busy, or this connection was
+        /// cut to make room for a newer one (it was idle or still sending).
         Full => "full",
-        /// The client address is outside `access.allow_from`.
+        /// The client address is outside `access.allow_from` (`[admin]
+        /// allow_from` on the admin listener).
         Access => "access",
+        /// An admin request naming a `Host` that is not this listener's (DNS rebinding).
+        Host => "host",
     }
 }
 

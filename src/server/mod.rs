@@ -487,7 +487,7 @@ async fn turn_away(
 
 /// At most `per_second` log lines a second; the next line that is written says
 /// how many were left out.
-struct LogBudget {
+pub(crate) struct LogBudget {
     per_second: u32,
     second: Option<tokio::time::Instant>,
     written: u32,
@@ -495,7 +495,7 @@ struct LogBudget {
 }
 
 impl LogBudget {
-    fn new(per_second: u32) -> LogBudget {
+    pub(crate) fn new(per_second: u32) -> LogBudget {
         LogBudget {
             per_second,
             second: None,
@@ -505,7 +505,7 @@ impl LogBudget {
     }
 
     /// `Some(left out since the last line)`: write this one.
-    fn note(&mut self) -> Option<u64> {
+    pub(crate) fn note(&mut self) -> Option<u64> {
         let now = tokio::time::Instant::now();
         if self
             .second
