@@ -205,7 +205,7 @@ impl AdminAccess {
         literal
             || host == "localhost"
             || machine.is_some_and(|m| m.eq_ignore_ascii_case(&host))
-            || self.hosts.iter().any(|h| *h == host)
+            || self.hosts.contains(&host)
     }
 
     /// Whether a request for `what` from `ip` with `host` (the `Host`
