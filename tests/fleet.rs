@@ -427,3 +427,230 @@ async fn forgetting_robots_txt_forgets_the_fleets_copy() {
     assert_eq!(get(0, "0/c").await, b"text\r\n");
     assert_eq!(origin.count(b"robots.txt"), 2, "{:?}", origin.all());
 }
+
+/// How many selectors starting with `prefix` reached `origin`.
+fn arrived(origin: &GopherOrigin, prefix: &str) -> usize {
+    origin
+        .all()
+        .iter()
+        .filter(|s| s.starts_with(prefix))
+        .count()
+}
+
+/// The gate's key for the Gopher origin on `addr` (by address).
+fn gate_key(addr: std::net::SocketAddr) -> String {
+    format!("test:{{a/{addr}}}:gate")
+}
+
+/// The store killed and restarted empty (no persistence) right after a
+/// request started, with requests of two proxies queued at a server that
+/// asks for 1 s between starts: the server never sees two starts closer
+/// than that. Reservations made in the lost store are not started on
+/// (their proxies ask again), and the new store holds each server's first
+/// start until the spacing since its birth has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_store_restarted_empty_mid_burst_keeps_every_spacing() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let mut redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 1\n").await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let relayed = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let proxy = proxies[i % 2].gopher_addr;
+            let (stop, relayed) = (stop.clone(), relayed.clone());
+            let origin_url = origin.url("0/");
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let url = format!("{origin_url}c{i}-{n}");
+                    n += 1;
+                    let answer = gopher(proxy, url.as_bytes()).await;
+                    if answer == b"text\r\n" {
+                        relayed.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        let line = first(&answer);
+                        assert!(line.starts_with("3503 "), "{line}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    // Three page starts, then the store dies right after the third, with
+    // later starts reserved in it.
+    wait_until("three pages relayed", || arrived(&origin, "/c") >= 3).await;
+    redis.restart();
+    let after = relayed.load(Ordering::Relaxed);
+    wait_until("four more pages after the restart", || {
+        relayed.load(Ordering::Relaxed) >= after + 4
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    let gaps = origin.gaps();
+    // The robots.txt fetch has no Crawl-delay of its own; every start after
+    // the first page is 1 s after the one before, across the restart.
+    let pages: Vec<&f64> = gaps.iter().skip(2).collect();
+    for gap in &pages {
+        assert!(**gap >= 0.99, "{gaps:?}");
+    }
+    let metrics = settled_metrics(proxies[0].metrics_addr).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"robots_proxy_store_events_total{event="restart"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+}
+
+/// A reservation whose call passed its deadline (the store paused, then
+/// running it late) leaves no lease behind: the next request is served as
+/// soon as the spacing allows, not after the lease's 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_reservation_given_up_on_leaves_no_lease() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nAllow: /\n").await;
+    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+    config.store.as_mut().unwrap().lease = Duration::from_secs(30);
+    config.store.as_mut().unwrap().timeout = Duration::from_millis(300);
+    let proxy = start_proxy(config).await;
+    // Served once (robots.txt fetched and kept).
+    assert_eq!(
+        gopher(proxy.gopher_addr, origin.url("0/a").as_bytes()).await,
+        b"text\r\n"
+    );
+    let mut conn = redis.connection().await;
+    // Every client's commands wait 1.5 s: the next reservation passes its
+    // deadline in the proxy and runs in the store afterwards.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let answer = gopher(proxy.gopher_addr, origin.url("0/b").as_bytes()).await;
+    assert!(first(&answer).starts_with("3503 "), "{}", first(&answer));
+    // Once the store answers again, nothing holds the server's one place.
+    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        // While the pause lasts this call may time out: ask again.
+        let n: i64 = redis::cmd("ZCARD")
+            .arg(&leases)
+            .query_async(&mut conn)
+            .await
+            .unwrap_or(-1);
+        if n == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a lease left behind: {n} {:?}",
+            redis::cmd("ZRANGE")
+                .arg(&leases)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async::<Vec<String>>(&mut conn)
+                .await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if gopher(proxy.gopher_addr, origin.url("0/c").as_bytes()).await == b"text\r\n" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server's place stayed taken"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = settled_metrics(proxy.metrics_addr).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"robots_proxy_store_events_total{event="cancelled"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+}
+
+/// Values another client wrote into the gate (`nan`, `inf`, `-inf`, text, a
+/// lease that never expires) never let a request start early: each gets
+/// "slow down", is counted as junk, and the gate is reset to "a start just
+/// now", so the next request is spaced from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn junk_in_the_gate_fails_closed() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 0.5\n").await;
+    let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
+    assert_eq!(
+        gopher(proxy.gopher_addr, origin.url("0/a").as_bytes()).await,
+        b"text\r\n"
+    );
+    let gate = gate_key(origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let mut conn = redis.connection().await;
+    let plants: [(&str, &str, &str); 7] = [
+        ("HSET", "last", "nan"),
+        ("HSET", "last", "-inf"),
+        ("HSET", "last", "inf"),
+        ("HSET", "last", "soon"),
+        ("HSET", "bo", "nan"),
+        ("HSET", "nb", "-1"),
+        ("ZADD", "+inf", "forever"),
+    ];
+    for (i, (cmd, a, b)) in plants.iter().enumerate() {
+        let key = if *cmd == "ZADD" { &leases } else { &gate };
+        let _: i64 = redis::cmd(cmd)
+            .arg(key)
+            .arg(a)
+            .arg(b)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let before = arrived(&origin, "/p");
+        let answer = gopher(proxy.gopher_addr, origin.url(&format!("0/p{i}")).as_bytes()).await;
+        assert!(
+            first(&answer).starts_with("3503 "),
+            "{cmd} {a} {b}: {}",
+            first(&answer)
+        );
+        assert_eq!(
+            arrived(&origin, "/p"),
+            before,
+            "{cmd} {a} {b}: nothing started"
+        );
+        // The gate is sound again: the next request is relayed, spaced.
+        let answer = gopher(proxy.gopher_addr, origin.url(&format!("0/q{i}")).as_bytes()).await;
+        assert_eq!(answer, b"text\r\n", "{cmd} {a} {b}");
+    }
+    for gap in origin.gaps().iter().skip(1) {
+        assert!(*gap >= 0.49, "{:?}", origin.gaps());
+    }
+    let metrics = settled_metrics(proxy.metrics_addr).await;
+    assert_eq!(
+        sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#),
+        Some(7.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, r#"robots_proxy_store_errors_total{op="gate"}"#),
+        Some(0.0)
+    );
+}

@@ -70,6 +70,25 @@ label_set! {
 }
 
 label_set! {
+    /// What the proxy saw of the fleet store besides failed calls.
+    pub enum StoreEvent {
+        /// A value in the proxy's keys that is no number in bounds (`nan`,
+        /// `inf`, negative): the request got "slow down", the gate was reset
+        /// to "a start just now".
+        Junk => "junk",
+        /// The store came back as another server (its run id changed): a
+        /// restart or a failover, its data possibly lost.
+        Restart => "restart",
+        /// A reserved start the store no longer held when its time came (it
+        /// restarted meanwhile): asked again, not started.
+        LeaseLost => "lease-lost",
+        /// A reservation this proxy gave up on (its call passed the
+        /// deadline) was taken back, so no lease is left behind.
+        Cancelled => "cancelled",
+    }
+}
+
+label_set! {
     /// What the proxy asked the fleet store (`[store]`) for.
     pub enum StoreOp {
         /// A request's turn at the shared gate, its lease renewed or released.

@@ -68,6 +68,7 @@ pub struct Metrics {
     per_host: Option<PerHost>,
     /// By [`StoreOp`].
     store_errors: Vec<IntCounter>,
+    store_events: Vec<IntCounter>,
     /// By [`TlsSide`], then [`HandshakeKind`].
     tls_handshakes: Vec<Vec<IntCounter>>,
     /// Every call to the fleet store, answered or not.
@@ -229,6 +230,14 @@ impl Metrics {
         let store_errors = series(StoreOp::ALL, |o| {
             store_errors_vec.with_label_values(&[o.as_str()])
         });
+        let store_events_vec = counter_vec(
+            "robots_proxy_store_events_total",
+            "What the fleet store did besides failing a call: junk (a value in the proxy's keys that is no number in bounds; the request slowed), restart (the store came back as another server), lease-lost (a reserved start the store forgot; asked again), cancelled (a reservation given up on, taken back).",
+            &["event"],
+        );
+        let store_events = series(StoreEvent::ALL, |e| {
+            store_events_vec.with_label_values(&[e.as_str()])
+        });
 
         let handshakes_vec = counter_vec(
             "robots_proxy_tls_handshakes_total",
@@ -329,6 +338,7 @@ impl Metrics {
                 limit,
             }),
             store_errors,
+            store_events,
             tls_handshakes,
             store_seconds: Histogram::with_opts(
                 HistogramOpts::new(
@@ -357,6 +367,10 @@ impl Metrics {
     /// A call to the fleet store failed or passed its deadline.
     pub fn store_error(&self, op: StoreOp) {
         self.store_errors[op.index()].inc();
+    }
+
+    pub fn store_event(&self, event: StoreEvent) {
+        self.store_events[event.index()].inc();
     }
 
     /// A finished TLS handshake.

@@ -18,6 +18,25 @@
 //! Starts are reserved in the order the script runs: roughly first come, first
 //! served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
 //! numbers are doubles): the caller caps every duration at `politeness::NEVER`.
+//!
+//! What another client may have written into these keys is checked: a value
+//! that is no number in bounds (`nan`, `inf`, negative, text) fails closed:
+//! the request is told to slow down and the gate is reset to "a start just
+//! now" (counted, logged).
+//!
+//! A store that loses its data (a restart without persistence, a failover
+//! that drops writes) must not let a server be asked early
+//! (docs/architecture.md, "Fleet mode"):
+//! - while the store is younger than a server's spacing (or the time the
+//!   fleet needs to re-assert its running requests, if longer), a start there
+//!   is reserved no earlier than the store's birth plus that time: every start
+//!   made before it, by any proxy, was at most at its birth;
+//! - a request that slept until its reserved start checks that the store
+//!   still holds its lease before starting; if not, it asks again;
+//! - a lease renewal re-adds a lease the store lost, with its start, at once
+//!   when the proxy sees the store's run id change;
+//! - a reservation whose call passed its deadline is taken back (`CANCEL`),
+//!   so a call that ran late inside the store leaves no lease behind.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +45,7 @@ use redis::Script;
 use tokio::time::Instant;
 
 use super::{micros, Store, StoreError};
-use crate::metrics::StoreOp;
+use crate::metrics::{StoreEvent, StoreOp};
 
 /// What a request asks the shared gate.
 #[derive(Clone, Copy, Debug)]
@@ -45,13 +64,28 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local delay, max_wait, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local lease, hold, max_delay, never = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local warm = tonumber(ARGV[9])
+if redis.call('SISMEMBER', KEYS[3], ARGV[4]) == 1 then return {4, 0, 1} end
+local function num(v, top)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n < 0 or n > top then return nil end
+  return n
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
+local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra')
+local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
+if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) then
+  redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now))
+  redis.call('HDEL', KEYS[1], 'bo', 'nb')
+  redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
+  return {3, math.max(delay, 1000000), 1}
+end
 if redis.call('ZCARD', KEYS[2]) >= cap then
   local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   return {0, tonumber(first[2]) - now, 1}
 end
-local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb')
-local bo = tonumber(g[2]) or 1
+bo = bo or 1
 local spacing = delay
 if bo > 1 then
   spacing = math.max(delay, 1000000) * bo
@@ -59,29 +93,67 @@ if bo > 1 then
 end
 spacing = math.min(spacing, never)
 local start = now
-if g[1] then start = math.max(start, tonumber(g[1]) + spacing) end
-if g[3] then start = math.max(start, tonumber(g[3])) end
+if last then start = math.max(start, last + spacing) end
+if nb then start = math.max(start, nb) end
+if (not g[1] and not g[2] and not g[3]) or g[4] then
+  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  local w = math.max(warm, spacing)
+  if up and up * 1000000 < w then
+    start = math.max(start, now - up * 1000000 + w)
+  elseif g[4] then
+    redis.call('HDEL', KEYS[1], 'ra')
+  end
+end
 local wait = start - now
 if wait > max_wait then return {2, wait, bo} end
 redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
 redis.call('ZADD', KEYS[2], string.format('%.0f', start + lease), ARGV[4])
 local keep = wait + math.max(hold, spacing)
-if g[3] then keep = math.max(keep, tonumber(g[3]) - now) end
+if nb then keep = math.max(keep, nb - now) end
 redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
 redis.call('PEXPIRE', KEYS[2], math.floor((wait + lease) / 1000) + 1000)
 return {1, wait, bo}
 "#;
 
+/// Renews a running request's lease; re-adds it, with its start, when the
+/// store lost it (a restart): the request is still running and still counts
+/// against the cap, and the next start is still spaced from it. Marks the
+/// gate `ra` (re-asserted), so reservations there keep the warm-up.
+/// `ARGV[3]`: microseconds since the request started; `ARGV[4]`: how long the
+/// gate is kept.
 const RENEW: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local lease = tonumber(ARGV[2])
-local renewed = redis.call('ZADD', KEYS[1], 'XX', 'CH', string.format('%.0f', now + lease), ARGV[1])
+local lease, hold = tonumber(ARGV[2]), tonumber(ARGV[4])
+local added = redis.call('ZADD', KEYS[1], string.format('%.0f', now + lease), ARGV[1])
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl >= 0 and ttl < math.floor(lease / 1000) + 1000 then
+if ttl < math.floor(lease / 1000) + 1000 then
   redis.call('PEXPIRE', KEYS[1], math.floor(lease / 1000) + 1000)
 end
-return renewed
+if added == 1 then
+  local started = now - tonumber(ARGV[3])
+  local last = tonumber(redis.call('HGET', KEYS[2], 'last'))
+  if not last or started > last then
+    redis.call('HSET', KEYS[2], 'last', string.format('%.0f', started))
+  end
+  redis.call('HSET', KEYS[2], 'ra', '1')
+  if redis.call('PTTL', KEYS[2]) < math.floor(hold / 1000) + 1000 then
+    redis.call('PEXPIRE', KEYS[2], math.floor(hold / 1000) + 1000)
+  end
+end
+return added
+"#;
+
+/// Takes back a reservation the proxy gave up on: its lease if the
+/// reservation ran, else a mark that makes it do nothing if it runs later.
+const CANCEL: &str = r#"
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  return 1
+end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 0
 "#;
 
 /// Releases a lease, and moves `last` to the request's actual start when it
@@ -151,6 +223,8 @@ enum Answer {
     Full(Duration),
     /// The start would be this far away: more than `max_wait`.
     SlowDown(Duration),
+    /// The gate held junk (reset now): slow down this long.
+    Junk(Duration),
 }
 
 /// The longest a waiter for a full cap sleeps without a wake-up before asking
@@ -221,6 +295,7 @@ impl Store {
         let mut conn = self.connection();
         let mut call = scripts().reserve.key(gate);
         call.key(leases)
+            .key(self.cancelled_key(leases))
             .arg(capped(ask.delay))
             .arg(capped(ask.max_wait))
             .arg(ask.concurrency.max(1))
@@ -228,7 +303,8 @@ impl Store {
             .arg(capped(self.config.lease))
             .arg(capped(ask.hold))
             .arg(ask.max_delay.map_or(0, capped))
-            .arg(never);
+            .arg(never)
+            .arg(capped(self.reassert_within()));
         let (what, micros, backoff): (i64, i64, i64) = self
             .run(
                 StoreOp::Gate,
@@ -240,8 +316,66 @@ impl Store {
             1 => Ok(Answer::Go(d, backoff > 1)),
             0 => Ok(Answer::Full(d)),
             2 => Ok(Answer::SlowDown(d)),
+            3 => Ok(Answer::Junk(d)),
             _ => Err(StoreError::Shape("the gate script's verdict")),
         }
+    }
+
+    /// Where reservations given up on are marked (beside the leases: one
+    /// hash tag).
+    fn cancelled_key(&self, leases: &str) -> String {
+        format!("{leases}-cancelled")
+    }
+
+    /// Takes back the reservation `name` after its call failed or passed its
+    /// deadline: it may still run inside the store later, and must not leave
+    /// a lease no one releases. In the background, on the same connection
+    /// (so after the reservation, if that was sent).
+    fn cancel(self: &Arc<Self>, leases: &str, name: &str) {
+        let (store, leases, name) = (self.clone(), leases.to_string(), name.to_string());
+        let store_channel = self.channel();
+        tokio::spawn(async move {
+            let mut conn = store.connection();
+            // A plain EVAL, one command: `Script` sends EVALSHA and, on a
+            // store that does not know the script yet, EVAL after it, a
+            // second step that a deadline could cut off.
+            let cancelled = store.cancelled_key(&leases);
+            let ttl_ms = micros(store.config.lease.max(Duration::from_secs(60))) / 1000;
+            // Counted when sent: its answer may itself come after the deadline.
+            store.metrics.store_event(StoreEvent::Cancelled);
+            let _ = store
+                .run(StoreOp::Gate, async move {
+                    redis::cmd("EVAL")
+                        .arg(CANCEL)
+                        .arg(2)
+                        .arg(&leases)
+                        .arg(&cancelled)
+                        .arg(&name)
+                        .arg(store_channel)
+                        // Longer than any reservation can sit in the store's queue.
+                        .arg(ttl_ms)
+                        .query_async::<i64>(&mut conn)
+                        .await
+                })
+                .await;
+        });
+    }
+
+    /// Whether the store still holds the lease `name` (reserved before a
+    /// sleep: a store that restarted meanwhile has forgotten it).
+    async fn holds(&self, leases: &str, name: &str) -> Result<bool, StoreError> {
+        let mut conn = self.connection();
+        let (leases, name) = (leases.to_string(), name.to_string());
+        let score: Option<String> = self
+            .run(StoreOp::Gate, async move {
+                redis::cmd("ZSCORE")
+                    .arg(&leases)
+                    .arg(&name)
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        Ok(score.is_some())
     }
 
     /// Waits for this request's turn at the shared gate of `tag`: `Ok(Ok)`
@@ -253,27 +387,51 @@ impl Store {
         ask: GateAsk,
     ) -> Result<Result<Lease, Duration>, StoreError> {
         let deadline = Instant::now() + ask.max_wait.min(crate::politeness::NEVER);
-        let name = self.lease_name();
         let (gate, leases) = self.gate_keys(tag);
         let watch = self.wakers.watch(leases.clone());
         loop {
+            let name = self.lease_name();
             // Listening before asking: a release between the answer and the
             // sleep is not missed.
             let released = watch.notify.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            match self.reserve((&gate, &leases), &ask, &name).await? {
+            let answer = match self.reserve((&gate, &leases), &ask, &name).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    self.cancel(&leases, &name);
+                    return Err(e);
+                }
+            };
+            match answer {
                 Answer::Go(wait, backed_off) => {
-                    let mut lease = self.lease((leases, gate), name, backed_off);
                     // A zero sleep would still wait for the timer's next
                     // millisecond tick.
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
+                        // The store may have restarted while this request
+                        // slept: it starts only on a lease the store holds.
+                        match self.holds(&leases, &name).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                self.metrics.store_event(StoreEvent::LeaseLost);
+                                tracing::info!(gate = %tag, "a reserved start the fleet store no longer holds (it restarted): asking again");
+                                continue;
+                            }
+                            Err(e) => {
+                                self.cancel(&leases, &name);
+                                return Err(e);
+                            }
+                        }
                     }
-                    lease.started = std::time::Instant::now();
-                    return Ok(Ok(lease));
+                    return Ok(Ok(self.lease((leases, gate), name, backed_off, ask.hold)));
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
+                Answer::Junk(wait) => {
+                    self.metrics.store_event(StoreEvent::Junk);
+                    tracing::warn!(gate = %tag, "the fleet store held values that are no numbers in bounds at this gate (written by another client?): reset; this request slows down");
+                    return Ok(Err(wait));
+                }
                 Answer::Full(expires) => {
                     let now = Instant::now();
                     if now >= deadline {
@@ -286,21 +444,34 @@ impl Store {
         }
     }
 
-    /// A lease taken by the script, renewed every third of its life.
+    /// A lease taken by the script for a request starting now, renewed every
+    /// third of its life and at once when the store restarts (re-added with
+    /// its start if the store lost it).
     fn lease(
         self: &Arc<Self>,
         (key, gate): (String, String),
         name: String,
         backed_off: bool,
+        hold: Duration,
     ) -> Lease {
-        let (store, k, n) = (self.clone(), key.clone(), name.clone());
+        let (store, k, g, n) = (self.clone(), key.clone(), gate.clone(), name.clone());
         let every = (self.config.lease / 3).max(Duration::from_millis(100));
+        let started = std::time::Instant::now();
+        let mut restarts = self.restarts.subscribe();
         let renewal = tokio::spawn(async move {
+            let never = micros(crate::politeness::NEVER);
             loop {
-                tokio::time::sleep(every).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    changed = restarts.changed() => if changed.is_err() { return },
+                }
                 let mut conn = store.connection();
                 let mut call = scripts().renew.key(&k);
-                call.arg(&n).arg(micros(store.config.lease));
+                call.key(&g)
+                    .arg(&n)
+                    .arg(micros(store.config.lease))
+                    .arg(micros(started.elapsed()))
+                    .arg(micros(hold).min(never));
                 let _ = store
                     .run(StoreOp::Gate, async move {
                         call.invoke_async::<i64>(&mut conn).await
@@ -314,7 +485,7 @@ impl Store {
             key,
             gate,
             name,
-            started: std::time::Instant::now(),
+            started,
             renewal,
             backed_off,
         }

@@ -23,7 +23,7 @@ use redis::aio::ConnectionManager;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{Metrics, StoreOp};
+use crate::metrics::{Metrics, StoreEvent, StoreOp};
 
 mod gate;
 mod pins;
@@ -98,7 +98,15 @@ pub struct Store {
     /// Makes this proxy's lease names unique in the fleet.
     instance: String,
     leases: AtomicU64,
+    /// The store server's run id, as last seen by the health check.
+    run_id: std::sync::Mutex<Option<String>>,
+    /// Counts the store's restarts seen; lease renewals watch it, so the
+    /// requests running here are re-asserted at once in a store that lost them.
+    restarts: tokio::sync::watch::Sender<u64>,
 }
+
+/// How often the health check asks the store.
+const HEALTH_EVERY: Duration = Duration::from_secs(1);
 
 impl Store {
     /// Connects lazily (a store that is down at start is not fatal: requests
@@ -137,6 +145,8 @@ impl Store {
             wakers: wake::Wakers::default(),
             instance,
             leases: AtomicU64::new(0),
+            run_id: std::sync::Mutex::new(None),
+            restarts: tokio::sync::watch::Sender::new(0),
         });
         // Up, it is logged as a change; down at start needs saying here.
         match store.ping().await {
@@ -244,13 +254,37 @@ impl Store {
         }
     }
 
+    /// Asks the store who it is (`INFO server`): a run id other than the
+    /// last one seen is a restart (or a failover), whose data may be gone.
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.connection();
-        self.run(StoreOp::Ping, async move {
-            redis::cmd("PING").query_async::<String>(&mut conn).await
-        })
-        .await
-        .map(drop)
+        let info: String = self
+            .run(StoreOp::Ping, async move {
+                redis::cmd("INFO")
+                    .arg("server")
+                    .query_async(&mut conn)
+                    .await
+            })
+            .await?;
+        let run_id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_string());
+        let mut seen = self.run_id.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(old), Some(new)) = (seen.as_ref(), run_id.as_ref()) {
+            if old != new {
+                self.metrics.store_event(StoreEvent::Restart);
+                tracing::warn!(
+                    store = %self.shown,
+                    "fleet store restarted (another run id): requests running here are re-asserted in it; each server's first start waits out its spacing"
+                );
+                self.restarts.send_modify(|n| *n += 1);
+            }
+        }
+        if run_id.is_some() {
+            *seen = run_id;
+        }
+        Ok(())
     }
 
     /// Asks the store once a second, so a store that comes back is noticed
@@ -259,10 +293,17 @@ impl Store {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = tokio::time::sleep(HEALTH_EVERY) => {}
             }
             let _ = self.ping().await;
         }
+    }
+
+    /// How long after a store starts every running request of the fleet has
+    /// been re-asserted in it: each proxy's health check notices within
+    /// `HEALTH_EVERY`, then renews its leases, each call within `timeout`.
+    fn reassert_within(&self) -> Duration {
+        HEALTH_EVERY + 2 * self.config.timeout
     }
 
     /// A name for one lease, unique in the fleet.
