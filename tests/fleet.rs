@@ -654,3 +654,40 @@ async fn junk_in_the_gate_fails_closed() {
         Some(0.0)
     );
 }
+
+/// A robots.txt record another client made "fresh for ever" (`until` far
+/// past anything the proxy writes) or whose good copy was "fetched" in the
+/// future is read as stale: the next proxy fetches robots.txt again instead
+/// of trusting it, and counts the junk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn junk_times_in_a_robots_record_read_as_stale() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nDisallow: /private\n").await;
+    let first_proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
+    let answer = gopher(first_proxy.gopher_addr, origin.url("0/a").as_bytes()).await;
+    assert_eq!(answer, b"text\r\n");
+    assert_eq!(origin.count(b"robots.txt"), 1);
+    let key = format!(
+        "test:{{r/gopher://127.0.0.1:{}}}:robots",
+        origin.addr.port()
+    );
+    let mut conn = redis.connection().await;
+    let _: i64 = redis::cmd("HSET")
+        .arg(&key)
+        .arg("until")
+        .arg("99999999999999999999")
+        .arg("good_at")
+        .arg("99999999999999999")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let second = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
+    let answer = gopher(second.gopher_addr, origin.url("0/private/x").as_bytes()).await;
+    assert!(first(&answer).starts_with("3403 "), "{}", first(&answer));
+    assert_eq!(origin.count(b"robots.txt"), 2, "{:?}", origin.all());
+    let metrics = settled_metrics(second.metrics_addr).await;
+    // Counted on each read of the record (before and after taking the lock).
+    let junk = sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#);
+    assert!(junk >= Some(1.0), "{metrics}");
+}

@@ -87,7 +87,9 @@ elseif ARGV[1] == 'm' then
 end
 local keep = fresh
 local good_at = tonumber(redis.call('HGET', KEYS[1], 'good_at'))
-if good_at then keep = math.max(keep, good_at + keep_good - now) end
+if good_at and good_at == good_at and good_at >= 0 and good_at <= now then
+  keep = math.max(keep, good_at + keep_good - now)
+end
 redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
 if ARGV[6] ~= '' and redis.call('GET', KEYS[2]) == ARGV[6] then redis.call('DEL', KEYS[2]) end
 redis.call('PUBLISH', ARGV[7], KEYS[1])
@@ -136,14 +138,37 @@ impl Store {
         };
         let number = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok());
         let now = number(Some(&now)).ok_or(StoreError::Shape("the store's clock"))?;
-        let since = |then: u64| Duration::from_micros(now.saturating_sub(then));
-        let fresh_for = number(until.as_deref()).map_or(Duration::ZERO, |u| {
-            Duration::from_micros(u.saturating_sub(now))
-        });
-        let good = match (body, number(good_at.as_deref())) {
-            (Some(body), Some(at)) => Some((body, since(at))),
+        // What another client may have written is checked: a freshness past
+        // the longest one the proxy writes, or a fetch in the future, is
+        // junk, and junk reads as "stale, no good copy" (fetched again).
+        let never = super::micros(crate::politeness::NEVER);
+        let mut junk = false;
+        let fresh_for = match until.as_deref() {
+            None => Duration::ZERO,
+            Some(u) => match number(Some(u)) {
+                Some(u) if u.saturating_sub(now) <= never => {
+                    Duration::from_micros(u.saturating_sub(now))
+                }
+                _ => {
+                    junk = true;
+                    Duration::ZERO
+                }
+            },
+        };
+        let good = match (body, good_at.as_deref()) {
+            (Some(body), Some(at)) => match number(Some(at)) {
+                Some(at) if at <= now => Some((body, Duration::from_micros(now - at))),
+                _ => {
+                    junk = true;
+                    None
+                }
+            },
             _ => None,
         };
+        if junk {
+            self.metrics.store_event(crate::metrics::StoreEvent::Junk);
+            tracing::warn!(key = %tag, "the fleet store's robots.txt record holds times that are no numbers in bounds (written by another client?): read as stale");
+        }
         Ok(Some(Stored {
             kind,
             why: why.unwrap_or_default(),
