@@ -7,7 +7,8 @@
 //! - [`target`]: targets in canonical form (URLs, hosts, paths, Gopher selectors). Pure.
 //! - [`spelling`]: the spellings a server reads as one resource; deciding over all. Pure.
 //! - [`fate`]: what became of a request, who caused it, how it is counted. Pure.
-//! - [`access`]: who may use the proxy (client ranges, client certificates). Pure.
+//! - [`access`]: who may use the proxy (client ranges, client certificates) and its admin
+//!   listener. Pure. [`guesses`]: failed SOCKS5 logins per client, a budget.
 //! - [`bots`]: several bots, and which one a connection is. Pure.
 //! - [`check`]: the `robots-proxy check` command over the engine and targets.
 //! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
@@ -61,6 +62,7 @@ pub mod config;
 pub mod egress;
 pub mod fate;
 pub mod fetch;
+pub mod guesses;
 pub mod metrics;
 pub mod pins;
 pub mod politeness;

@@ -153,6 +153,52 @@ async fn username_and_password_when_configured() {
     assert_eq!(out, b"ok\r\n");
 }
 
+/// A client guessing SOCKS5 passwords as fast as it can gets its first few
+/// guesses checked, then none: even the right password is answered
+/// "failure" while its budget refills, so it learns nothing. Another client
+/// logs in as usual, and the counts say what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_guessing_is_throttled_per_client() {
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\n".to_vec()),
+        Reply::Bytes(b"ok\r\n".to_vec()),
+    )
+    .await;
+    let mut config = test_config();
+    config.socks5_users = vec![("crawler".into(), "s3cret".into())];
+    let proxy = start_proxy(config).await;
+    let socks = proxy.socks5_addr.unwrap();
+    let port = origin.addr.port();
+    let guesses = 200;
+    for i in 0..guesses {
+        let pass = format!("guess{i}");
+        let (_, code) = socks_connect(socks, "127.0.0.1", port, Some(("crawler", &pass))).await;
+        assert_eq!(code, 0xFF);
+    }
+    // The right password, from the guesser: not even looked at.
+    let (_, code) = socks_connect(socks, "127.0.0.1", port, Some(("crawler", "s3cret"))).await;
+    assert_eq!(code, 0xFF, "the guesser's budget is spent");
+    // Another client is not affected.
+    let other = tcp_from("127.0.0.2", socks).await;
+    let (mut s, code) =
+        socks_handshake(other, "127.0.0.1", port, Some(("crawler", "s3cret"))).await;
+    assert_eq!(code, 0);
+    s.write_all(b"/x\r\n").await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    assert_eq!(out, b"ok\r\n");
+    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let failed = |why: &str| {
+        sample(
+            &metrics,
+            &format!("robots_proxy_socks5_auth_failures_total{{reason=\"{why}\"}}"),
+        )
+    };
+    let checked = robots_proxy::guesses::BURST as f64;
+    assert_eq!(failed("bad-credentials"), Some(checked), "{metrics}");
+    assert_eq!(failed("throttled"), Some(guesses as f64 + 1.0 - checked));
+}
+
 /// The CA is generated once: a restart issues under the same CA certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ca_survives_a_restart() {

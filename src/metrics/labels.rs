@@ -132,6 +132,8 @@ label_set! {
         BadCredentials => "bad-credentials",
         /// No method the proxy accepts (no password offered where one is needed).
         NoMethod => "no-method",
+        /// The client had spent its failed logins: its password was not checked.
+        Throttled => "throttled",
     }
 }
 

@@ -155,7 +155,7 @@ impl Metrics {
         );
         let socks_auth_vec = counter_vec(
             "robots_proxy_socks5_auth_failures_total",
-            "SOCKS5 clients that failed to authenticate, by reason (bad-credentials, no-method).",
+            "SOCKS5 clients that failed to authenticate, by reason (bad-credentials; no-method; throttled: the client had spent its failed logins, its password was not checked).",
             &["reason"],
         );
         let reloads_vec = counter_vec(

@@ -41,6 +41,8 @@ pub enum SocksError {
     NoAcceptableMethod,
     #[error("wrong username or password")]
     BadCredentials,
+    #[error("too many failed logins from this client: its password was not checked")]
+    Throttled,
     #[error("command {0:#04x} is not supported (only CONNECT)")]
     Command(u8),
     #[error("address type {0:#04x} is not supported")]
@@ -84,26 +86,41 @@ pub struct Connect {
 
 /// Runs the server side of the handshake up to the CONNECT request. On an error
 /// the proper reply has been sent (when the protocol has one) before returning.
+/// With `may_check` false (the client has spent its failed logins), a
+/// password is read and answered "failure" without being looked at.
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     users: &Users,
+    may_check: bool,
 ) -> Result<Connect, SocksError> {
     let wanted = if users.is_empty() { NO_AUTH } else { USER_PASS };
     greeting(s, |methods| methods.contains(&wanted).then_some(wanted)).await?;
     let mut user = None;
     if wanted == USER_PASS {
         let (name, pass) = credentials(s).await?;
-        let found = users
-            .iter()
-            .find(|(u, p)| u.as_bytes() == name.as_slice() && p.as_bytes() == pass.as_slice());
+        if !may_check {
+            let _ = s.write_all(&[1, 1]).await;
+            return Err(SocksError::Throttled);
+        }
+        // Every pair compared whole, without stopping at a difference.
+        let found = users.iter().fold(None, |found, (u, p)| {
+            let same = same_bytes(u.as_bytes(), &name) & same_bytes(p.as_bytes(), &pass);
+            found.or(same.then_some(u))
+        });
         let _ = s.write_all(&[1, if found.is_some() { 0 } else { 1 }]).await;
         match found {
-            Some((u, _)) => user = Some(u.clone()),
+            Some(u) => user = Some(u.clone()),
             None => return Err(SocksError::BadCredentials),
         }
     }
     let dest = request(s).await?;
     Ok(Connect { user, dest })
+}
+
+/// Equal bytes, compared without stopping at the first difference (the
+/// length still shows).
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The handshake for a client the proxy does not serve (its address is outside
@@ -228,7 +245,7 @@ mod tests {
         let (mut client, mut server) = tokio::io::duplex(1024);
         client.write_all(client_bytes).await.unwrap();
         drop(client.shutdown().await);
-        let result = handshake(&mut server, users).await;
+        let result = handshake(&mut server, users, true).await;
         drop(server);
         let mut written = Vec::new();
         client.read_to_end(&mut written).await.unwrap();

@@ -60,6 +60,8 @@ pub struct Context {
     /// The listeners, by name, where they are bound; when the process started.
     pub listeners: std::sync::Arc<[(&'static str, SocketAddr)]>,
     pub started: std::time::Instant,
+    /// Failed SOCKS5 logins per client (lasts across reloads).
+    pub guesses: std::sync::Arc<crate::guesses::Guesses>,
 }
 
 /// One client connection as the request path sees it: who is asking, since

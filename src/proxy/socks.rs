@@ -27,30 +27,41 @@ pub async fn serve(
 ) {
     let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
     let deadline = conn.deadline;
-    let connect =
-        match tokio::time::timeout_at(deadline, handshake(&mut stream, &ctx.config.socks5_users))
-            .await
-        {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                match e {
-                    SocksError::BadCredentials => ctx
-                        .metrics
-                        .socks5_auth_failed(SocksAuthFailure::BadCredentials),
-                    SocksError::NoAcceptableMethod => {
-                        ctx.metrics.socks5_auth_failed(SocksAuthFailure::NoMethod)
-                    }
-                    _ => {}
+    let may_check = ctx.guesses.may_try(peer.ip());
+    let users = &ctx.config.socks5_users;
+    let connect = match tokio::time::timeout_at(deadline, handshake(&mut stream, users, may_check))
+        .await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            let failure = match e {
+                SocksError::BadCredentials => {
+                    let spent = ctx.guesses.failed(peer.ip());
+                    Some((SocksAuthFailure::BadCredentials, spent))
                 }
-                tracing::info!(%peer, error = %e, "SOCKS5 handshake refused");
-                close(&mut stream).await;
-                return;
+                SocksError::Throttled => Some((SocksAuthFailure::Throttled, true)),
+                SocksError::NoAcceptableMethod => Some((SocksAuthFailure::NoMethod, false)),
+                _ => None,
+            };
+            if let Some((failure, _)) = failure {
+                ctx.metrics.socks5_auth_failed(failure);
             }
-            Err(_) => {
-                tracing::debug!(%peer, "SOCKS5 handshake timed out");
-                return;
+            // Failed logins are logged under a budget of lines a second.
+            if let Some(suppressed) = ctx.guesses.log_line() {
+                let spent = failure.is_some_and(|(_, spent)| spent);
+                tracing::info!(%peer, error = %e, budget_spent = spent, suppressed, "SOCKS5 handshake refused");
             }
-        };
+            close(&mut stream).await;
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "SOCKS5 handshake timed out");
+            return;
+        }
+    };
+    if connect.user.is_some() {
+        ctx.guesses.succeeded(peer.ip());
+    }
     let Connect { user, dest } = connect;
     conn.socks5_user = user.as_deref();
     // No bot for this client, whatever certificate it might show: refused now,

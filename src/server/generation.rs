@@ -39,6 +39,7 @@ pub(super) struct Lasting {
     pub(super) recent: Arc<crate::recent::Recent>,
     pub(super) listeners: Arc<[(&'static str, SocketAddr)]>,
     pub(super) started: std::time::Instant,
+    pub(super) guesses: Arc<crate::guesses::Guesses>,
     /// One reload at a time.
     pub(super) reloading: Arc<tokio::sync::Mutex<()>>,
 }
@@ -153,6 +154,7 @@ impl Lasting {
             recent: self.recent.clone(),
             listeners: self.listeners.clone(),
             started: self.started,
+            guesses: self.guesses.clone(),
         })
     }
 }

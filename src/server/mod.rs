@@ -166,6 +166,7 @@ impl Proxy {
             own,
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             recent: Arc::new(crate::recent::Recent::new()),
+            guesses: Arc::default(),
             listeners: [
                 ("gemini", Some(gemini_addr)),
                 ("gopher", Some(gopher_addr)),
