@@ -54,6 +54,19 @@ pub enum SpellingError {
     HiddenControl,
     #[error("the selector is percent-escaped more than {MAX_DECODE_ROUNDS} times over")]
     TooDeep,
+    #[error("the selector reads {0} ways, and deciding each against this robots.txt's wildcard rules would cost more than the proxy spends on one request; ask for it as plainly as it is written")]
+    TooCostly(usize),
+}
+
+/// The wildcard searches one selector's spellings may take together: four
+/// times the file's rules (a search per rule for four spellings), and a floor
+/// that ordinary files never reach. A selector read many ways against a file
+/// of thousands of wildcard rules (a hostile server serves both: the file and
+/// the menus that link to such selectors) then costs about what four
+/// spellings do, not what fifty do; past it the selector is refused, never
+/// allowed.
+pub fn spelling_budget(policy: &Policy) -> u64 {
+    4 * policy.rule_count() as u64 + 4096
 }
 
 /// The selector and each stage of percent-decoding it, until nothing changes.
@@ -162,16 +175,24 @@ pub fn decide_selector(
     selector: &[u8],
     reading: SelectorReading,
 ) -> Result<Decision, SpellingError> {
-    let as_written = policy.decide_bytes(selector);
+    let mut budget = spelling_budget(policy);
+    let spellings = gopher_spellings(selector, reading)?;
+    let too_costly = || SpellingError::TooCostly(spellings.len());
+    let as_written = policy
+        .decide_within(selector, &mut budget)
+        .ok_or_else(too_costly)?;
     if as_written.allowed() && policy.explain(&as_written).robots_txt_itself {
         return Ok(as_written);
     }
     let mut decision = as_written;
-    for spelling in gopher_spellings(selector, reading)?.iter().skip(1) {
+    for spelling in spellings.iter().skip(1) {
         if !decision.allowed() {
             break;
         }
-        decision = first_refusal(decision, policy.decide_bytes(spelling));
+        let next = policy
+            .decide_within(spelling, &mut budget)
+            .ok_or_else(too_costly)?;
+        decision = first_refusal(decision, next);
     }
     Ok(decision)
 }

@@ -188,3 +188,55 @@ fn every_spelling_class_is_refused_by_check() {
         assert!(d.allowed(), "{sel}");
     }
 }
+
+/// A hostile server serves a robots.txt of thousands of wildcard rules built
+/// so that every rule must search the path, and menus linking to selectors
+/// that read dozens of ways (escaped eight times over, a tail, dot segments):
+/// deciding each spelling in turn would cost each request as much as fifty
+/// decisions. The spellings share one budget of searches: such a selector is
+/// refused as bad input (never relayed, never allowed), at the cost of a few
+/// decisions, on the Gopher listener and through SOCKS5; a plain selector on
+/// the same file is still decided, and a disallowed spelling still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_read_many_ways_against_thousands_of_wildcard_rules() {
+    let mut robots = String::from("User-agent: *\nDisallow: /private\n");
+    for i in 0..4_000 {
+        robots.push_str(&format!("Disallow: *{}b{i:05}*z\n", "a".repeat(26)));
+    }
+    let served = robots.clone();
+    let origin = GopherOrigin::start(move |selector| {
+        if selector == b"robots.txt" {
+            Reply::Bytes(served.as_bytes().to_vec())
+        } else {
+            Reply::Bytes(b"iserved\t\tnull.host\t1\r\n.\r\n".to_vec())
+        }
+    })
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    // A path holding every byte pair the rules need (each ordered pair of
+    // digits), so no rule is ruled out without searching it.
+    let mut digits = String::new();
+    for a in 0..10 {
+        for b in a..10 {
+            digits.push_str(&format!("{a}{b}"));
+        }
+    }
+    let reversed: String = digits.chars().rev().collect();
+    let long = format!("/{}b{digits}{reversed}", "a".repeat(300));
+    let deep = format!("{long}%2525252525252541/x/../y//w?q");
+    let answer = gopher(proxy.gopher_addr, url_for(&origin, &deep).as_bytes()).await;
+    assert_refused(&answer, "3400 Bad Request", &deep);
+    assert!(
+        first_line(&answer).contains("ask for it as plainly as it is written"),
+        "{}",
+        first_line(&answer)
+    );
+    let answer = gopher_via_socks(proxy.socks5_addr.unwrap(), origin.addr, deep.as_bytes()).await;
+    assert_refused(&answer, "3400 Bad Request", "through SOCKS5");
+    // Plain selectors on the same file: decided as usual.
+    let answer = gopher(proxy.gopher_addr, url_for(&origin, &long).as_bytes()).await;
+    assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1");
+    let answer = gopher(proxy.gopher_addr, url_for(&origin, "private/x").as_bytes()).await;
+    assert_refused(&answer, "3403 Forbidden: robots.txt", "private/x");
+    assert!(!origin.all().iter().any(|s| s.contains("2525")));
+}

@@ -309,13 +309,17 @@ impl RuleSet {
         }
     }
 
-    /// The index of the rule that decides `path` (in normal form), if any matches.
+    /// The index of the rule that decides `path` (in normal form), if any
+    /// matches. Each wildcard search (the costly step: a search of the path
+    /// per piece) takes one from `budget`; at zero, wildcard rules are passed
+    /// over and the caller must not trust the answer (see
+    /// `Policy::decide_within`).
     #[inline]
-    pub(crate) fn best(&self, path: &[u8], mut sig: Option<Sig>) -> Option<u32> {
+    pub(crate) fn best(&self, path: &[u8], mut sig: Option<Sig>, budget: &mut u64) -> Option<u32> {
         let mut best = match (&self.buckets, path.get(1)) {
             (Some(b), Some(&k)) => (self.any + b[k as usize] as usize
                 ..self.any + b[k as usize + 1] as usize)
-                .find(|&i| self.matches(&self.rules[i], path, Sig::MAX)),
+                .find(|&i| self.matches(&self.rules[i], path, Sig::MAX, budget)),
             _ => None,
         };
         // The path's signature, if not given, is computed only if a wildcard rule needs it.
@@ -336,7 +340,7 @@ impl RuleSet {
             } else {
                 *sig.get_or_insert_with(|| signature(path))
             };
-            if self.matches(rule, path, path_sig) {
+            if self.matches(rule, path, path_sig, budget) {
                 best = Some(i);
             }
         }
@@ -344,7 +348,7 @@ impl RuleSet {
     }
 
     #[inline]
-    fn matches(&self, rule: &CompiledRule, path: &[u8], path_sig: Sig) -> bool {
+    fn matches(&self, rule: &CompiledRule, path: &[u8], path_sig: Sig, budget: &mut u64) -> bool {
         if rule.needs & !path_sig != 0 {
             return false;
         }
@@ -357,6 +361,10 @@ impl RuleSet {
                 piece_count,
                 anchored,
             } => {
+                if *budget == 0 {
+                    return false;
+                }
+                *budget -= 1;
                 let pieces =
                     &self.pieces[first_piece as usize..(first_piece + piece_count) as usize];
                 self.wild_match(pieces, anchored, path)
@@ -434,7 +442,7 @@ mod tests {
     }
 
     fn verdict(s: &RuleSet, path: &str) -> Option<(RuleKind, u32)> {
-        s.best(path.as_bytes(), NO_SIGNATURE)
+        s.best(path.as_bytes(), NO_SIGNATURE, &mut { u64::MAX })
             .map(|i| (s.rule(i).0.kind, s.rule(i).0.line))
     }
 
@@ -472,7 +480,8 @@ mod tests {
         for (pattern, path, want) in cases {
             let s = set(&[(Disallow, pattern)]);
             assert_eq!(
-                s.best(path.as_bytes(), NO_SIGNATURE).is_some(),
+                s.best(path.as_bytes(), NO_SIGNATURE, &mut { u64::MAX })
+                    .is_some(),
                 *want,
                 "{pattern:?} vs {path:?}"
             );
@@ -539,7 +548,7 @@ mod tests {
                 .enumerate()
                 .filter(|(_, (k, p))| {
                     set(&[(*k, p)])
-                        .best(path.as_bytes(), NO_SIGNATURE)
+                        .best(path.as_bytes(), NO_SIGNATURE, &mut { u64::MAX })
                         .is_some()
                 })
                 .max_by_key(|(i, (k, p))| (p.len(), *k == Allow, usize::MAX - i))

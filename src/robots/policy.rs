@@ -311,18 +311,34 @@ impl Policy {
 
     /// [`decide`](Self::decide) for targets that are bytes (Gopher selectors).
     pub fn decide_bytes(&self, target: &[u8]) -> Decision {
+        let mut unbounded = u64::MAX;
+        self.decide_counted(target, &mut unbounded)
+    }
+
+    /// [`decide_bytes`](Self::decide_bytes) spending at most `budget`
+    /// wildcard searches (each a search of the target per piece of a rule
+    /// holding `*`), taken from it; `None` when they ran out before the
+    /// decision was made. A caller deciding many spellings of one target
+    /// shares one budget among them, so a file of thousands of wildcard rules
+    /// costs a bounded amount of work per request, not thousands per spelling.
+    pub fn decide_within(&self, target: &[u8], budget: &mut u64) -> Option<Decision> {
+        let decision = self.decide_counted(target, budget);
+        (*budget > 0).then_some(decision)
+    }
+
+    fn decide_counted(&self, target: &[u8], budget: &mut u64) -> Decision {
         // One pass both checks that the target needs no normalising (the common
         // case) and takes its signature for the wildcard rules.
         if let Some(sig) = scan_normal_target(target) {
-            self.decide_normal(target, Some(sig))
+            self.decide_normal(target, Some(sig), budget)
         } else {
             let mut buf = StackBuf::new();
             normalize(target, Mode::Target, &mut buf);
-            self.decide_normal(buf.as_bytes(), NO_SIGNATURE)
+            self.decide_normal(buf.as_bytes(), NO_SIGNATURE, budget)
         }
     }
 
-    fn decide_normal(&self, path: &[u8], sig: Option<u64>) -> Decision {
+    fn decide_normal(&self, path: &[u8], sig: Option<u64>, budget: &mut u64) -> Decision {
         // The robots.txt file is always allowed: `/robots.txt`, and the Gopher
         // selectors a robot fetches it by.
         if matches!(path, b"/robots.txt" | b"robots.txt" | b"0/robots.txt") {
@@ -340,7 +356,7 @@ impl Policy {
         let mut first: Option<Decision> = None;
         for (i, set) in self.sets.iter().enumerate() {
             let set_index = i as u16;
-            let decision = match set.rules.best(path, sig) {
+            let decision = match set.rules.best(path, sig, budget) {
                 Some(rule) => Decision {
                     allowed: set.rules.rule(rule).0.kind == RuleKind::Allow,
                     reason: Reason::Rule {
