@@ -395,51 +395,59 @@ async fn one_client_cannot_crowd_out_the_others() {
     assert!(rejected >= 3.0, "{rejected}");
 }
 
-/// The metrics listener serves at most 32 connections at once; more are
-/// closed at once and counted, and it serves again when they are gone.
+/// The metrics listener serves at most 32 connections at once, so it cannot
+/// use up the proxy's file descriptors; a 33rd is still served, by cutting
+/// the oldest connection that sits idle (counted as `full`), so idle or
+/// stalled connections cannot keep a scrape out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_listener_has_its_own_cap() {
     let proxy = start_proxy(test_config()).await;
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
+        proxy.metrics_addr
+    );
     let mut held = Vec::new();
     for _ in 0..robots_proxy::admin::MAX_CONNECTIONS {
         let mut s = TcpStream::connect(proxy.metrics_addr).await.unwrap();
-        // A request each, so every one is accepted and holding its slot.
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut buf = [0u8; 256];
-        let n = s.read(&mut buf).await.unwrap();
-        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        // A request each (kept alive), so every one is accepted and holding its place.
+        s.write_all(request.as_bytes()).await.unwrap();
+        assert!(healthz_answer(&mut s).await.starts_with("HTTP/1.1 200"));
         held.push(s);
     }
-    assert!(
-        closed_at_once(
-            proxy.metrics_addr,
-            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-        )
-        .await
+    let (status, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(
+            &metrics,
+            "robots_proxy_connections_rejected_total{listener=\"metrics\",reason=\"full\"}"
+        ),
+        Some(1.0)
     );
-    drop(held);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    // The held connections may not all be gone yet: a turned-away try means
-    // "again", and is itself counted as one more rejection.
-    let mut turned_away = 0.0;
-    loop {
-        let got = tokio::spawn(http_get(proxy.metrics_addr, "/metrics")).await;
-        if let Ok((200, metrics)) = got {
-            assert_eq!(
-                sample(
-                    &metrics,
-                    "robots_proxy_connections_rejected_total{listener=\"metrics\",reason=\"full\"}"
-                ),
-                Some(1.0 + turned_away)
-            );
-            break;
-        }
-        turned_away += 1.0;
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // The oldest idle one was cut for it; the newest ones still serve.
+    // (What is left of its last answer may still be unread.)
+    let mut rest = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        held[0].read_to_end(&mut rest),
+    )
+    .await
+    .expect("the oldest idle connection was closed")
+    .ok();
+    let last = held.last_mut().unwrap();
+    last.write_all(request.as_bytes()).await.unwrap();
+    assert!(healthz_answer(last).await.starts_with("HTTP/1.1 200"));
+}
+
+/// One whole `/healthz` answer on a kept-alive connection (its body is `ok`).
+async fn healthz_answer(s: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 256];
+    while !answer.ends_with(b"\r\n\r\nok\n") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
     }
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 /// Connects, sends `request`, and tells whether the proxy closed the
