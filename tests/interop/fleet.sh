@@ -9,9 +9,13 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; th
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 fi
 mkdir -p "$work/redis"
-redis-server --port 0 --unixsocket "$work/redis/redis.sock" --unixsocketperm 700 --save '' \
-  --appendonly no --dir "$work/redis" > "$work/redis.log" 2>&1 &
-pids+=($!)
+start_redis() { # no persistence, as the compose store: a restart comes back empty
+  redis-server --port 0 --unixsocket "$work/redis/redis.sock" --unixsocketperm 700 --save '' \
+    --appendonly no --dir "$work/redis" >> "$work/redis.log" 2>&1 &
+  redis_pid=$!
+  pids+=($redis_pid)
+}
+start_redis
 deadline=$((SECONDS + 30))
 until redis-cli -s "$work/redis/redis.sock" ping 2>/dev/null | grep -qx PONG; do
   [ "$SECONDS" -lt "$deadline" ] || { echo "redis-server did not start"; cat "$work/redis.log"; exit 1; }
@@ -149,3 +153,32 @@ check "fleet: no two starts at gophernicus closer than 0.5 s minus jitter (small
   awk -v g="$hmin" 'BEGIN { exit !(g >= 0.45) }'
 check "fleet: no two starts at agate closer than 0.5 s minus jitter (smallest $cmin s; alone $ccmin s)" \
   awk -v g="$cmin" 'BEGIN { exit !(g >= 0.45) }'
+
+# The store killed and restarted empty (no persistence) right after a start,
+# with requests of three proxies queued at gophernicus: the gaps it sees stay
+# the Crawl-delay across the restart. Requests that arrive while the store is
+# down are told to slow down (on_unavailable = "refuse"), never relayed early.
+sleep 1
+: > "$work/fleet-hole.stamps"
+restart_jobs=()
+for i in $(seq 0 11); do
+  p=$((i % 3))
+  curl -s --max-time 60 "gopher://127.0.0.1:${fleet_gopher[$p]}/0gopher://127.0.0.1:$fhport/0/page.txt" \
+    > "$work/restart.gopher.$i" &
+  restart_jobs+=($!)
+done
+deadline=$((SECONDS + 20))
+until [ "$(wc -l < "$work/fleet-hole.stamps")" -ge 2 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.01; done
+kill -9 "$redis_pid" 2>/dev/null || true
+wait "$redis_pid" 2>/dev/null || true
+start_redis
+for job in "${restart_jobs[@]}"; do wait "$job" || true; done
+read -r rstamps rmin rmean <<< "$(gaps "$work/fleet-hole.stamps")"
+relayed=$(cat "$work"/restart.gopher.* | grep -c '^fleet' || true)
+echo "fleet: store restarted mid-burst: gophernicus saw $rstamps connections, smallest gap $rmin s, mean $rmean s; $relayed of 12 relayed, the rest told to slow down"
+check "fleet: store restarted empty mid-burst, no two starts at gophernicus closer than 0.5 s minus jitter (smallest $rmin s)" \
+  awk -v g="$rmin" -v n="$rstamps" 'BEGIN { exit !(n >= 3 && g >= 0.45) }'
+check "fleet: every request across the restart relayed or told to slow down" \
+  bash -c "for f in $work/restart.gopher.*; do head -1 \"\$f\" | grep -qE '^(fleet|3503 )' || exit 1; done"
+check "fleet: each proxy saw the store restart" bash -c \
+  "for m in ${fleet_metrics[*]}; do curl -s http://127.0.0.1:\$m/metrics | grep -q 'robots_proxy_store_events_total{event=\"restart\"} 1' || exit 1; done"
