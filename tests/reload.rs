@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -267,15 +266,7 @@ async fn sighup_reloads_the_running_process() {
         .unwrap();
     let pid = child.id().to_string();
     // The log, line by line, on a thread: the test waits for lines, not for time.
-    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = log_lines(&mut child);
     let wait_for = |what: &str| -> String {
         loop {
             let line = lines

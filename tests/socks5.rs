@@ -120,8 +120,9 @@ async fn bad_greetings_and_commands_are_answered() {
     assert_eq!(&out[..4], &[5, 0, 5, 8]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn username_and_password_when_configured() {
+/// A proxy whose SOCKS5 listener takes the user `crawler` with the
+/// password `s3cret`, and a hole behind it that serves `ok`.
+async fn with_a_password() -> (GopherOrigin, robots_proxy::server::Proxy) {
     let origin = hole(
         Reply::Bytes(b"User-agent: *\n".to_vec()),
         Reply::Bytes(b"ok\r\n".to_vec()),
@@ -129,7 +130,12 @@ async fn username_and_password_when_configured() {
     .await;
     let mut config = test_config();
     config.socks5_users = vec![("crawler".into(), "s3cret".into())];
-    let proxy = start_proxy(config).await;
+    (origin, start_proxy(config).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn username_and_password_when_configured() {
+    let (origin, proxy) = with_a_password().await;
     let socks = proxy.socks5_addr.unwrap();
     let (_, code) = socks_connect(
         socks,
@@ -159,14 +165,7 @@ async fn username_and_password_when_configured() {
 /// logs in as usual, and the counts say what happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_guessing_is_throttled_per_client() {
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\n".to_vec()),
-        Reply::Bytes(b"ok\r\n".to_vec()),
-    )
-    .await;
-    let mut config = test_config();
-    config.socks5_users = vec![("crawler".into(), "s3cret".into())];
-    let proxy = start_proxy(config).await;
+    let (origin, proxy) = with_a_password().await;
     let socks = proxy.socks5_addr.unwrap();
     let port = origin.addr.port();
     let guesses = 200;

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -174,15 +173,7 @@ fn sighup_at_once_after_start_is_not_fatal() {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let hup = || nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP);
     // As fast as this thread can send them, through start-up.
-    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = log_lines(&mut child);
     let started = Instant::now();
     while !sighup_is_handled(child.id()) {
         assert!(child.try_wait().unwrap().is_none());

@@ -612,6 +612,25 @@ pub fn first_line(answer: &[u8]) -> String {
     String::from_utf8_lossy(&answer[..end]).into_owned()
 }
 
+/// The standard error of a spawned `robots-proxy`, line by line, read on a
+/// thread: tests wait for lines, not for time.
+pub fn log_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().expect("stderr piped");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 /// Runs the built `robots-proxy` with `args` and `stdin`; its output.
 pub fn binary(args: &[&str], stdin: &str) -> std::process::Output {
     use std::io::Write;
