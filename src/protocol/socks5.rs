@@ -102,10 +102,11 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             let _ = s.write_all(&[1, 1]).await;
             return Err(SocksError::Throttled);
         }
-        // Every pair compared whole, without stopping at a difference.
+        // Every pair compared in constant time, without stopping at a match.
+        use subtle::ConstantTimeEq;
         let found = users.iter().fold(None, |found, (u, p)| {
-            let same = same_bytes(u.as_bytes(), &name) & same_bytes(p.as_bytes(), &pass);
-            found.or(same.then_some(u))
+            let same = u.as_bytes().ct_eq(&name) & p.as_bytes().ct_eq(&pass);
+            found.or(bool::from(same).then_some(u))
         });
         let _ = s.write_all(&[1, if found.is_some() { 0 } else { 1 }]).await;
         match found {
@@ -115,12 +116,6 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let dest = request(s).await?;
     Ok(Connect { user, dest })
-}
-
-/// Equal bytes, compared without stopping at the first difference (the
-/// length still shows).
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The handshake for a client the proxy does not serve (its address is outside
