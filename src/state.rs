@@ -122,10 +122,26 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     write_with(path, mode, |out| out.write_all(bytes))
 }
 
+/// `write` without waiting for the disk, for files that can be made again
+/// and are written while a request waits (drop-in leaves): a crash may lose
+/// one, which is then issued anew.
+pub fn write_unsynced(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    write_file(path, mode, false, |out| out.write_all(bytes))
+}
+
 /// `write`, with the content written by `fill`.
 pub fn write_with(
     path: &Path,
     mode: u32,
+    fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<()>,
+) -> io::Result<()> {
+    write_file(path, mode, true, fill)
+}
+
+fn write_file(
+    path: &Path,
+    mode: u32,
+    sync: bool,
     fill: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<()>,
 ) -> io::Result<()> {
     let tmp = temp_name(path);
@@ -141,7 +157,9 @@ pub fn write_with(
         fill(&mut out)?;
         out.flush()?;
         drop(out);
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if written.is_err() {

@@ -131,7 +131,9 @@ impl Authority {
         use std::sync::atomic::Ordering;
         if self.stored.fetch_add(1, Ordering::Relaxed) < MAX_STORED_LEAVES {
             let pem = format!("{}{}", cert.pem(), key.serialize_pem());
-            if let Err(e) = write_private(&path, pem.as_bytes()) {
+            // Written while the client's handshake waits: not synced (a leaf
+            // lost in a crash is issued again).
+            if let Err(e) = crate::state::write_unsynced(&path, pem.as_bytes(), 0o600) {
                 tracing::warn!(error = %e, "a drop-in certificate could not be kept");
             }
         } else {
