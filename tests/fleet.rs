@@ -512,6 +512,79 @@ async fn a_store_restarted_empty_mid_burst_keeps_every_spacing() {
     );
 }
 
+/// Polls until the store holds `n` leases at `leases`.
+async fn wait_for_leases(conn: &mut redis::aio::MultiplexedConnection, leases: &str, n: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let held: i64 = redis::cmd("ZCARD")
+            .arg(leases)
+            .query_async(conn)
+            .await
+            .unwrap();
+        if held == n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{held} leases, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A start that ran late (a busy proxy, a store reconnecting) is not passed
+/// on: a request reserved after it, asleep, starts at least the spacing
+/// after that real start, not after the reserved one. The late start is
+/// played by writing the server's latest real start (`st`) while the next
+/// request sleeps; junk written there fails closed the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_start_that_ran_late_is_not_passed_on() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 1\n").await;
+    let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
+    let gate = gate_key(origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let mut conn = redis.connection().await;
+    for (i, plant) in ["now", "nan"].into_iter().enumerate() {
+        assert_eq!(
+            gopher(proxy.gopher_addr, origin.url(&format!("0/a{i}")).as_bytes()).await,
+            b"text\r\n"
+        );
+        // The first request has let go of its lease; then the next one
+        // reserves its start (its lease) and sleeps until then.
+        wait_for_leases(&mut conn, &leases, 0).await;
+        let next = {
+            let (addr, url) = (proxy.gopher_addr, origin.url(&format!("0/b{i}")));
+            tokio::spawn(async move { gopher(addr, url.as_bytes()).await })
+        };
+        wait_for_leases(&mut conn, &leases, 1).await;
+        // Planted mid-sleep: without the check the request would start
+        // 0.7 s after it.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (secs, us): (String, String) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let value = match plant {
+            "now" => format!("{secs}{us:0>6}"),
+            junk => junk.to_string(),
+        };
+        let planted = std::time::Instant::now();
+        let _: i64 = redis::cmd("HSET")
+            .arg(&gate)
+            .arg("st")
+            .arg(&value)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(next.await.unwrap(), b"text\r\n", "{plant}");
+        let started = *origin.arrivals.lock().unwrap().last().unwrap();
+        let after = started.duration_since(planted).as_secs_f64();
+        assert!(
+            after >= 0.99,
+            "{plant}: started {after} s after the late start"
+        );
+    }
+}
+
 /// A reservation whose call passed its deadline (the store paused, then
 /// running it late) leaves no lease behind: the next request is served as
 /// soon as the spacing allows, not after the lease's 30 s.
@@ -618,19 +691,7 @@ async fn junk_in_the_gate_fails_closed() {
     for (i, (cmd, a, b)) in plants.iter().enumerate() {
         // The request before has let go of its lease (its release runs
         // after the answer and rewrites `last`, which would mend the plant).
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let n: i64 = redis::cmd("ZCARD")
-                .arg(&leases)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            if n == 0 {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "a lease stays");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_for_leases(&mut conn, &leases, 0).await;
         let key = if *cmd == "ZADD" { &leases } else { &gate };
         let _: i64 = redis::cmd(cmd)
             .arg(key)

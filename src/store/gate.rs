@@ -12,8 +12,14 @@
 //!   released (the wake-up channel) or that time;
 //! - answers "slow down" when the start would be more than `max_wait` away.
 //!
-//! Releasing a lease moves `last` to the request's real start when it woke
-//! late (`RELEASE`), so lateness is not passed on to the next request.
+//! A request that slept until its reserved start asks once more before it
+//! starts (`START`): its lease must still be there, and the server's latest
+//! real start (`st`) at least this request's spacing ago; else it sleeps the
+//! rest. A proxy that woke late (a busy machine, a store reconnecting) thus
+//! never passes its lateness on to the starts reserved after it. `START` and
+//! a reservation that starts at once record their start in `st` and `last`.
+//! Releasing a lease also moves `last` to the request's real start when that
+//! was later (`RELEASE`).
 //!
 //! Starts are reserved in the order the script runs: roughly first come, first
 //! served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
@@ -32,7 +38,7 @@
 //!   is reserved no earlier than the store's birth plus that time: every start
 //!   made before it, by any proxy, was at most at its birth;
 //! - a request that slept until its reserved start checks that the store
-//!   still holds its lease before starting; if not, it asks again;
+//!   still holds its lease before starting (`START`); if not, it asks again;
 //! - a lease renewal re-adds a lease the store lost, with its start, at once
 //!   when the proxy sees the store's run id change;
 //! - a reservation whose call passed its deadline is taken back (`CANCEL`),
@@ -107,6 +113,7 @@ end
 local wait = start - now
 if wait > max_wait then return {2, wait, bo} end
 redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
+if wait == 0 then redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now)) end
 redis.call('ZADD', KEYS[2], string.format('%.0f', start + lease), ARGV[4])
 local keep = wait + math.max(hold, spacing)
 if nb then keep = math.max(keep, nb - now) end
@@ -136,12 +143,39 @@ if added == 1 then
   if not last or started > last then
     redis.call('HSET', KEYS[2], 'last', string.format('%.0f', started))
   end
+  local st = tonumber(redis.call('HGET', KEYS[2], 'st'))
+  if not st or started > st then
+    redis.call('HSET', KEYS[2], 'st', string.format('%.0f', started))
+  end
   redis.call('HSET', KEYS[2], 'ra', '1')
   if redis.call('PTTL', KEYS[2]) < math.floor(hold / 1000) + 1000 then
     redis.call('PEXPIRE', KEYS[2], math.floor(hold / 1000) + 1000)
   end
 end
 return added
+"#;
+
+/// The last word before a request that slept starts: `-1` when the store no
+/// longer holds its lease (it restarted: ask again); else how long to sleep
+/// still, so that this start is at least `ARGV[2]` after the server's latest
+/// real start (`st`); `0`: start now (recorded in `st` and `last`). A junk
+/// `st` (another client's write) reads as a start just now: fail closed.
+const START: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return -1 end
+local delay, never = tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HGET', KEYS[1], 'st')
+local st = tonumber(v)
+if v and (st == nil or st ~= st or st < 0 or st > now + never) then
+  redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
+  return math.max(delay, 1)
+end
+if st and now < st + delay then return st + delay - now end
+redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
+local last = tonumber(redis.call('HGET', KEYS[1], 'last'))
+if last and now > last then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
+return 0
 "#;
 
 /// Takes back a reservation the proxy gave up on: its lease if the
@@ -199,6 +233,7 @@ return 1
 /// Scripts are sent by hash and loaded on first use (`EVALSHA`, then `EVAL`).
 struct Scripts {
     reserve: Script,
+    start: Script,
     renew: Script,
     release: Script,
     slow_down: Script,
@@ -208,6 +243,7 @@ fn scripts() -> &'static Scripts {
     static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         reserve: Script::new(RESERVE),
+        start: Script::new(START),
         renew: Script::new(RENEW),
         release: Script::new(RELEASE),
         slow_down: Script::new(SLOW_DOWN),
@@ -225,6 +261,17 @@ enum Answer {
     SlowDown(Duration),
     /// The gate held junk (reset now): slow down this long.
     Junk(Duration),
+}
+
+/// Where a request that slept until its reserved start stands.
+enum Turn {
+    /// It starts now.
+    Start,
+    /// The store lost its lease (it restarted): ask again.
+    Lost,
+    /// A start ahead ran late; the rest of the wait (this long) passes the
+    /// deadline: slow down.
+    Late(Duration),
 }
 
 /// The longest a waiter for a full cap sleeps without a wake-up before asking
@@ -361,21 +408,60 @@ impl Store {
         });
     }
 
-    /// Whether the store still holds the lease `name` (reserved before a
-    /// sleep: a store that restarted meanwhile has forgotten it).
-    async fn holds(&self, leases: &str, name: &str) -> Result<bool, StoreError> {
+    /// Asks to start on the lease `name` reserved before a sleep (`START`):
+    /// `None` when the store has forgotten it (it restarted meanwhile), else
+    /// how much longer to sleep (zero: start now).
+    async fn start(
+        &self,
+        (gate, leases): (&str, &str),
+        name: &str,
+        delay: Duration,
+    ) -> Result<Option<Duration>, StoreError> {
+        let never = micros(crate::politeness::NEVER);
         let mut conn = self.connection();
-        let (leases, name) = (leases.to_string(), name.to_string());
-        let score: Option<String> = self
-            .run(StoreOp::Gate, async move {
-                redis::cmd("ZSCORE")
-                    .arg(&leases)
-                    .arg(&name)
-                    .query_async(&mut conn)
-                    .await
-            })
+        let mut call = scripts().start.key(gate);
+        call.key(leases)
+            .arg(name)
+            .arg(micros(delay).min(never))
+            .arg(never);
+        let rest: i64 = self
+            .run(
+                StoreOp::Gate,
+                async move { call.invoke_async(&mut conn).await },
+            )
             .await?;
-        Ok(score.is_some())
+        Ok((rest >= 0).then(|| Duration::from_micros(rest.unsigned_abs())))
+    }
+
+    /// Sleeps until a reserved start, then asks the store to start (`START`)
+    /// until it agrees, the lease is lost, or the rest would pass `deadline`
+    /// (the lease is then given back).
+    async fn sleep_to_start(
+        self: &Arc<Self>,
+        keys: (&str, &str),
+        name: &str,
+        wait: Duration,
+        ask: &GateAsk,
+        deadline: Instant,
+    ) -> Result<Turn, StoreError> {
+        let mut rest = wait;
+        while !rest.is_zero() {
+            if Instant::now() + rest > deadline {
+                // A start ahead ran later than this request may still wait.
+                self.cancel(keys.1, name);
+                return Ok(Turn::Late(rest.max(ask.delay)));
+            }
+            tokio::time::sleep(rest).await;
+            rest = match self.start(keys, name, ask.delay).await {
+                Ok(Some(more)) => more,
+                Ok(None) => return Ok(Turn::Lost),
+                Err(e) => {
+                    self.cancel(keys.1, name);
+                    return Err(e);
+                }
+            };
+        }
+        Ok(Turn::Start)
     }
 
     /// Waits for this request's turn at the shared gate of `tag`: `Ok(Ok)`
@@ -405,26 +491,24 @@ impl Store {
             };
             match answer {
                 Answer::Go(wait, backed_off) => {
-                    // A zero sleep would still wait for the timer's next
-                    // millisecond tick.
-                    if !wait.is_zero() {
-                        tokio::time::sleep(wait).await;
-                        // The store may have restarted while this request
-                        // slept: it starts only on a lease the store holds.
-                        match self.holds(&leases, &name).await {
-                            Ok(true) => {}
-                            Ok(false) => {
-                                self.metrics.store_event(StoreEvent::LeaseLost);
-                                tracing::info!(gate = %tag, "a reserved start the fleet store no longer holds (it restarted): asking again");
-                                continue;
-                            }
-                            Err(e) => {
-                                self.cancel(&leases, &name);
-                                return Err(e);
-                            }
+                    // A zero wait started in the script (a sleep would still
+                    // wait for the timer's next millisecond tick).
+                    let turn = if wait.is_zero() {
+                        Turn::Start
+                    } else {
+                        self.sleep_to_start((&gate, &leases), &name, wait, &ask, deadline)
+                            .await?
+                    };
+                    match turn {
+                        Turn::Start => {
+                            return Ok(Ok(self.lease((leases, gate), name, backed_off, ask.hold)))
+                        }
+                        Turn::Late(rest) => return Ok(Err(rest)),
+                        Turn::Lost => {
+                            self.metrics.store_event(StoreEvent::LeaseLost);
+                            tracing::info!(gate = %tag, "a reserved start the fleet store no longer holds (it restarted): asking again");
                         }
                     }
-                    return Ok(Ok(self.lease((leases, gate), name, backed_off, ask.hold)));
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
                 Answer::Junk(wait) => {
