@@ -40,14 +40,14 @@ impl Bucket {
 /// The failed-login budgets, and the budget of log lines about them.
 pub struct Guesses {
     buckets: Mutex<HashMap<ClientKey, Bucket>>,
-    log: Mutex<crate::server::LogBudget>,
+    log: Mutex<crate::accept::LogBudget>,
 }
 
 impl Default for Guesses {
     fn default() -> Guesses {
         Guesses {
             buckets: Mutex::default(),
-            log: Mutex::new(crate::server::LogBudget::new(LOG_LINES_PER_SECOND)),
+            log: Mutex::new(crate::accept::LogBudget::new(LOG_LINES_PER_SECOND)),
         }
     }
 }

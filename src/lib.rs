@@ -52,6 +52,7 @@ macro_rules! label_set {
     };
 }
 
+pub mod accept;
 pub mod access;
 pub mod admin;
 pub mod bots;

@@ -27,8 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::metrics::{Listener, Rejection};
-use crate::proxy::Context;
-use crate::server::Live;
+use crate::proxy::{Context, Live};
 use crate::target::{HostKey, Scheme};
 
 mod conns;
@@ -388,10 +387,10 @@ pub async fn serve(
     let conns = Arc::new(conns::Conns::default());
     let machine = machine_name();
     // Clients outside [admin] allow_from are logged up to a budget a second.
-    let mut outsiders = crate::server::LogBudget::new(20);
+    let mut outsiders = crate::accept::LogBudget::new(20);
     loop {
         let Some((stream, peer)) =
-            crate::server::next_connection(&listener, &shutdown, "metrics accept failed").await
+            crate::accept::next_connection(&listener, &shutdown, "metrics accept failed").await
         else {
             break;
         };

@@ -1,7 +1,7 @@
 //! The resolvers of `[access]`, `[bot]` and `[[bots]]`: who may use the proxy,
 //! and as which bot. Every user, certificate and range picks one bot only.
 
-use super::resolve::Listens;
+use super::listens::Listens;
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
 use crate::bots::{Bot, Bots, Fingerprint};

@@ -9,6 +9,7 @@ use std::time::Duration;
 mod clients;
 mod effective;
 mod fleet;
+mod listens;
 mod raw;
 mod reload;
 mod resolve;

@@ -64,6 +64,10 @@ pub struct Context {
     pub guesses: std::sync::Arc<crate::guesses::Guesses>,
 }
 
+/// The context new connections take: a reload swaps it, a connection keeps
+/// the one it started with.
+pub type Live = std::sync::Arc<arc_swap::ArcSwap<Context>>;
+
 /// One client connection as the request path sees it: who is asking, since
 /// when, and until when its request must have arrived.
 #[derive(Clone, Copy, Debug)]
