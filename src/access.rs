@@ -9,8 +9,8 @@ use std::net::IpAddr;
 
 use subtle::ConstantTimeEq;
 
+use crate::addr::{unmapped, Prefix};
 use crate::bots::{BotId, Bots, Client, Presented};
-use crate::egress::{unmapped, Prefix};
 
 #[derive(Clone, Debug)]
 pub struct Access {

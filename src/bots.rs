@@ -6,7 +6,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::egress::{unmapped, Prefix};
+use crate::addr::{unmapped, Prefix};
 use crate::robots::BotProfile;
 
 /// The SHA-256 of a client certificate (its DER bytes), as Gemini clients and

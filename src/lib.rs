@@ -54,6 +54,7 @@ macro_rules! label_set {
 
 pub mod accept;
 pub mod access;
+pub mod addr;
 pub mod admin;
 pub mod bots;
 pub mod cache;

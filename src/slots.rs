@@ -17,7 +17,7 @@ pub struct ClientKey(IpAddr);
 
 impl ClientKey {
     pub fn of(ip: IpAddr) -> ClientKey {
-        match crate::egress::unmapped(ip) {
+        match crate::addr::unmapped(ip) {
             IpAddr::V6(v6) => {
                 let prefix = u128::from(v6) & !((1u128 << 64) - 1);
                 ClientKey(IpAddr::V6(prefix.into()))

@@ -12,7 +12,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::egress::{ip_literal, unbracketed, Reach};
+use crate::addr::{ip_literal, unbracketed};
+use crate::egress::Reach;
 use crate::metrics::{Metrics, TlsSide};
 use crate::pins::Pins;
 use crate::tls;

@@ -4,9 +4,9 @@
 use super::listens::Listens;
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
+use crate::addr::Prefix;
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
-use crate::egress::Prefix;
 use crate::metrics::NO_BOT;
 use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
 

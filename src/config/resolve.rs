@@ -16,8 +16,9 @@ use super::{
     TlsConfig,
 };
 use crate::access::AdminAccess;
+use crate::addr::Prefix;
 use crate::cli::RunArgs;
-use crate::egress::{PortSet, Prefix};
+use crate::egress::PortSet;
 use crate::politeness::{GateBy, PolitenessConfig};
 use crate::spelling::SelectorReading;
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
-use crate::egress::unmapped;
+use crate::addr::unmapped;
 
 pub mod rules;
 
