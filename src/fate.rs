@@ -1,29 +1,32 @@
-//! What became of one request, and who caused it: one type from which each
-//! protocol derives its answer (Gemini status, Gopher type-3 text), the log
-//! line its `decision` and `cause`, and the metrics their `decision` label.
+//! What became of one request, and who caused it: the [`Fate`] a typed
+//! refusal (`refusal.rs`) or a relay ends in, from which the log line takes
+//! its `decision` ([`Class`]), `outcome` and `cause`, and the metrics their
+//! `decision` and `outcome` labels: one value set each, shared by both.
 //! Pure: no I/O.
 
 label_set! {
-    /// The end of one request.
+    /// The end of one request, named as the `outcome` label of
+    /// `robots_proxy_request_outcomes_total` and the log line's `outcome`:
+    /// the split of each [`Class`] an operator triages by.
     pub enum Fate {
         /// Admitted and the upstream's answer relayed (whole or cut short).
         Relayed => "allowed",
         /// The client may not use the proxy, or as no bot (access rules).
-        Denied => "denied",
+        Denied => "access",
         /// The client's request is malformed.
-        Malformed => "error",
+        Malformed => "malformed",
         /// The proxy's own rules refuse it (address, port, another host).
-        ProxyRule => "refused",
+        ProxyRule => "proxy-rule",
         /// robots.txt disallows it.
         Disallowed => "disallowed",
         /// robots.txt could not be fetched and there is no good copy.
-        RobotsUnreachable => "error",
+        RobotsUnreachable => "robots-unreachable",
         /// The upstream could not be reached, or answered badly before relaying.
-        UpstreamFailed => "error",
+        UpstreamFailed => "upstream",
         /// The host's turn would come later than `max_wait`.
-        SlowDown => "slowed",
+        SlowDown => "slow-down",
         /// The client left while its request waited for its turn.
-        ClientLeft => "cancelled",
+        ClientLeft => "client-left",
     }
 }
 
@@ -40,8 +43,9 @@ label_set! {
 }
 
 label_set! {
-    /// The `decision` label of `robots_proxy_requests_total`: four values
-    /// (docs/architecture.md, "Metrics"), so a dashboard's legend stays small.
+    /// The `decision` label of `robots_proxy_requests_total` and the log
+    /// line's `decision`: four values (docs/architecture.md, "Metrics"), so a
+    /// dashboard's legend stays small.
     pub enum Class {
         Allowed => "allowed",
         Disallowed => "disallowed",
@@ -51,22 +55,6 @@ label_set! {
 }
 
 impl Fate {
-    /// One name per fate, for `robots_proxy_request_outcomes_total{outcome}`:
-    /// the split of `decision="error"` (and of the rest) an operator triages by.
-    pub fn outcome(self) -> &'static str {
-        match self {
-            Fate::Relayed => "allowed",
-            Fate::Denied => "access",
-            Fate::Malformed => "malformed",
-            Fate::ProxyRule => "proxy-rule",
-            Fate::Disallowed => "disallowed",
-            Fate::RobotsUnreachable => "robots-unreachable",
-            Fate::UpstreamFailed => "upstream",
-            Fate::SlowDown => "slow-down",
-            Fate::ClientLeft => "client-left",
-        }
-    }
-
     pub fn cause(self) -> Cause {
         match self {
             Fate::Relayed | Fate::UpstreamFailed => Cause::Upstream,
@@ -111,13 +99,12 @@ mod tests {
             assert_eq!(class.index(), i);
         }
         assert_eq!(Fate::ClientLeft.class(), Class::Error);
-        let outcomes: std::collections::HashSet<_> =
-            Fate::ALL.iter().map(|f| f.outcome()).collect();
+        let outcomes: std::collections::HashSet<_> = Fate::ALL.iter().map(|f| f.as_str()).collect();
         assert_eq!(
             outcomes.len(),
             Fate::ALL.len(),
             "one outcome label per fate"
         );
-        assert_eq!(Fate::ProxyRule.as_str(), "refused");
+        assert_eq!(Fate::ProxyRule.as_str(), "proxy-rule");
     }
 }

@@ -72,7 +72,7 @@ impl Recent {
         if !matches!(fate, Fate::Relayed | Fate::ClientLeft) {
             a.refusals += 1;
             let detail: String = detail.chars().take(300).collect();
-            a.last_refusal = Some((now, fate.outcome(), detail));
+            a.last_refusal = Some((now, fate.as_str(), detail));
         }
     }
 

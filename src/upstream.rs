@@ -20,7 +20,7 @@ use crate::tls;
 
 /// Why an upstream could not be reached. All of these are the upstream's (or
 /// the network's) doing, except `Refused`, which is the proxy's own rule.
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum UpstreamError {
     #[error("cannot resolve {host}: {detail}")]
     Resolve { host: String, detail: String },

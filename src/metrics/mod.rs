@@ -515,7 +515,7 @@ impl BotSeries {
             .collect();
         BotSeries {
             requests: by(requests, |f| f.class().as_str(), &classes),
-            outcomes: by(outcomes, Fate::outcome, Fate::ALL),
+            outcomes: by(outcomes, Fate::as_str, Fate::ALL),
         }
     }
 }

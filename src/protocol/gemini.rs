@@ -64,32 +64,44 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
     })
 }
 
+/// Why a client's Gemini request line names no target (a `59`).
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BadRequest {
+    #[error("the request is not UTF-8")]
+    NotUtf8,
+    #[error("this proxy fetches gemini:// URLs, not {0}://")]
+    OtherScheme(String),
+    #[error("send an absolute gemini:// URL of the capsule to fetch")]
+    NotAbsolute,
+    #[error("{0}")]
+    Target(TargetError),
+    #[error("this listener fetches gemini:// URLs, not {0}://")]
+    NotGemini(&'static str),
+    #[error("Gemini URLs carry no userinfo")]
+    Userinfo,
+    #[error("Gemini requests carry no fragment")]
+    Fragment,
+}
+
 /// A client's request line (its line end removed) → the Gemini target it
 /// names, or the reason for a `59`: UTF-8, an absolute `gemini://` URL, no
 /// userinfo, no fragment, and whatever [`Target::parse`] requires.
-pub fn parse_request(line: &[u8]) -> Result<Target, String> {
-    let url = std::str::from_utf8(line).map_err(|_| "the request is not UTF-8".to_string())?;
+pub fn parse_request(line: &[u8]) -> Result<Target, BadRequest> {
+    let url = std::str::from_utf8(line).map_err(|_| BadRequest::NotUtf8)?;
     let target = match Target::parse(url) {
         Ok(t) => t,
-        Err(TargetError::UnsupportedScheme(s)) => {
-            return Err(format!("this proxy fetches gemini:// URLs, not {s}://"))
-        }
-        Err(TargetError::NotAbsolute) => {
-            return Err("send an absolute gemini:// URL of the capsule to fetch".into())
-        }
-        Err(e) => return Err(e.to_string()),
+        Err(TargetError::UnsupportedScheme(s)) => return Err(BadRequest::OtherScheme(s)),
+        Err(TargetError::NotAbsolute) => return Err(BadRequest::NotAbsolute),
+        Err(e) => return Err(BadRequest::Target(e)),
     };
     if target.scheme != Scheme::Gemini {
-        return Err(format!(
-            "this listener fetches gemini:// URLs, not {}://",
-            target.scheme.as_str()
-        ));
+        return Err(BadRequest::NotGemini(target.scheme.as_str()));
     }
     if target.had_userinfo {
-        return Err("Gemini URLs carry no userinfo".into());
+        return Err(BadRequest::Userinfo);
     }
     if target.had_fragment {
-        return Err("Gemini requests carry no fragment".into());
+        return Err(BadRequest::Fragment);
     }
     Ok(target)
 }

@@ -19,7 +19,7 @@ pub struct Request {
     pub after_tab: Option<Vec<u8>>,
 }
 
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum BadRequest {
     #[error("send a Gopher URL as the selector, e.g. gopher://host/1/")]
     NotAUrl,

@@ -11,16 +11,18 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::{
-    ceil_secs, close, finish, log, serve_admitted, stream, Admitted, Answer, Conn, Context, Cut,
-    Ended, Hangup, Outcome, Refusal, CLIENT_BUFFER,
+    close, finish, log, serve_admitted, stream, Answer, Conn, Context, Cut, Ended, Hangup, Outcome,
+    CLIENT_BUFFER,
 };
 use crate::access::Denied;
+use crate::admission::Admitted;
 use crate::bots::{BotId, Fingerprint, Presented};
 use crate::fate::Fate;
 use crate::metrics::{Protocol, TlsSide};
 use crate::protocol::gemini::{
     header, parse_header, parse_request, read_line, status, LineError, MAX_HEADER, MAX_URL,
 };
+use crate::refusal::{ceil_secs, Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::Target;
 
 /// The Gemini status for a request that was not relayed (the README's table).
@@ -123,7 +125,10 @@ where
         let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
             Ok(line) => handle(&mut client, &line, ctx, who, expected).await,
             Err(LineError::TooLong(_)) => {
-                let refusal = Refusal::Malformed("request longer than 1024 bytes".into());
+                let refusal = Refusal::Malformed(Malformed::TooLong {
+                    what: "request",
+                    max: MAX_URL,
+                });
                 (None, answer(client.get_mut(), &refusal).await)
             }
             Err(e) => {
@@ -154,9 +159,9 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
     let code = status_for(refusal);
     let detail = refusal.detail();
     // Our own `44` always carries a number: the seconds to wait.
-    let meta = match refusal {
-        Refusal::SlowDown { retry_after, .. } => &ceil_secs(*retry_after).to_string(),
-        _ => &detail,
+    let meta = match refusal.retry_after() {
+        Some(retry_after) => &ceil_secs(retry_after).to_string(),
+        None => &detail,
     };
     let _ = client.write_all(&header(code, meta)).await;
     let _ = client.flush().await;
@@ -165,7 +170,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
 
 /// The request line → a Gemini target, or a `59`.
 fn parse(line: &[u8]) -> Result<Target, Refusal> {
-    parse_request(line).map_err(Refusal::Malformed)
+    parse_request(line).map_err(|e| Refusal::Malformed(e.into()))
 }
 
 /// One request line from a client identified as `who`: parsed, refused if the
@@ -192,11 +197,11 @@ where
     };
     if let Some((hosts, port)) = expected {
         if !hosts.contains(&target.host) || target.port != port {
-            let refusal = Refusal::ProxyRule(format!(
-                "this connection is for {}:{port}, the request names {}",
-                hosts.join(" or "),
-                target.authority()
-            ));
+            let refusal = Refusal::ProxyRule(ProxyRule::OtherHost {
+                expected: hosts.join(" or "),
+                port,
+                named: target.authority(),
+            });
             return (Some(target), answer(client.get_mut(), &refusal).await);
         }
     }
@@ -253,15 +258,21 @@ where
     ctx.metrics.bytes_to_upstream.inc_by(request.len() as u64);
     let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(request.as_bytes())).await;
     if !matches!(sent, Ok(Ok(()))) {
-        return Err(Refusal::Upstream(format!(
-            "upstream {authority}: could not send the request"
-        )));
+        return Err(Refusal::Upstream(UpstreamFailure::Send {
+            authority,
+            what: "request",
+        }));
     }
+    let bad_answer = |why: String| {
+        Refusal::Upstream(UpstreamFailure::Answer {
+            authority: authority.clone(),
+            why,
+        })
+    };
     let line = read_line(&mut upstream, MAX_HEADER, idle)
         .await
-        .map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
-    let upstream_header =
-        parse_header(&line).map_err(|e| Refusal::Upstream(format!("upstream {authority}: {e}")))?;
+        .map_err(|e| bad_answer(e.to_string()))?;
+    let upstream_header = parse_header(&line).map_err(|e| bad_answer(e.to_string()))?;
     ctx.metrics
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());

@@ -10,10 +10,11 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::{
-    close, finish, log, serve_admitted, stream, Admitted, Answer, Conn, Context, Cut, Ended,
-    Hangup, Outcome, Refusal, CLIENT_BUFFER,
+    close, finish, log, serve_admitted, stream, Answer, Conn, Context, Cut, Ended, Hangup, Outcome,
+    CLIENT_BUFFER,
 };
 use crate::access::Denied;
+use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::fate::Fate;
 use crate::metrics::{Listener, Protocol, Rejection};
@@ -21,6 +22,7 @@ use crate::protocol::gopher::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
 use crate::protocol::{read_line, LineError};
+use crate::refusal::{Malformed, Refusal, UpstreamFailure};
 
 /// The first line of the type-3 menu for a refusal (the README's table).
 fn text_for(refusal: &Refusal) -> String {
@@ -95,12 +97,15 @@ pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
                 (Some(request), outcome)
             }
             (Err(e), Ok(_)) => {
-                let refusal = Refusal::Malformed(e.to_string());
+                let refusal = Refusal::Malformed(e.into());
                 (None, answer(client.get_mut(), &refusal).await)
             }
         },
         Err(LineError::TooLong(max)) => {
-            let refusal = Refusal::Malformed(format!("selector line longer than {max} bytes"));
+            let refusal = Refusal::Malformed(Malformed::TooLong {
+                what: "selector line",
+                max,
+            });
             (None, answer(client.get_mut(), &refusal).await)
         }
         Err(e) => {
@@ -180,10 +185,10 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     ctx.metrics.bytes_to_upstream.inc_by(line.len() as u64);
     let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(&line)).await;
     if !matches!(sent, Ok(Ok(()))) {
-        return Err(Refusal::Upstream(format!(
-            "upstream {}: could not send the selector",
-            target.authority()
-        )));
+        return Err(Refusal::Upstream(UpstreamFailure::Send {
+            authority: target.authority(),
+            what: "selector",
+        }));
     }
     // Wait for the first byte before answering anything: a server that says
     // nothing gets a 3502, not an empty answer.
@@ -193,16 +198,16 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
             .upstream_first_byte
             .observe(connecting.elapsed().as_secs_f64()),
         Ok(Err(e)) => {
-            return Err(Refusal::Upstream(format!(
-                "upstream {}: {e}",
-                target.authority()
-            )))
+            return Err(Refusal::Upstream(UpstreamFailure::Answer {
+                authority: target.authority(),
+                why: e.to_string(),
+            }))
         }
         Err(_) => {
-            return Err(Refusal::Upstream(format!(
-                "upstream {} sent nothing within {idle:?}",
-                target.authority()
-            )))
+            return Err(Refusal::Upstream(UpstreamFailure::Silent {
+                authority: target.authority(),
+                after: idle,
+            }))
         }
     }
     let mut rewriter = (rewrite_menus && request.answer_is_menu())

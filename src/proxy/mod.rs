@@ -1,8 +1,8 @@
 //! One request through the proxy, whatever the protocol: parse (per protocol) →
-//! canonical target → the proxy's own address rules → robots.txt (cached) →
-//! decision → connect upstream → stream the answer back. Every wait has a
-//! deadline; every read a byte cap. Each protocol turns a [`Refusal`] into its
-//! own answer (Gemini status, Gopher type-3 menu).
+//! canonical target → admission (`admission`: address rules, robots.txt,
+//! limits, the host's turn) → connect upstream → stream the answer back. Every
+//! wait has a deadline; every read a byte cap. Each protocol turns a
+//! [`Refusal`] into its own answer (Gemini status, Gopher type-3 menu).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -12,18 +12,16 @@ use tokio::io::{
 };
 use tokio::time::Instant;
 
-use crate::access::Denied;
+use crate::admission::{self, Admitted, Refused};
 use crate::bots::{BotId, Client, Presented};
-use crate::cache::Lookup;
-use crate::cache::{RobotsCache, Rules};
-use crate::config::{Config, OnUnreachable};
-use crate::fate::Fate;
+use crate::cache::RobotsCache;
+use crate::config::Config;
 use crate::metrics::{Metrics, Protocol};
-use crate::politeness::{Permit, Politeness};
+use crate::politeness::Politeness;
 use crate::protocol::gopher::MenuRewriter;
-use crate::robots::{BotProfile, Decision, Policy};
-use crate::target::{HostKey, Server, Target};
-use crate::upstream::{Upstream, UpstreamError};
+use crate::refusal::Refusal;
+use crate::target::Target;
+use crate::upstream::Upstream;
 
 mod outcome;
 pub use outcome::{client_left, log, Outcome};
@@ -62,10 +60,12 @@ pub struct Context {
     pub started: std::time::Instant,
     /// Failed SOCKS5 logins per client (lasts across reloads).
     pub guesses: std::sync::Arc<crate::guesses::Guesses>,
+    /// The limits admission asks beyond robots.txt, in order.
+    pub limits: admission::Limits,
 }
 
-/// The context new connections take: a reload swaps it, a connection keeps
-/// the one it started with.
+/// The current [`Context`]: each new connection takes the one in place when
+/// it is accepted and keeps it to its end (docs/architecture.md, "Reload").
 pub type Live = std::sync::Arc<arc_swap::ArcSwap<Context>>;
 
 /// One client connection as the request path sees it: who is asking, since
@@ -100,65 +100,6 @@ impl<'a> Conn<'a> {
             addr: self.peer.ip(),
             socks5_user: self.socks5_user,
             cert: self.cert,
-        }
-    }
-}
-
-/// Why a request is not relayed, and who caused it (docs/architecture.md, "Answers").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The client may not use the proxy, or as no bot.
-    Denied(Denied),
-    /// The client's request is malformed.
-    Malformed(String),
-    /// The proxy's own access rules (private upstreams, the proxy itself).
-    ProxyRule(String),
-    /// robots.txt disallows it.
-    Disallowed(String),
-    /// robots.txt could not be fetched and there is no good copy.
-    RobotsUnreachable(String),
-    /// The upstream could not be reached, or answered badly.
-    Upstream(String),
-    /// The host's turn would come later than `max_wait`.
-    SlowDown {
-        retry_after: Duration,
-        detail: String,
-    },
-}
-
-impl Refusal {
-    pub fn detail(&self) -> String {
-        match self {
-            Refusal::Denied(d) => d.to_string(),
-            Refusal::Malformed(d)
-            | Refusal::ProxyRule(d)
-            | Refusal::Disallowed(d)
-            | Refusal::RobotsUnreachable(d)
-            | Refusal::Upstream(d)
-            | Refusal::SlowDown { detail: d, .. } => d.clone(),
-        }
-    }
-
-    /// What became of the request.
-    pub fn fate(&self) -> Fate {
-        match self {
-            Refusal::Denied(_) => Fate::Denied,
-            Refusal::Malformed(_) => Fate::Malformed,
-            Refusal::ProxyRule(_) => Fate::ProxyRule,
-            Refusal::Disallowed(_) => Fate::Disallowed,
-            Refusal::RobotsUnreachable(_) => Fate::RobotsUnreachable,
-            Refusal::Upstream(_) => Fate::UpstreamFailed,
-            Refusal::SlowDown { .. } => Fate::SlowDown,
-        }
-    }
-}
-
-/// The proxy's own rule when it would not connect; otherwise the upstream's failure.
-impl From<UpstreamError> for Refusal {
-    fn from(e: UpstreamError) -> Refusal {
-        match e {
-            UpstreamError::Refused { .. } => Refusal::ProxyRule(e.to_string()),
-            e => Refusal::Upstream(format!("upstream: {e}")),
         }
     }
 }
@@ -210,153 +151,6 @@ pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
     }
 }
 
-/// The reason a refusal gives: the host, the bot, the rule and its line.
-pub fn refusal_reason(
-    key: &HostKey,
-    bot: &BotProfile,
-    policy: &Policy,
-    decision: &Decision,
-) -> String {
-    let who = if bot.token().is_empty() {
-        "this bot".to_string()
-    } else {
-        bot.token().to_string()
-    };
-    let why = policy.explain(decision);
-    match why.rule {
-        Some(rule) => format!(
-            "robots.txt of {}:{} disallows this for {who}: {}: {} (line {})",
-            key.host,
-            key.port,
-            rule.kind.as_str(),
-            rule.pattern,
-            rule.line
-        ),
-        None => format!(
-            "robots.txt of {}:{} disallows this for {who}",
-            key.host, key.port
-        ),
-    }
-}
-
-/// A request the proxy may send now: where to (the addresses that were checked
-/// and gated), and its politeness slot (held until the answer has been relayed).
-pub struct Admitted {
-    pub server: Server,
-    pub permit: Permit,
-    /// How long it waited for its turn.
-    pub waited: Duration,
-}
-
-/// Whole seconds, rounded up: what a "retry in N s" says.
-pub fn ceil_secs(d: Duration) -> u64 {
-    d.as_millis().div_ceil(1000).max(1) as u64
-}
-
-/// The checks every protocol makes before contacting the upstream: the proxy's
-/// address rules (a host it must not connect to is not even asked for its
-/// robots.txt), then the host's robots.txt, then the host's turn (spaced by the
-/// bot's Crawl-delay).
-pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitted, Refusal> {
-    let addrs = ctx.upstream.resolve(&target.host, target.port).await?;
-    let server = Server {
-        name: HostKey {
-            scheme: target.scheme,
-            host: target.host.clone(),
-            port: target.port,
-        },
-        addrs,
-    };
-    let key = &server.name;
-    ctx.recent.resolved(key, &server.addrs);
-    // Boxed, as the relay below: a robots.txt fetch's future (connect, TLS)
-    // is large, and inline it would size every waiting connection's future.
-    let (mut entry, lookup) = Box::pin(ctx.robots.rules(&server, bot)).await;
-    if entry.generation() != ctx.generation {
-        // A reload changed the bots while this connection kept the config it
-        // started with: its own bots' policies, compiled for this request.
-        entry = entry.for_generation(ctx.generation, &ctx.config.bots.profiles());
-    }
-    match lookup {
-        Lookup::Hit => ctx.metrics.cache_hits.inc(),
-        Lookup::Miss => ctx.metrics.cache_misses.inc(),
-    }
-    match &entry.rules {
-        Rules::Found { policies, stale } => {
-            let policy = &policies[bot];
-            let decision = target
-                .decide(policy, ctx.config.selector_reading)
-                .map_err(|e| Refusal::Malformed(e.to_string()))?;
-            if !decision.allowed() {
-                let profile = &ctx.config.bots.get(bot).profile;
-                let mut reason = refusal_reason(key, profile, policy, &decision);
-                if stale.is_some() {
-                    reason.push_str(" (cached copy; the host is unreachable now)");
-                }
-                return Err(Refusal::Disallowed(reason));
-            }
-        }
-        Rules::Missing(_) => {}
-        Rules::StoreDown => return Err(store_down(ctx)),
-        Rules::Unreachable { why, retry_at } => {
-            if ctx.robots.on_unreachable() == OnUnreachable::Disallow {
-                let secs = ceil_secs(retry_at.saturating_duration_since(Instant::now()));
-                return Err(Refusal::RobotsUnreachable(format!(
-                    "robots.txt of {}:{} could not be fetched ({why}); trying again in {secs} s",
-                    key.host, key.port
-                )));
-            }
-        }
-    }
-    // Spaced by this bot's Crawl-delay from the last start by any bot; the gate
-    // remembers the server as long as the longest of its bots' spacings
-    // (docs/architecture.md, "Several bots").
-    let spacing = ctx.politeness.config();
-    let delay = spacing.delay_for(entry.crawl_delay(bot));
-    let hold = entry
-        .crawl_delays()
-        .map(|d| spacing.delay_for(d))
-        .fold(delay, Duration::max);
-    let asked = Instant::now();
-    let turn = ctx
-        .politeness
-        .admit_holding(&server, Some(delay), hold)
-        .await;
-    let waited = asked.elapsed();
-    ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
-    match turn {
-        Ok(permit) => Ok(Admitted {
-            server,
-            permit,
-            waited,
-        }),
-        Err(slow) => {
-            let secs = ceil_secs(slow.retry_after);
-            Err(Refusal::SlowDown {
-                retry_after: slow.retry_after,
-                detail: format!("slow down, retry in {secs} s"),
-            })
-        }
-    }
-}
-
-/// Fleet mode with the store down and `on_unavailable = "refuse"`: "slow
-/// down" rather than risk a server getting each proxy's rate.
-fn store_down(ctx: &Context) -> Refusal {
-    let retry_after = ctx
-        .politeness
-        .config()
-        .delay_for(None)
-        .max(Duration::from_secs(1));
-    Refusal::SlowDown {
-        retry_after,
-        detail: format!(
-            "slow down, retry in {} s (the fleet's store does not answer)",
-            ceil_secs(retry_after)
-        ),
-    }
-}
-
 /// The buffer each client connection reads its request through. A request
 /// line longer than this is read in several steps; a connection waiting for
 /// its turn holds this much, so it stays small.
@@ -387,7 +181,7 @@ pub async fn client_gone<R: AsyncRead + Unpin>(client: &mut R, hangup: Hangup) {
     }
 }
 
-/// [`admit`], given up as soon as the client goes away, so a client that
+/// [`admission::admit`], given up as soon as the client goes away, so a client that
 /// disconnects while waiting gives its place in the host's queue back at once.
 /// `None`: the client left.
 pub async fn admit_while_connected<R: AsyncRead + Unpin>(
@@ -395,9 +189,9 @@ pub async fn admit_while_connected<R: AsyncRead + Unpin>(
     (bot, target): (BotId, &Target),
     client: &mut R,
     hangup: Hangup,
-) -> Option<Result<Admitted, Refusal>> {
+) -> Option<Result<Admitted, Refused>> {
     tokio::select! {
-        admitted = admit(ctx, bot, target) => Some(admitted),
+        admitted = admission::admit(ctx, bot, target) => Some(admitted),
         _ = client_gone(client, hangup) => None,
     }
 }
@@ -434,7 +228,18 @@ where
     S: AsyncRead + Unpin,
     A: Answer<S>,
 {
-    match admit_while_connected(ctx, request, client, hangup).await {
+    let admitted = admit_while_connected(ctx, request, client, hangup).await;
+    // The status page shows the addresses a host resolved to (observed here,
+    // not inside admission's steps).
+    let server = match &admitted {
+        Some(Ok(a)) => Some(&a.server),
+        Some(Err(refused)) => refused.server.as_ref(),
+        None => None,
+    };
+    if let Some(server) = server {
+        ctx.recent.resolved(&server.name, &server.addrs);
+    }
+    match admitted {
         Some(Ok(admitted)) => {
             // Boxed: the relay's state (upstream connection, TLS, buffers)
             // is allocated when relaying starts, so a connection waiting for
@@ -446,7 +251,7 @@ where
             outcome.waited = admitted.waited;
             outcome
         }
-        Some(Err(refusal)) => protocol.refuse(client.get_mut(), &refusal).await,
+        Some(Err(refused)) => protocol.refuse(client.get_mut(), &refused.refusal).await,
         None => client_left(),
     }
 }

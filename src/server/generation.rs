@@ -155,6 +155,7 @@ impl Lasting {
             listeners: self.listeners.clone(),
             started: self.started,
             guesses: self.guesses.clone(),
+            limits: crate::admission::Limits::default(),
         })
     }
 }

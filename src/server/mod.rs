@@ -79,9 +79,6 @@ pub struct Proxy {
     grace: std::time::Duration,
 }
 
-/// The current [`Context`]: each new connection takes the one in place when
-/// it is accepted and keeps it to its end (docs/architecture.md, "Reload").
-
 /// What a reload did.
 #[derive(Debug, Default)]
 pub struct Reloaded {

@@ -1,0 +1,234 @@
+//! Admission: from a canonical target and the bot asking, to "go"
+//! ([`Admitted`]) or a [`Refusal`]. The same steps for every protocol, in
+//! order, each its own function:
+//!
+//! 1. [`where_to`]: the host resolved and the proxy's address rules (a host
+//!    it must not connect to is not even asked for its robots.txt);
+//! 2. [`robots_txt`]: the host's robots.txt (cached, fetched once) decides
+//!    for this bot;
+//! 3. [`Limits`]: each limit the operator set, in order: a new limiter is one
+//!    more [`Limit`] (docs/architecture.md, "Adding a limit");
+//! 4. [`turn`]: the host's turn at its gate, spaced by the bot's Crawl-delay.
+//!
+//! The steps count in the metrics what only they see (cache hits, the wait);
+//! the status page and the log line observe the result ([`Refused::server`],
+//! [`Admitted::server`]), never a step.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::bots::BotId;
+use crate::cache::{Entry, Lookup, Rules};
+use crate::config::OnUnreachable;
+use crate::politeness::Permit;
+use crate::proxy::Context;
+use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
+use crate::target::{HostKey, Server, Target};
+
+/// A request the proxy may send now: where to (the addresses that were checked
+/// and gated), and its politeness slot (held until the answer has been relayed).
+pub struct Admitted {
+    pub server: Server,
+    pub permit: Permit,
+    /// How long it waited for its turn.
+    pub waited: Duration,
+}
+
+/// A request turned away, and the server it named when that was known
+/// (resolved and allowed by the address rules): the status page shows it.
+pub struct Refused {
+    pub refusal: Refusal,
+    pub server: Option<Server>,
+}
+
+/// What a limit is asked: who, what, where (resolved), and robots.txt's word
+/// on the host (its Crawl-delay for this bot).
+pub struct Asked<'a> {
+    pub bot: BotId,
+    pub target: &'a Target,
+    pub server: &'a Server,
+    pub robots: &'a Entry,
+}
+
+/// One limit on what a bot may fetch beyond robots.txt: it lets a request
+/// through or refuses it with its own [`Refusal`]. Asked after robots.txt and
+/// before the gate, so a refused request takes no turn.
+pub trait Limit: Send + Sync {
+    /// Its name, for the log and the docs.
+    fn name(&self) -> &'static str;
+
+    fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<(), Refusal>>;
+}
+
+/// The limits of one configuration, asked in order; the first refusal wins.
+#[derive(Clone, Default)]
+pub struct Limits(Vec<Arc<dyn Limit>>);
+
+impl Limits {
+    pub fn new(limits: Vec<Arc<dyn Limit>>) -> Limits {
+        Limits(limits)
+    }
+
+    async fn check(&self, asked: &Asked<'_>) -> Result<(), Refusal> {
+        for limit in &self.0 {
+            limit.check(asked).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The checks every protocol makes before contacting the upstream, in order.
+pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitted, Refused> {
+    let server = where_to(ctx, target).await.map_err(|refusal| Refused {
+        refusal,
+        server: None,
+    })?;
+    let refused = |refusal, server| Refused {
+        refusal,
+        server: Some(server),
+    };
+    let entry = match robots_txt(ctx, &server, bot, target).await {
+        Ok(entry) => entry,
+        Err(refusal) => return Err(refused(refusal, server)),
+    };
+    let asked = Asked {
+        bot,
+        target,
+        server: &server,
+        robots: &entry,
+    };
+    if let Err(refusal) = ctx.limits.check(&asked).await {
+        return Err(refused(refusal, server));
+    }
+    match turn(ctx, &server, bot, &entry).await {
+        Ok((permit, waited)) => Ok(Admitted {
+            server,
+            permit,
+            waited,
+        }),
+        Err(refusal) => Err(refused(refusal, server)),
+    }
+}
+
+/// Step 1: the host's addresses, each allowed by the proxy's address rules.
+pub async fn where_to(ctx: &Context, target: &Target) -> Result<Server, Refusal> {
+    let addrs = ctx.upstream.resolve(&target.host, target.port).await?;
+    Ok(Server {
+        name: HostKey {
+            scheme: target.scheme,
+            host: target.host.clone(),
+            port: target.port,
+        },
+        addrs,
+    })
+}
+
+/// Step 2: the host's robots.txt, for this bot: the entry (its Crawl-delays
+/// are the gate's), or why not.
+pub async fn robots_txt(
+    ctx: &Context,
+    server: &Server,
+    bot: BotId,
+    target: &Target,
+) -> Result<Arc<Entry>, Refusal> {
+    let key = &server.name;
+    // Boxed, as the relay: a robots.txt fetch's future (connect, TLS) is
+    // large, and inline it would size every waiting connection's future.
+    let (mut entry, lookup) = Box::pin(ctx.robots.rules(server, bot)).await;
+    if entry.generation() != ctx.generation {
+        // A reload changed the bots while this connection kept the config it
+        // started with: its own bots' policies, compiled for this request.
+        entry = entry.for_generation(ctx.generation, &ctx.config.bots.profiles());
+    }
+    match lookup {
+        Lookup::Hit => ctx.metrics.cache_hits.inc(),
+        Lookup::Miss => ctx.metrics.cache_misses.inc(),
+    }
+    match &entry.rules {
+        Rules::Found { policies, stale } => {
+            let policy = &policies[bot];
+            let decision = target
+                .decide(policy, ctx.config.selector_reading)
+                .map_err(|e| Refusal::Malformed(Malformed::Target(e)))?;
+            if !decision.allowed() {
+                let token = ctx.config.bots.get(bot).profile.token();
+                let rule = policy.explain(&decision).rule.map(|r| Rule {
+                    kind: r.kind,
+                    pattern: r.pattern.to_string(),
+                    line: r.line,
+                });
+                return Err(Refusal::Disallowed(Disallowed {
+                    host: key.host.clone(),
+                    port: key.port,
+                    bot: match token {
+                        "" => "this bot".to_string(),
+                        token => token.to_string(),
+                    },
+                    rule,
+                    stale: stale.is_some(),
+                }));
+            }
+        }
+        Rules::Missing(_) => {}
+        Rules::StoreDown => return Err(store_down(ctx)),
+        Rules::Unreachable { why, retry_at } => {
+            if ctx.robots.on_unreachable() == OnUnreachable::Disallow {
+                return Err(Refusal::RobotsUnreachable(RobotsUnreachable {
+                    host: key.host.clone(),
+                    port: key.port,
+                    why: why.to_string(),
+                    retry_in: retry_at.saturating_duration_since(Instant::now()),
+                }));
+            }
+        }
+    }
+    Ok(entry)
+}
+
+/// Step 4: the host's turn. Spaced by this bot's Crawl-delay from the last
+/// start by any bot; the gate remembers the server as long as the longest of
+/// its bots' spacings (docs/architecture.md, "Several bots").
+pub async fn turn(
+    ctx: &Context,
+    server: &Server,
+    bot: BotId,
+    entry: &Entry,
+) -> Result<(Permit, Duration), Refusal> {
+    let spacing = ctx.politeness.config();
+    let delay = spacing.delay_for(entry.crawl_delay(bot));
+    let hold = entry
+        .crawl_delays()
+        .map(|d| spacing.delay_for(d))
+        .fold(delay, Duration::max);
+    let asked = Instant::now();
+    let turn = ctx
+        .politeness
+        .admit_holding(server, Some(delay), hold)
+        .await;
+    let waited = asked.elapsed();
+    ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
+    match turn {
+        Ok(permit) => Ok((permit, waited)),
+        Err(slow) => Err(Refusal::SlowDown(SlowDown {
+            retry_after: slow.retry_after,
+            why: Busy::Turn,
+        })),
+    }
+}
+
+/// Fleet mode with the store down and `on_unavailable = "refuse"`: "slow
+/// down" rather than risk a server getting each proxy's rate.
+fn store_down(ctx: &Context) -> Refusal {
+    let retry_after = ctx
+        .politeness
+        .config()
+        .delay_for(None)
+        .max(Duration::from_secs(1));
+    Refusal::SlowDown(SlowDown {
+        retry_after,
+        why: Busy::StoreDown,
+    })
+}

@@ -1,0 +1,276 @@
+//! Why a request was not relayed: one typed [`Refusal`] (its fate, a typed
+//! detail, an optional retry-after) from which each protocol derives its
+//! answer (Gemini status and meta, Gopher type-3 text), the log line its
+//! `detail`, and the metrics their labels ([`Fate`]). Pure: no I/O.
+//!
+//! Adding a refusal cause: a variant here (or in one of the detail enums),
+//! its [`Fate`] in [`Refusal::fate`], its text in `Display`; the compiler then
+//! points at each protocol's answer (docs/architecture.md, "Recipes").
+
+use std::fmt;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::access::Denied;
+use crate::fate::Fate;
+use crate::protocol::{gemini, gopher};
+use crate::robots::RuleKind;
+use crate::target::TargetError;
+use crate::upstream::UpstreamError;
+
+/// Why a request is not relayed, and who caused it (docs/architecture.md, "Answers").
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Refusal {
+    /// The client may not use the proxy, or as no bot.
+    #[error("{0}")]
+    Denied(Denied),
+    /// The client's request is malformed.
+    #[error("{0}")]
+    Malformed(Malformed),
+    /// The proxy's own rules (private upstreams, ports, itself, another host).
+    #[error("{0}")]
+    ProxyRule(ProxyRule),
+    /// robots.txt disallows it.
+    #[error("{0}")]
+    Disallowed(Disallowed),
+    /// robots.txt could not be fetched and there is no good copy.
+    #[error("{0}")]
+    RobotsUnreachable(RobotsUnreachable),
+    /// The upstream could not be reached, or answered badly before relaying.
+    #[error("{0}")]
+    Upstream(UpstreamFailure),
+    /// Not now: the host's turn is too far away, or the fleet cannot tell.
+    #[error("{0}")]
+    SlowDown(SlowDown),
+}
+
+impl Refusal {
+    /// What became of the request.
+    pub fn fate(&self) -> Fate {
+        match self {
+            Refusal::Denied(_) => Fate::Denied,
+            Refusal::Malformed(_) => Fate::Malformed,
+            Refusal::ProxyRule(_) => Fate::ProxyRule,
+            Refusal::Disallowed(_) => Fate::Disallowed,
+            Refusal::RobotsUnreachable(_) => Fate::RobotsUnreachable,
+            Refusal::Upstream(_) => Fate::UpstreamFailed,
+            Refusal::SlowDown(_) => Fate::SlowDown,
+        }
+    }
+
+    /// When asking again may be answered: a slow-down's wait.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Refusal::SlowDown(s) => Some(s.retry_after),
+            _ => None,
+        }
+    }
+
+    /// The text the answer and the log line carry.
+    pub fn detail(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Whole seconds, rounded up: what a "retry in N s" says.
+pub fn ceil_secs(d: Duration) -> u64 {
+    d.as_millis().div_ceil(1000).max(1) as u64
+}
+
+/// What is wrong with a client's request.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Malformed {
+    /// The request line is longer than the protocol allows.
+    #[error("{what} longer than {max} bytes")]
+    TooLong { what: &'static str, max: usize },
+    #[error("{0}")]
+    Gemini(#[from] gemini::BadRequest),
+    #[error("{0}")]
+    Gopher(#[from] gopher::BadRequest),
+    /// Its path cannot be decided on (a selector read too many ways, a
+    /// control character hidden behind escapes).
+    #[error("{0}")]
+    Target(#[from] TargetError),
+}
+
+/// The proxy's own rules.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ProxyRule {
+    /// It does not connect there: a special-purpose address, a port of a
+    /// line-based service, itself.
+    #[error("{host}: the proxy does not connect there: {why}")]
+    Egress { host: String, why: String },
+    /// A drop-in connection (SOCKS5, transparent) was made for one host, and
+    /// its request names another.
+    #[error("this connection is for {expected}:{port}, the request names {named}")]
+    OtherHost {
+        expected: String,
+        port: u16,
+        named: String,
+    },
+}
+
+/// robots.txt disallows the path for this bot; the rule that did, if one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disallowed {
+    pub host: String,
+    pub port: u16,
+    /// The bot's product token, or "this bot" for a bot without one.
+    pub bot: String,
+    pub rule: Option<Rule>,
+    /// Decided on a cached copy: the host is unreachable now.
+    pub stale: bool,
+}
+
+/// A robots.txt rule, as a refusal names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub kind: RuleKind,
+    pub pattern: String,
+    pub line: u32,
+}
+
+impl fmt::Display for Disallowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Disallowed {
+            host, port, bot, ..
+        } = self;
+        write!(f, "robots.txt of {host}:{port} disallows this for {bot}")?;
+        if let Some(rule) = &self.rule {
+            write!(
+                f,
+                ": {}: {} (line {})",
+                rule.kind.as_str(),
+                rule.pattern,
+                rule.line
+            )?;
+        }
+        if self.stale {
+            f.write_str(" (cached copy; the host is unreachable now)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Disallowed {}
+
+/// robots.txt could not be fetched, and `on_unreachable = "disallow"`.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("robots.txt of {host}:{port} could not be fetched ({why}); trying again in {} s", ceil_secs(*.retry_in))]
+pub struct RobotsUnreachable {
+    pub host: String,
+    pub port: u16,
+    pub why: String,
+    /// Until the next fetch.
+    pub retry_in: Duration,
+}
+
+/// The upstream failed before anything was relayed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum UpstreamFailure {
+    /// Resolving, connecting, TLS or the pinned certificate.
+    #[error("upstream: {0}")]
+    Connect(UpstreamError),
+    /// The request (Gemini) or selector (Gopher) could not be sent.
+    #[error("upstream {authority}: could not send the {what}")]
+    Send {
+        authority: String,
+        what: &'static str,
+    },
+    /// Its first line could not be read, or is no answer.
+    #[error("upstream {authority}: {why}")]
+    Answer { authority: String, why: String },
+    /// It said nothing at all.
+    #[error("upstream {authority} sent nothing within {after:?}")]
+    Silent { authority: String, after: Duration },
+}
+
+/// Not now, and when to ask again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowDown {
+    pub retry_after: Duration,
+    pub why: Busy,
+}
+
+/// Why a request must wait longer than it may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Busy {
+    /// The host's turn would come later than `max_wait`.
+    Turn,
+    /// Fleet mode, `on_unavailable = "refuse"`: the store does not answer.
+    StoreDown,
+}
+
+impl fmt::Display for SlowDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "slow down, retry in {} s", ceil_secs(self.retry_after))?;
+        match self.why {
+            Busy::Turn => Ok(()),
+            Busy::StoreDown => f.write_str(" (the fleet's store does not answer)"),
+        }
+    }
+}
+
+impl std::error::Error for SlowDown {}
+
+/// The proxy's own rule when it would not connect; otherwise the upstream's failure.
+impl From<UpstreamError> for Refusal {
+    fn from(e: UpstreamError) -> Refusal {
+        match e {
+            UpstreamError::Refused { host, why } => {
+                Refusal::ProxyRule(ProxyRule::Egress { host, why })
+            }
+            e => Refusal::Upstream(UpstreamFailure::Connect(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts clients and logs saw before the refusal was typed.
+    #[test]
+    fn each_refusal_reads_as_before() {
+        let disallowed = Disallowed {
+            host: "example.org".into(),
+            port: 1965,
+            bot: "examplebot".into(),
+            rule: Some(Rule {
+                kind: RuleKind::Disallow,
+                pattern: "/private".into(),
+                line: 3,
+            }),
+            stale: true,
+        };
+        assert_eq!(
+            Refusal::Disallowed(disallowed).detail(),
+            "robots.txt of example.org:1965 disallows this for examplebot: Disallow: /private (line 3) (cached copy; the host is unreachable now)"
+        );
+        let slow = Refusal::SlowDown(SlowDown {
+            retry_after: Duration::from_millis(1500),
+            why: Busy::StoreDown,
+        });
+        assert_eq!(
+            slow.detail(),
+            "slow down, retry in 2 s (the fleet's store does not answer)"
+        );
+        assert_eq!(slow.retry_after(), Some(Duration::from_millis(1500)));
+        let refused = Refusal::from(UpstreamError::Refused {
+            host: "10.0.0.1".into(),
+            why: "a private address".into(),
+        });
+        assert_eq!(refused.fate(), Fate::ProxyRule);
+        assert_eq!(
+            refused.detail(),
+            "10.0.0.1: the proxy does not connect there: a private address"
+        );
+        let long = Refusal::Malformed(Malformed::TooLong {
+            what: "request",
+            max: 1024,
+        });
+        assert_eq!(long.detail(), "request longer than 1024 bytes");
+        assert_eq!(long.retry_after(), None);
+    }
+}
