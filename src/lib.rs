@@ -1,31 +1,10 @@
 //! robots-proxy: a forward proxy for Gemini and Gopher crawlers that enforces
-//! robots.txt and Crawl-delay. `docs/architecture.md` describes the data path,
-//! where state lives and why.
+//! robots.txt and Crawl-delay.
 //!
-//! Module map:
-//! - [`robots`]: the policy engine (parse, match, group selection). Pure.
-//! - [`target`]: targets in canonical form (URLs, hosts, paths, Gopher selectors). Pure.
-//! - [`spelling`]: the spellings a server reads as one resource; deciding over all. Pure.
-//! - [`fate`]: what became of a request, who caused it, how it is counted. Pure.
-//! - [`access`]: who may use the proxy (client ranges, client certificates) and its admin
-//!   listener. Pure. [`guesses`]: failed SOCKS5 logins per client, a budget.
-//! - [`bots`]: several bots, and which one a connection is. Pure.
-//! - [`check`]: the `robots-proxy check` command over the engine and targets.
-//! - [`cli`]: the command line as the user typed it (clap); [`config`]: what it resolves to.
-//! - [`server`]: listeners, accept loops, shutdown; [`slots`]: connection caps (in all, per
-//!   client) and the fd budget.
-//! - [`proxy`]: one request, parse → admit → relay or refuse → log.
-//! - [`protocol`]: wire formats (Gemini, Gopher, SOCKS5).
-//! - [`upstream`]: connecting out (resolve, TLS, TOFU); [`egress`]: where the proxy may
-//!   connect (special-purpose ranges, ports, itself); [`tls`]: certificates and verifiers.
-//! - [`fetch`]: fetching robots.txt per protocol; [`cache`]: the robots.txt cache.
-//! - [`politeness`]: per-server spacing, concurrency, queues and slow-downs.
-//! - [`transparent`]: transparent mode: original destinations, local addresses, firewall rules.
-//! - [`pins`]: certificate pins (trust on first use), kept in the state directory;
-//!   [`state`]: reading and writing that directory's files safely.
-//! - [`recent`]: the hosts seen lately, for the status page.
-//! - [`metrics`]: the Prometheus registry; [`admin`]: the admin listener (`/metrics`,
-//!   `/healthz`, the status page, `/api`, actions).
+//! The module map (one line per module: its concept and what it depends on),
+//! the data path, and recipes for adding a limit or a refusal cause are in
+//! `docs/architecture.md`, "Modules". The policy engine ([`robots`]) is pure:
+//! no I/O, no async, usable on its own.
 
 /// A closed set of label values: the enum, `ALL` in declaration order,
 /// `as_str` (the text a metric label or a log line shows) and `index` (its

@@ -1,7 +1,7 @@
 //! Other projects' published robots.txt verdicts, decided through the path a
 //! request through the proxy takes: the full URL → canonical target → every
 //! spelling → decision (`check::decide_target`, which is `Target::parse` then
-//! `Target::decide`, as `proxy::admit` does). Deciding bare paths with the
+//! `Target::decide`, as `admission::robots_txt` does). Deciding bare paths with the
 //! engine alone would miss what the steps in front do to a URL.
 //!
 //! Suites (tests/data/suites/, licences in tests/data/README.md):
