@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use robots_proxy::check;
 use robots_proxy::cli::{Cli, Command, ManArgs, RulesArgs, RulesSyntax, RunArgs};
-use robots_proxy::config::{LogFormat, RawConfig};
+use robots_proxy::config::{Config, LogFormat};
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::rules::{Plan, Ports, Syntax};
 
@@ -86,11 +86,7 @@ fn transparent_rules(args: RulesArgs) -> ExitCode {
         eprintln!("robots-proxy transparent-rules: {e}");
         ExitCode::from(2)
     };
-    let raw = match &args.run.config {
-        Some(path) => RawConfig::load(path),
-        None => Ok(RawConfig::default()),
-    };
-    let config = match raw.and_then(|raw| raw.resolve(&args.run)) {
+    let config = match Config::load(&args.run) {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
@@ -111,11 +107,7 @@ fn transparent_rules(args: RulesArgs) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let raw = match &args.config {
-        Some(path) => RawConfig::load(path),
-        None => Ok(RawConfig::default()),
-    };
-    let config = match raw.and_then(|raw| raw.resolve(&args)) {
+    let config = match Config::load(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("robots-proxy run: {e}");
@@ -126,16 +118,7 @@ fn run(args: RunArgs) -> ExitCode {
         print!("{}", config.to_toml_redacted());
         return ExitCode::SUCCESS;
     }
-    // RUST_LOG, when set, overrides the configured level.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr);
-    match config.log_format {
-        LogFormat::Json => logs.json().flatten_event(true).init(),
-        LogFormat::Human => logs.with_ansi(io::stderr().is_terminal()).init(),
-    }
+    start_logging(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -157,54 +140,7 @@ fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        tracing::info!(
-            gemini = %proxy.gemini_addr,
-            gopher = %proxy.gopher_addr,
-            metrics = %proxy.metrics_addr,
-            certificate = %proxy.cert_path.display(),
-            sha256 = %proxy.cert_fingerprint,
-            "robots-proxy listening"
-        );
-        let context = proxy.context();
-        let config = &context.config;
-        let bots: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
-        let allow_from: Vec<String> = config
-            .access
-            .allow_from
-            .iter()
-            .map(|p| p.to_string())
-            .collect();
-        tracing::info!(
-            bots = %bots.join(","),
-            default_bot = config.bots.default_bot().map_or("none", |b| bots[b]),
-            allow_from = %allow_from.join(","),
-            require_client_cert = config.access.require_client_cert,
-            "access rules"
-        );
-        if config.access.open_to_all() {
-            tracing::warn!(
-                allow_from = %allow_from.join(","),
-                "access.allow_from admits every address: anyone who reaches these listeners can crawl through this proxy"
-            );
-        }
-        if let (Some(addr), Some(ca)) = (proxy.socks5_addr, &proxy.ca_cert_path) {
-            tracing::info!(
-                socks5 = %addr,
-                ca_certificate = %ca.display(),
-                "SOCKS5 drop-in listening; Gemini clients that check certificates must trust this CA"
-            );
-        }
-        if let (Some(addr), Some(ca)) = (proxy.transparent_addr, &proxy.ca_cert_path) {
-            tracing::info!(
-                transparent = %addr,
-                upstream_mark = config.limits.upstream_mark.map(|m| format!("{m:#x}")).unwrap_or_else(|| "none".into()),
-                ca_certificate = %ca.display(),
-                "transparent listener: `robots-proxy transparent-rules` prints the firewall rules that send crawlers here"
-            );
-            if config.limits.upstream_mark.is_none() {
-                tracing::warn!("transparent listener without limits.upstream_mark: the firewall rules must exempt the proxy's own connections another way (run it as its own user and catch only the crawler's, --crawler-user)");
-            }
-        }
+        announce(&proxy);
         loop {
             match signals.next().await {
                 Signal::Stop => break,
@@ -218,6 +154,72 @@ fn run(args: RunArgs) -> ExitCode {
         }
         ExitCode::SUCCESS
     })
+}
+
+/// Logging as the config says; `RUST_LOG`, when set, overrides its level.
+fn start_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr);
+    match config.log_format {
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Human => logs.with_ansi(io::stderr().is_terminal()).init(),
+    }
+}
+
+/// What a started proxy logs: where it listens, its access rules, and what
+/// the drop-in listeners need from the operator.
+fn announce(proxy: &Proxy) {
+    tracing::info!(
+        gemini = %proxy.gemini_addr,
+        gopher = %proxy.gopher_addr,
+        metrics = %proxy.metrics_addr,
+        certificate = %proxy.cert_path.display(),
+        sha256 = %proxy.cert_fingerprint,
+        "robots-proxy listening"
+    );
+    let context = proxy.context();
+    let config = &context.config;
+    let bots: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+    let allow_from: Vec<String> = config
+        .access
+        .allow_from
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    tracing::info!(
+        bots = %bots.join(","),
+        default_bot = config.bots.default_bot().map_or("none", |b| bots[b]),
+        allow_from = %allow_from.join(","),
+        require_client_cert = config.access.require_client_cert,
+        "access rules"
+    );
+    if config.access.open_to_all() {
+        tracing::warn!(
+            allow_from = %allow_from.join(","),
+            "access.allow_from admits every address: anyone who reaches these listeners can crawl through this proxy"
+        );
+    }
+    if let (Some(addr), Some(ca)) = (proxy.socks5_addr, &proxy.ca_cert_path) {
+        tracing::info!(
+            socks5 = %addr,
+            ca_certificate = %ca.display(),
+            "SOCKS5 drop-in listening; Gemini clients that check certificates must trust this CA"
+        );
+    }
+    if let (Some(addr), Some(ca)) = (proxy.transparent_addr, &proxy.ca_cert_path) {
+        tracing::info!(
+            transparent = %addr,
+            upstream_mark = config.limits.upstream_mark.map(|m| format!("{m:#x}")).unwrap_or_else(|| "none".into()),
+            ca_certificate = %ca.display(),
+            "transparent listener: `robots-proxy transparent-rules` prints the firewall rules that send crawlers here"
+        );
+        if config.limits.upstream_mark.is_none() {
+            tracing::warn!("transparent listener without limits.upstream_mark: the firewall rules must exempt the proxy's own connections another way (run it as its own user and catch only the crawler's, --crawler-user)");
+        }
+    }
 }
 
 /// SIGHUP alone, as a signal set.
@@ -278,11 +280,7 @@ impl Signals {
 /// running config; either way the log says so and the reload is counted.
 async fn reload(proxy: &Proxy, args: &RunArgs) {
     let metrics = proxy.context().metrics.clone();
-    let raw = match &args.config {
-        Some(path) => RawConfig::load(path),
-        None => Ok(RawConfig::default()),
-    };
-    let config = match raw.and_then(|raw| raw.resolve(args)) {
+    let config = match Config::load(args) {
         Ok(c) => c,
         Err(e) => {
             metrics.reloaded(false);

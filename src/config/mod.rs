@@ -105,6 +105,14 @@ pub struct Config {
     pub admin: crate::access::AdminAccess,
 }
 
+impl Config {
+    /// What `run` (or a reload, or `transparent-rules`) uses: the file the
+    /// flags name, or the embedded defaults, with the flags applied over it.
+    pub fn load(flags: &crate::cli::RunArgs) -> Result<Config, ConfigError> {
+        RawConfig::for_flags(flags)?.resolve(flags)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct RobotsConfig {
     pub ttl: Duration,

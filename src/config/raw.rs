@@ -197,6 +197,14 @@ impl RawConfig {
         })
     }
 
+    /// The file `flags` name (`--config`), or the embedded defaults without one.
+    pub fn for_flags(flags: &crate::cli::RunArgs) -> Result<RawConfig, ConfigError> {
+        match &flags.config {
+            Some(path) => RawConfig::load(path),
+            None => Ok(RawConfig::default()),
+        }
+    }
+
     pub fn parse(text: &str) -> Result<RawConfig, String> {
         toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
     }
