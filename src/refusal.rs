@@ -200,6 +200,9 @@ pub enum Busy {
     Turn,
     /// Fleet mode, `on_unavailable = "refuse"`: the store does not answer.
     StoreDown,
+    /// The proxy is shutting down: a request still waiting for its turn is
+    /// answered rather than cut off.
+    ShuttingDown,
 }
 
 impl fmt::Display for SlowDown {
@@ -208,6 +211,7 @@ impl fmt::Display for SlowDown {
         match self.why {
             Busy::Turn => Ok(()),
             Busy::StoreDown => f.write_str(" (the fleet's store does not answer)"),
+            Busy::ShuttingDown => f.write_str(" (the proxy is shutting down)"),
         }
     }
 }

@@ -585,6 +585,55 @@ async fn a_start_that_ran_late_is_not_passed_on() {
     }
 }
 
+/// A client that leaves while its request sleeps on a reservation at the
+/// fleet's gate (or a proxy shutting down answers it) gives the reservation
+/// back at once: no lease is left to hold the server's cap until it expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_client_that_leaves_a_fleet_reservation_gives_it_back() {
+    use tokio::io::AsyncWriteExt;
+
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 30\n").await;
+    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+    config.politeness.max_wait = Duration::from_secs(60);
+    let proxy = start_proxy(config).await;
+    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let mut conn = redis.connection().await;
+    let mut client = tokio::net::TcpStream::connect(proxy.gopher_addr)
+        .await
+        .unwrap();
+    client
+        .write_all(format!("{}\r\n", origin.url("0/b")).as_bytes())
+        .await
+        .unwrap();
+    // The robots.txt fetch took the first turn: the page's start is 30 s
+    // away, and it sleeps on its lease (which, left alone, would be kept
+    // until 1 s past that start; the fetch's own lease is short).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let far: i64 = redis::cmd("ZCOUNT")
+            .arg(&leases)
+            .arg((secs + 20) * 1_000_000)
+            .arg("+inf")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if far == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no reservation");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Gone with a reset (a Gopher client may half-close and still read).
+    client.set_zero_linger().unwrap();
+    drop(client);
+    // Given back now (within the 10 s this waits at most), not in 31 s.
+    wait_for_leases(&mut conn, &leases, 0).await;
+    assert_eq!(arrived(&origin, "/b"), 0);
+}
+
 /// A reservation whose call passed its deadline (the store paused, then
 /// running it late) leaves no lease behind: the next request is served as
 /// soon as the spacing allows, not after the lease's 30 s.

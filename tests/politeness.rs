@@ -293,3 +293,52 @@ async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
     proxy.context().politeness.sweep();
     assert_eq!(gemini(addr, &fine.url("/page")).await.0, "20 text/gemini");
 }
+
+/// Shutdown answers the requests still waiting for their turn at once, each
+/// in its protocol's words (Gemini `44`, Gopher's `3503` slow-down), instead
+/// of cutting them at the end of the grace period: a crawler knows to come
+/// back, and the drain ends as soon as nothing is in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_the_requests_waiting_for_their_turn() {
+    let capsule = busy_capsule("User-agent: *\nCrawl-delay: 3\n", "20 text/gemini").await;
+    let hole = hole(
+        Reply::Bytes(b"User-agent: *\nCrawl-delay: 3\n".to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
+    .await;
+    let mut config = config_with("examplebot", &[]);
+    config.politeness.max_wait = Duration::from_secs(60);
+    config.limits.shutdown_grace = Duration::from_secs(60);
+    let proxy = start_proxy(config).await;
+    // Each robots.txt fetch took its host's first turn: each page waits 3 s.
+    let gemini_asks = {
+        let (addr, url) = (proxy.gemini_addr, capsule.url("/a"));
+        tokio::spawn(async move { gemini(addr, &url).await.0 })
+    };
+    let gopher_asks = {
+        let (addr, url) = (proxy.gopher_addr, hole.url("0/a"));
+        tokio::spawn(async move { gopher(addr, url.as_bytes()).await })
+    };
+    let context = proxy.context();
+    wait_until("both requests waiting for their turn", || {
+        context.politeness.usage().1 == 2
+    })
+    .await;
+    proxy.shutdown();
+    assert!(proxy.drained().await, "nothing left in flight to cut");
+    assert_eq!(gemini_asks.await.unwrap(), "44 3");
+    let answer = gopher_asks.await.unwrap();
+    let line = first_line(&answer);
+    assert!(
+        line.starts_with(
+            "3503 Service Unavailable: slow down, retry in 3 s (the proxy is shutting down)\t"
+        ),
+        "{line}"
+    );
+    assert_eq!(capsule.count("/a"), 0, "nothing was relayed");
+    assert_eq!(
+        context.politeness.usage().1,
+        0,
+        "their places were given back"
+    );
+}

@@ -204,10 +204,19 @@ pub async fn turn(
         .map(|d| spacing.delay_for(d))
         .fold(delay, Duration::max);
     let asked = Instant::now();
-    let turn = ctx
-        .politeness
-        .admit_holding(server, Some(delay), hold)
-        .await;
+    // A shutdown answers a request still waiting (its place in the queue is
+    // given back), rather than leave it to be cut at the end of the grace; a
+    // turn that is already there is taken.
+    let turn = tokio::select! {
+        biased;
+        turn = ctx.politeness.admit_holding(server, Some(delay), hold) => turn,
+        () = ctx.shutdown.cancelled() => {
+            return Err(Refusal::SlowDown(SlowDown {
+                retry_after: delay.max(Duration::from_secs(1)),
+                why: Busy::ShuttingDown,
+            }))
+        }
+    };
     let waited = asked.elapsed();
     ctx.metrics.politeness_wait.observe(waited.as_secs_f64());
     match turn {

@@ -62,6 +62,8 @@ pub struct Context {
     pub guesses: std::sync::Arc<crate::guesses::Guesses>,
     /// The limits admission asks beyond robots.txt, in order.
     pub limits: admission::Limits,
+    /// Cancelled when the proxy shuts down (lasts across reloads).
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// The current [`Context`]: each new connection takes the one in place when

@@ -40,6 +40,9 @@ pub(super) struct Lasting {
     pub(super) listeners: Arc<[(&'static str, SocketAddr)]>,
     pub(super) started: std::time::Instant,
     pub(super) guesses: Arc<crate::guesses::Guesses>,
+    /// Cancelled when the proxy shuts down: requests waiting for their turn
+    /// are answered "slow down" then, not cut at the end of the grace.
+    pub(super) shutdown: tokio_util::sync::CancellationToken,
     /// One reload at a time.
     pub(super) reloading: Arc<tokio::sync::Mutex<()>>,
 }
@@ -156,6 +159,7 @@ impl Lasting {
             started: self.started,
             guesses: self.guesses.clone(),
             limits: crate::admission::Limits::default(),
+            shutdown: self.shutdown.clone(),
         })
     }
 }

@@ -164,6 +164,7 @@ impl Proxy {
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             recent: Arc::new(crate::recent::Recent::new()),
             guesses: Arc::default(),
+            shutdown: shutdown.clone(),
             listeners: [
                 ("gemini", Some(gemini_addr)),
                 ("gopher", Some(gopher_addr)),

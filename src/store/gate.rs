@@ -263,6 +263,23 @@ enum Answer {
     Junk(Duration),
 }
 
+/// A reservation slept on: taken back (`CANCEL`) when dropped still held.
+struct Reserved<'a> {
+    store: &'a Arc<Store>,
+    leases: &'a str,
+    name: &'a str,
+    held: bool,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        // (A runtime that is itself ending has no place for the call.)
+        if self.held && tokio::runtime::Handle::try_current().is_ok() {
+            self.store.cancel(self.leases, self.name);
+        }
+    }
+}
+
 /// Where a request that slept until its reserved start stands.
 enum Turn {
     /// It starts now.
@@ -444,23 +461,31 @@ impl Store {
         ask: &GateAsk,
         deadline: Instant,
     ) -> Result<Turn, StoreError> {
+        // Given back if this future is dropped while it sleeps (the client
+        // left, the proxy shuts down): no lease is left to block the cap.
+        let mut reserved = Reserved {
+            store: self,
+            leases: keys.1,
+            name,
+            held: true,
+        };
         let mut rest = wait;
         while !rest.is_zero() {
             if Instant::now() + rest > deadline {
                 // A start ahead ran later than this request may still wait.
-                self.cancel(keys.1, name);
                 return Ok(Turn::Late(rest.max(ask.delay)));
             }
             tokio::time::sleep(rest).await;
             rest = match self.start(keys, name, ask.delay).await {
                 Ok(Some(more)) => more,
-                Ok(None) => return Ok(Turn::Lost),
-                Err(e) => {
-                    self.cancel(keys.1, name);
-                    return Err(e);
+                Ok(None) => {
+                    reserved.held = false;
+                    return Ok(Turn::Lost);
                 }
+                Err(e) => return Err(e),
             };
         }
+        reserved.held = false;
         Ok(Turn::Start)
     }
 
