@@ -19,11 +19,15 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 /// A fresh state directory for one proxy.
 pub fn state_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "state-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
-    ))
+    ));
+    // Process ids come round again: a directory an earlier run left under
+    // this name (its FIFOs, symlinks, keys) is not this proxy's.
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 /// The configuration tests start from: loopback upstreams allowed, short deadlines.
