@@ -168,7 +168,8 @@ async fn password_guessing_is_throttled_per_client() {
     let (origin, proxy) = with_a_password().await;
     let socks = proxy.socks5_addr.unwrap();
     let port = origin.addr.port();
-    let guesses = 200;
+    let guesses = 50;
+    let guessing = std::time::Instant::now();
     for i in 0..guesses {
         let pass = format!("guess{i}");
         let (_, code) = socks_connect(socks, "127.0.0.1", port, Some(("crawler", &pass))).await;
@@ -193,8 +194,16 @@ async fn password_guessing_is_throttled_per_client() {
             &format!("robots_proxy_socks5_auth_failures_total{{reason=\"{why}\"}}"),
         )
     };
-    let checked = robots_proxy::guesses::BURST as f64;
-    assert_eq!(failed("bad-credentials"), Some(checked), "{metrics}");
+    // The burst, plus one a refill while the guesses went on (a loaded
+    // machine can take longer than a refill for them).
+    let burst = f64::from(robots_proxy::guesses::BURST);
+    let refills =
+        (guessing.elapsed().as_secs_f64() / robots_proxy::guesses::REFILL.as_secs_f64()).floor();
+    let checked = failed("bad-credentials").unwrap_or_default();
+    assert!(
+        (burst..=burst + refills).contains(&checked),
+        "{checked} checked: {metrics}"
+    );
     assert_eq!(failed("throttled"), Some(guesses as f64 + 1.0 - checked));
 }
 
