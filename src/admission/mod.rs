@@ -57,9 +57,6 @@ pub struct Asked<'a> {
 /// through or refuses it with its own [`Refusal`]. Asked after robots.txt and
 /// before the gate, so a refused request takes no turn.
 pub trait Limit: Send + Sync {
-    /// Its name, for the log and the docs.
-    fn name(&self) -> &'static str;
-
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<(), Refusal>>;
 }
 

@@ -24,21 +24,24 @@ use crate::protocol::gopher::{
 use crate::protocol::{read_line, LineError};
 use crate::refusal::{Malformed, Refusal, UpstreamFailure};
 
-/// The first line of the type-3 menu for a refusal (the README's table).
-fn text_for(refusal: &Refusal) -> String {
-    let kind = match refusal.fate() {
+/// The first line of the type-3 menu for a refusal (the README's table),
+/// before its detail.
+fn kind_for(refusal: &Refusal) -> &'static str {
+    match refusal.fate() {
         Fate::Malformed => "400 Bad Request",
         Fate::ProxyRule | Fate::Disallowed | Fate::Denied => "403 Forbidden",
         Fate::RobotsUnreachable | Fate::SlowDown => "503 Service Unavailable",
         Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => "502 Bad Gateway",
-    };
-    format!("{kind}: {}", refusal.detail())
+    }
 }
 
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    let _ = client.write_all(&error_menu(&text_for(refusal))).await;
+    // The detail is formatted once: for the menu and for the log line.
+    let detail = refusal.detail();
+    let text = format!("{}: {detail}", kind_for(refusal));
+    let _ = client.write_all(&error_menu(&text)).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), None, refusal.detail())
+    Outcome::new(refusal.fate(), None, detail)
 }
 
 /// Serves one client of the Gopher listener: one selector line (a Gopher URL),
