@@ -41,6 +41,7 @@ pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod egress;
 pub mod fate;
 pub mod fetch;

@@ -26,8 +26,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::context::{Context, Live};
 use crate::metrics::{Listener, Rejection};
-use crate::proxy::{Context, Live};
 use crate::target::{HostKey, Scheme};
 
 mod conns;

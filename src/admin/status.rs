@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::cache::{Entry, Rules};
-use crate::proxy::Context;
+use crate::context::Context;
 use crate::recent::Activity;
 use crate::robots::{Policy, Selected};
 use crate::target::{HostKey, Scheme, Server, Target};

@@ -17,16 +17,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::bots::BotId;
 use crate::cache::{Entry, Lookup, Rules};
 use crate::config::OnUnreachable;
+use crate::context::Context;
 use crate::politeness::Permit;
-use crate::proxy::Context;
 use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
 use crate::target::{HostKey, Server, Target};
+
+pub mod limit;
+pub use limit::{Asked, Limit, Limits};
 
 /// A request the proxy may send now: where to (the addresses that were checked
 /// and gated), and its politeness slot (held until the answer has been relayed).
@@ -42,39 +44,6 @@ pub struct Admitted {
 pub struct Refused {
     pub refusal: Refusal,
     pub server: Option<Server>,
-}
-
-/// What a limit is asked: who, what, where (resolved), and robots.txt's word
-/// on the host (its Crawl-delay for this bot).
-pub struct Asked<'a> {
-    pub bot: BotId,
-    pub target: &'a Target,
-    pub server: &'a Server,
-    pub robots: &'a Entry,
-}
-
-/// One limit on what a bot may fetch beyond robots.txt: it lets a request
-/// through or refuses it with its own [`Refusal`]. Asked after robots.txt and
-/// before the gate, so a refused request takes no turn.
-pub trait Limit: Send + Sync {
-    fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<(), Refusal>>;
-}
-
-/// The limits of one configuration, asked in order; the first refusal wins.
-#[derive(Clone, Default)]
-pub struct Limits(Vec<Arc<dyn Limit>>);
-
-impl Limits {
-    pub fn new(limits: Vec<Arc<dyn Limit>>) -> Limits {
-        Limits(limits)
-    }
-
-    async fn check(&self, asked: &Asked<'_>) -> Result<(), Refusal> {
-        for limit in &self.0 {
-            limit.check(asked).await?;
-        }
-        Ok(())
-    }
 }
 
 /// The checks every protocol makes before contacting the upstream, in order.

@@ -1,0 +1,50 @@
+//! The context a request is served in: the config of one generation and the
+//! parts that last across reloads (caches, gates, pins, metrics), shared by
+//! every connection accepted under that config.
+
+use std::net::SocketAddr;
+
+use crate::admission::limit::Limits;
+use crate::cache::RobotsCache;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::politeness::Politeness;
+use crate::upstream::Upstream;
+
+/// What the proxy needs to serve a request; shared by the connections
+/// accepted under one config. A reload makes a new one (the caches, gates,
+/// pins and metrics in it are the same objects).
+pub struct Context {
+    pub config: Config,
+    pub upstream: std::sync::Arc<Upstream>,
+    /// robots.txt of every host, both protocols (the key holds the scheme).
+    pub robots: std::sync::Arc<RobotsCache>,
+    /// Host and port that rewritten Gopher menus point at.
+    pub gopher_public: (String, u16),
+    /// Per-host spacing and concurrency, both protocols.
+    pub politeness: std::sync::Arc<Politeness>,
+    pub metrics: std::sync::Arc<Metrics>,
+    /// The Gemini listener's TLS (its certificate, the client-certificate check).
+    pub gemini_tls: tokio_rustls::TlsAcceptor,
+    /// The Gemini listener's certificate file and its SHA-256 fingerprint.
+    pub cert_path: std::path::PathBuf,
+    pub cert_fingerprint: String,
+    /// Which config this is: 0 at start, one more at each reload. Cached
+    /// robots.txt is compiled for one generation's bots.
+    pub generation: u64,
+    /// What the proxy saw of each server lately (the status page).
+    pub recent: std::sync::Arc<crate::recent::Recent>,
+    /// The listeners, by name, where they are bound; when the process started.
+    pub listeners: std::sync::Arc<[(&'static str, SocketAddr)]>,
+    pub started: std::time::Instant,
+    /// Failed SOCKS5 logins per client (lasts across reloads).
+    pub guesses: std::sync::Arc<crate::guesses::Guesses>,
+    /// The limits admission asks beyond robots.txt, in order.
+    pub limits: Limits,
+    /// Cancelled when the proxy shuts down (lasts across reloads).
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// The current [`Context`]: each new connection takes the one in place when
+/// it is accepted and keeps it to its end (docs/architecture.md, "Reload").
+pub type Live = std::sync::Arc<arc_swap::ArcSwap<Context>>;
