@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use robots_proxy::cli::RunArgs;
 use robots_proxy::config::{Config, RawConfig};
+use robots_proxy::listener::Listener;
 use robots_proxy::metrics::Metrics;
 use robots_proxy::politeness::Politeness;
 use robots_proxy::server::Proxy;
@@ -264,7 +265,11 @@ async fn requests_per_second(tcp: &str) {
     for round in 0..3 {
         for k in 0..setups.len() {
             let k = (k + round) % setups.len();
-            let addrs: Vec<SocketAddr> = setups[k].1.iter().map(|p| p.gopher_addr).collect();
+            let addrs: Vec<SocketAddr> = setups[k]
+                .1
+                .iter()
+                .map(|p| p.addr(Listener::Gopher))
+                .collect();
             rates[k].push(throughput(&addrs, origin).await);
         }
     }

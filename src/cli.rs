@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::listener::Listener;
 use crate::robots::{valid_product_token, valid_virtual_agent};
 
 #[derive(Debug, Parser)]
@@ -175,6 +176,19 @@ pub struct RunArgs {
     /// Where the proxy keeps its generated certificate.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// The `--*-listen` flag of one listener of the table.
+    pub fn listen(&self, listener: Listener) -> &Option<String> {
+        match listener {
+            Listener::Gemini => &self.gemini_listen,
+            Listener::Gopher => &self.gopher_listen,
+            Listener::Socks5 => &self.socks5_listen,
+            Listener::Transparent => &self.transparent_listen,
+            Listener::Admin => &self.metrics_listen,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

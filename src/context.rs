@@ -2,11 +2,10 @@
 //! parts that last across reloads (caches, gates, pins, metrics), shared by
 //! every connection accepted under that config.
 
-use std::net::SocketAddr;
-
 use crate::admission::limit::Limits;
 use crate::cache::RobotsCache;
 use crate::config::Config;
+use crate::listener::Listens;
 use crate::metrics::Metrics;
 use crate::politeness::Politeness;
 use crate::upstream::Upstream;
@@ -20,7 +19,8 @@ pub struct Context {
     /// robots.txt of every host, both protocols (the key holds the scheme).
     pub robots: std::sync::Arc<RobotsCache>,
     /// Host and port that rewritten Gopher menus point at.
-    pub gopher_public: (String, u16),
+    /// `None`: the Gopher listener is off (menus are rewritten only there).
+    pub gopher_public: Option<(String, u16)>,
     /// Per-host spacing and concurrency, both protocols.
     pub politeness: std::sync::Arc<Politeness>,
     pub metrics: std::sync::Arc<Metrics>,
@@ -34,8 +34,8 @@ pub struct Context {
     pub generation: u64,
     /// What the proxy saw of each server lately (the status page).
     pub recent: std::sync::Arc<crate::recent::Recent>,
-    /// The listeners, by name, where they are bound; when the process started.
-    pub listeners: std::sync::Arc<[(&'static str, SocketAddr)]>,
+    /// Where the listeners are bound; when the process started.
+    pub listens: Listens,
     pub started: std::time::Instant,
     /// Failed SOCKS5 logins per client (lasts across reloads).
     pub guesses: std::sync::Arc<crate::guesses::Guesses>,

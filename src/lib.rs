@@ -46,6 +46,7 @@ pub mod egress;
 pub mod fate;
 pub mod fetch;
 pub mod guesses;
+pub mod listener;
 pub mod metrics;
 pub mod pins;
 pub mod politeness;

@@ -5,6 +5,7 @@ use clap::{CommandFactory, Parser};
 use robots_proxy::check;
 use robots_proxy::cli::{Cli, Command, ManArgs, RulesArgs, RulesSyntax, RunArgs};
 use robots_proxy::config::{Config, LogFormat};
+use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::rules::{Plan, Ports, Syntax};
 
@@ -172,10 +173,11 @@ fn start_logging(config: &Config) {
 /// What a started proxy logs: where it listens, its access rules, and what
 /// the drop-in listeners need from the operator.
 fn announce(proxy: &Proxy) {
+    let at = |l| proxy.listens.get(l).map_or("off".into(), |a| a.to_string());
     tracing::info!(
-        gemini = %proxy.gemini_addr,
-        gopher = %proxy.gopher_addr,
-        metrics = %proxy.metrics_addr,
+        gemini = %at(Listener::Gemini),
+        gopher = %at(Listener::Gopher),
+        metrics = %at(Listener::Admin),
         certificate = %proxy.cert_path.display(),
         sha256 = %proxy.cert_fingerprint,
         "robots-proxy listening"
@@ -202,14 +204,17 @@ fn announce(proxy: &Proxy) {
             "access.allow_from admits every address: anyone who reaches these listeners can crawl through this proxy"
         );
     }
-    if let (Some(addr), Some(ca)) = (proxy.socks5_addr, &proxy.ca_cert_path) {
+    if let (Some(addr), Some(ca)) = (proxy.listens.get(Listener::Socks5), &proxy.ca_cert_path) {
         tracing::info!(
             socks5 = %addr,
             ca_certificate = %ca.display(),
             "SOCKS5 drop-in listening; Gemini clients that check certificates must trust this CA"
         );
     }
-    if let (Some(addr), Some(ca)) = (proxy.transparent_addr, &proxy.ca_cert_path) {
+    if let (Some(addr), Some(ca)) = (
+        proxy.listens.get(Listener::Transparent),
+        &proxy.ca_cert_path,
+    ) {
         tracing::info!(
             transparent = %addr,
             upstream_mark = config.limits.upstream_mark.map(|m| format!("{m:#x}")).unwrap_or_else(|| "none".into()),

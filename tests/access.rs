@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use robots_proxy::config::RawConfig;
+use robots_proxy::listener::Listener;
 
 /// Two bots with opposite rules at the same capsule and gopherhole.
 const ROBOTS: &str = "User-agent: alphabot\nDisallow: /b\n\n\
@@ -81,7 +82,7 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
     ] {
         // By certificate, from the default bot's address.
         let (header, body) = gemini_as(
-            proxy.gemini_addr,
+            proxy.addr(Listener::Gemini),
             &capsule.url(allowed),
             "127.0.0.1",
             Some(cert),
@@ -93,7 +94,7 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
             "{bot}"
         );
         let (header, _) = gemini_as(
-            proxy.gemini_addr,
+            proxy.addr(Listener::Gemini),
             &capsule.url(refused),
             "127.0.0.1",
             Some(cert),
@@ -110,19 +111,31 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
         );
 
         // By address, on both listeners.
-        let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url(allowed), from, None).await;
+        let (header, _) = gemini_as(
+            proxy.addr(Listener::Gemini),
+            &capsule.url(allowed),
+            from,
+            None,
+        )
+        .await;
         assert_eq!(header, "20 text/gemini", "{bot} from {from}");
-        let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url(refused), from, None).await;
+        let (header, _) = gemini_as(
+            proxy.addr(Listener::Gemini),
+            &capsule.url(refused),
+            from,
+            None,
+        )
+        .await;
         assert!(header.starts_with("53 "), "{bot} from {from}: {header}");
         let answer = gopher_from(
-            proxy.gopher_addr,
+            proxy.addr(Listener::Gopher),
             hole.url(&format!("0{allowed}")).as_bytes(),
             from,
         )
         .await;
         assert_eq!(answer, b"page\r\n", "{bot} from {from}");
         let answer = gopher_from(
-            proxy.gopher_addr,
+            proxy.addr(Listener::Gopher),
             hole.url(&format!("0{refused}")).as_bytes(),
             from,
         )
@@ -133,7 +146,7 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
         let password = if user == "alice" { "a-pass" } else { "b-pass" };
         for (selector, served) in [(allowed, true), (refused, false)] {
             let (mut s, code) = socks_connect(
-                proxy.socks5_addr.unwrap(),
+                proxy.addr(Listener::Socks5),
                 "127.0.0.1",
                 hole.addr.port(),
                 Some((user, password)),
@@ -149,7 +162,13 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
         }
     }
     // The default bot: only `*` applies, both refused.
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), "127.0.0.1", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        "127.0.0.1",
+        None,
+    )
+    .await;
     assert!(
         header.starts_with("53 ") && header.contains("anonbot"),
         "{header}"
@@ -160,7 +179,7 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
     assert_eq!(hole.count(b"robots.txt"), 1);
 
     // Counted per bot.
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     for (bot, protocol, decision, n) in [
         ("alpha", "gemini", "allowed", 2.0),
         ("alpha", "gemini", "disallowed", 2.0),
@@ -202,7 +221,13 @@ agent = "anybot"
     .await;
     let outsider = "127.0.0.1";
 
-    let (header, body) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), outsider, None).await;
+    let (header, body) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        outsider,
+        None,
+    )
+    .await;
     assert!(header.starts_with("53 "), "{header}");
     assert!(
         header.contains("127.0.0.1 is not in access.allow_from"),
@@ -211,10 +236,21 @@ agent = "anybot"
     assert!(body.is_empty());
     // With a certificate, too.
     let cert = client_cert("anyone");
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), outsider, Some(&cert)).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        outsider,
+        Some(&cert),
+    )
+    .await;
     assert!(header.starts_with("53 "), "{header}");
 
-    let answer = gopher_from(proxy.gopher_addr, hole.url("0/a").as_bytes(), outsider).await;
+    let answer = gopher_from(
+        proxy.addr(Listener::Gopher),
+        hole.url("0/a").as_bytes(),
+        outsider,
+    )
+    .await;
     assert!(
         first_line(&answer)
             .starts_with("3403 Forbidden: client 127.0.0.1 is not in access.allow_from"),
@@ -223,7 +259,7 @@ agent = "anybot"
     );
 
     // SOCKS5: 0x02 at CONNECT, with no password or with any password at all.
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     for auth in [None, Some(("alice", "a-pass")), Some(("alice", "wrong"))] {
         let stream = tcp_from(outsider, socks).await;
         let (_, code) = socks_handshake(stream, "127.0.0.1", hole.addr.port(), auth).await;
@@ -231,9 +267,20 @@ agent = "anybot"
     }
 
     // The one admitted address is served.
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/c"), "127.0.0.2", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/c"),
+        "127.0.0.2",
+        None,
+    )
+    .await;
     assert_eq!(header, "20 text/gemini");
-    let answer = gopher_from(proxy.gopher_addr, hole.url("0/c").as_bytes(), "127.0.0.2").await;
+    let answer = gopher_from(
+        proxy.addr(Listener::Gopher),
+        hole.url("0/c").as_bytes(),
+        "127.0.0.2",
+    )
+    .await;
     assert_eq!(answer, b"page\r\n");
 
     // Nothing of the outsiders reached either origin: the only requests are
@@ -241,7 +288,7 @@ agent = "anybot"
     assert_eq!(capsule.all().len(), 2, "{:?}", capsule.all());
     assert_eq!(hole.all(), ["robots.txt", "/c"]);
 
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     for (listener, n) in [("gemini", 2.0), ("gopher", 1.0), ("socks5", 3.0)] {
         let series = format!(
             r#"robots_proxy_connections_rejected_total{{listener="{listener}",reason="access"}}"#
@@ -264,13 +311,25 @@ async fn required_certificates_are_checked_with_gemini_statuses() {
     let proxy = start_proxy(test_config_with(&config)).await;
     let stranger = client_cert("stranger");
 
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), "127.0.0.1", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        "127.0.0.1",
+        None,
+    )
+    .await;
     assert!(header.starts_with("60 "), "{header}");
     // An address that picks alpha is not enough without the certificate.
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), "127.0.0.2", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        "127.0.0.2",
+        None,
+    )
+    .await;
     assert!(header.starts_with("60 "), "{header}");
     let (header, _) = gemini_as(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &capsule.url("/a"),
         "127.0.0.1",
         Some(&stranger),
@@ -279,7 +338,7 @@ async fn required_certificates_are_checked_with_gemini_statuses() {
     assert!(header.starts_with("61 "), "{header}");
     assert!(header.contains(&stranger.fingerprint), "{header}");
     let (header, _) = gemini_as(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &capsule.url("/a"),
         "127.0.0.1",
         Some(&alpha_cert),
@@ -287,7 +346,12 @@ async fn required_certificates_are_checked_with_gemini_statuses() {
     .await;
     assert_eq!(header, "20 text/gemini");
 
-    let answer = gopher_from(proxy.gopher_addr, hole.url("0/b").as_bytes(), "127.0.0.3").await;
+    let answer = gopher_from(
+        proxy.addr(Listener::Gopher),
+        hole.url("0/b").as_bytes(),
+        "127.0.0.3",
+    )
+    .await;
     assert_eq!(answer, b"page\r\n", "beta by address");
     // The refused requests reached nothing.
     assert_eq!(capsule.count("/a"), 1);
@@ -310,19 +374,30 @@ clients = ["127.0.0.2"]
 "#,
     ))
     .await;
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), "127.0.0.1", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        "127.0.0.1",
+        None,
+    )
+    .await;
     assert!(
         header.starts_with("53 ") && header.contains("no bot"),
         "{header}"
     );
-    let answer = gopher_from(proxy.gopher_addr, hole.url("0/a").as_bytes(), "127.0.0.1").await;
+    let answer = gopher_from(
+        proxy.addr(Listener::Gopher),
+        hole.url("0/a").as_bytes(),
+        "127.0.0.1",
+    )
+    .await;
     assert!(
         first_line(&answer).starts_with("3403 Forbidden: no bot"),
         "{answer:?}"
     );
     // A valid SOCKS5 user that no bot names: refused at CONNECT.
     let (_, code) = socks_connect(
-        proxy.socks5_addr.unwrap(),
+        proxy.addr(Listener::Socks5),
         "127.0.0.1",
         hole.addr.port(),
         Some(("eve", "e-pass")),
@@ -333,7 +408,7 @@ clients = ["127.0.0.2"]
 
     // alice is alpha.
     let (mut s, code) = socks_connect(
-        proxy.socks5_addr.unwrap(),
+        proxy.addr(Listener::Socks5),
         "127.0.0.1",
         hole.addr.port(),
         Some(("alice", "a-pass")),
@@ -409,7 +484,7 @@ clients = ["127.0.0.3"]
     );
     config.politeness.max_wait = Duration::from_secs(5);
     let proxy = start_proxy(config).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
     let tasks: Vec<_> = ["127.0.0.2", "127.0.0.3", "127.0.0.2", "127.0.0.3"]
         .into_iter()
         .enumerate()
@@ -467,7 +542,7 @@ async fn a_copied_certificate_without_its_key_is_refused_at_the_handshake() {
             alpha.chain.clone(),
             rustls::crypto::ring::sign::any_supported_type(&beta.key).unwrap(),
         )))));
-    let tcp = tcp_from("127.0.0.1", proxy.gemini_addr).await;
+    let tcp = tcp_from("127.0.0.1", proxy.addr(Listener::Gemini)).await;
     let connected = tokio_rustls::TlsConnector::from(Arc::new(forged))
         .connect(
             rustls::pki_types::ServerName::try_from("localhost").unwrap(),
@@ -523,11 +598,17 @@ async fn outsiders_holding_connections_do_not_crowd_out_clients() {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         // A connection past the cap may already be reset when connect returns.
-        if let Ok(stream) = socket.connect(proxy.gemini_addr).await {
+        if let Ok(stream) = socket.connect(proxy.addr(Listener::Gemini)).await {
             outsiders.push(stream);
         }
     }
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/c"), "127.0.0.2", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/c"),
+        "127.0.0.2",
+        None,
+    )
+    .await;
     assert_eq!(header, "20 text/gemini");
     // Served while the outsiders' first connections are still held open.
     let mut buf = [0u8; 16];
@@ -538,7 +619,7 @@ async fn outsiders_holding_connections_do_not_crowd_out_clients() {
         })
         .count();
     assert!(open >= 1, "the outsider still holds connections");
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let (_, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
     let capped =
         r#"robots_proxy_connections_rejected_total{listener="gemini",reason="client-cap"}"#;
     assert_eq!(sample(&metrics, capped), Some(6.0));

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use robots_proxy::listener::Listener;
 
 fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
@@ -23,21 +24,28 @@ async fn the_status_page_shows_what_the_proxy_saw() {
     .await;
     let proxy = start_proxy(test_config()).await;
     assert_eq!(
-        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
+            .await
+            .0,
         "20 text/gemini"
     );
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/private/x"))
-        .await
-        .0
-        .starts_with("53"));
+    assert!(
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/private/x"))
+            .await
+            .0
+            .starts_with("53")
+    );
 
-    let (status, body) = http(proxy.metrics_addr, "GET", "/api/status", &[], "").await;
+    let (status, body) = http(proxy.addr(Listener::Admin), "GET", "/api/status", &[], "").await;
     assert_eq!(status, 200, "{body}");
     let s = json(&body);
     assert_eq!(s["bots"][0]["agent"], "examplebot");
     assert_eq!(s["requests"]["allowed"], 1);
     assert_eq!(s["requests"]["disallowed"], 1);
-    assert_eq!(s["listeners"]["gemini"], proxy.gemini_addr.to_string());
+    assert_eq!(
+        s["listeners"]["gemini"],
+        proxy.addr(Listener::Gemini).to_string()
+    );
     let host = &s["hosts"][0];
     assert_eq!(
         host["key"],
@@ -55,14 +63,14 @@ async fn the_status_page_shows_what_the_proxy_saw() {
     );
     assert!(host["next_start_in_seconds"].as_f64().unwrap() <= 0.25);
 
-    let (status, page) = http(proxy.metrics_addr, "GET", "/", &[], "").await;
+    let (status, page) = http(proxy.addr(Listener::Admin), "GET", "/", &[], "").await;
     assert_eq!(status, 200);
     assert!(page.contains("<table id=\"hosts\""), "{page}");
     assert!(page.contains(&format!("gemini://127.0.0.1:{}", capsule.addr.port())));
     assert!(!page.contains("src=\"http"), "no external assets");
     // The filter leaves out what does not match.
     let (_, filtered) = http(
-        proxy.metrics_addr,
+        proxy.addr(Listener::Admin),
         "GET",
         "/api/status?filter=nomatch",
         &[],
@@ -80,14 +88,14 @@ async fn the_host_page_marks_the_lines_each_bot_follows_and_explains() {
     )
     .await;
     let proxy = start_proxy(test_config()).await;
-    gemini(proxy.gemini_addr, &capsule.url("/a")).await;
+    gemini(proxy.addr(Listener::Gemini), &capsule.url("/a")).await;
     let hp = format!("127.0.0.1:{}", capsule.addr.port());
     let url = capsule.url("/private/diary.gmi");
     let path = format!(
         "/api/host/{hp}?explain={}",
         url.replace(':', "%3A").replace('/', "%2F")
     );
-    let (status, body) = http(proxy.metrics_addr, "GET", &path, &[], "").await;
+    let (status, body) = http(proxy.addr(Listener::Admin), "GET", &path, &[], "").await;
     assert_eq!(status, 200, "{body}");
     let v = json(&body);
     let entry = &v["host"]["entries"][0];
@@ -101,7 +109,7 @@ async fn the_host_page_marks_the_lines_each_bot_follows_and_explains() {
         "group examplebot (line 1); rule Disallow: /private (line 2)"
     );
     let (status, page) = http(
-        proxy.metrics_addr,
+        proxy.addr(Listener::Admin),
         "GET",
         &path.replace("/api/host/", "/host/"),
         &[],
@@ -116,15 +124,21 @@ async fn the_host_page_marks_the_lines_each_bot_follows_and_explains() {
     );
     // Not a host:port: a clear 400, not a panic.
     assert_eq!(
-        http(proxy.metrics_addr, "GET", "/host/%00:x", &[], "")
+        http(proxy.addr(Listener::Admin), "GET", "/host/%00:x", &[], "")
             .await
             .0,
         400
     );
     assert_eq!(
-        http(proxy.metrics_addr, "GET", "/host/a:99999999", &[], "")
-            .await
-            .0,
+        http(
+            proxy.addr(Listener::Admin),
+            "GET",
+            "/host/a:99999999",
+            &[],
+            ""
+        )
+        .await
+        .0,
         400
     );
 }
@@ -137,7 +151,7 @@ async fn hostile_robots_txt_and_urls_are_escaped_on_the_page() {
     let capsule = capsule(text("20 text/plain", evil), text("20 text/gemini", "page")).await;
     let proxy = start_proxy(test_config()).await;
     let answer = gemini(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &capsule.url("/<script>alert(1)</script>"),
     )
     .await
@@ -147,17 +161,24 @@ async fn hostile_robots_txt_and_urls_are_escaped_on_the_page() {
         "{answer}"
     );
     gemini(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &capsule.url("/\"><img src=x onerror=alert(3)>"),
     )
     .await;
     let hp = format!("127.0.0.1:{}", capsule.addr.port());
     for path in ["/".to_string(), format!("/host/{hp}")] {
-        let (_, page) = http(proxy.metrics_addr, "GET", &path, &[], "").await;
+        let (_, page) = http(proxy.addr(Listener::Admin), "GET", &path, &[], "").await;
         assert!(!page.contains("<script>alert"), "{path}: {page}");
         assert!(!page.contains("<img src=x"), "{path}: {page}");
     }
-    let (_, page) = http(proxy.metrics_addr, "GET", &format!("/host/{hp}"), &[], "").await;
+    let (_, page) = http(
+        proxy.addr(Listener::Admin),
+        "GET",
+        &format!("/host/{hp}"),
+        &[],
+        "",
+    )
+    .await;
     assert!(
         page.contains("&lt;img src=x onerror=alert(2)&gt;"),
         "{page}"
@@ -174,7 +195,7 @@ async fn pins_survive_a_restart_and_can_be_forgotten() {
     let config = test_config();
     let proxy = start_proxy(config.clone()).await;
     let url = format!("gemini://127.0.0.1:{}/page", addr.port());
-    assert_eq!(gemini(proxy.gemini_addr, &url).await.1, b"first");
+    assert_eq!(gemini(proxy.addr(Listener::Gemini), &url).await.1, b"first");
     proxy.shutdown();
     assert!(proxy.drained().await);
     drop(proxy);
@@ -182,17 +203,24 @@ async fn pins_survive_a_restart_and_can_be_forgotten() {
 
     let _renewed = Origin::start_on(addr, |_| text("20 text/gemini", "renewed")).await;
     let proxy = start_proxy(config).await;
-    let (header, _) = gemini(proxy.gemini_addr, &url).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &url).await;
     assert!(
         header.starts_with("43") && header.contains("certificate"),
         "{header}"
     );
 
     let form = format!("host=127.0.0.1&port={}", addr.port());
-    let (status, body) = http(proxy.metrics_addr, "POST", "/api/pins/forget", &[], &form).await;
+    let (status, body) = http(
+        proxy.addr(Listener::Admin),
+        "POST",
+        "/api/pins/forget",
+        &[],
+        &form,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["had_pin"], true);
-    let (header, body) = gemini(proxy.gemini_addr, &url).await;
+    let (header, body) = gemini(proxy.addr(Listener::Gemini), &url).await;
     assert_eq!(body, b"renewed", "{header}");
 }
 
@@ -210,10 +238,10 @@ async fn actions_need_the_token_and_a_same_site_request() {
         "[bot]\nagent = \"examplebot\"\n[admin]\ntoken = \"{token}\"\n"
     )))
     .await;
-    gemini(proxy.gemini_addr, &capsule.url("/a")).await;
+    gemini(proxy.addr(Listener::Gemini), &capsule.url("/a")).await;
     assert_eq!(capsule.count("/robots.txt"), 1);
     let form = format!("host=127.0.0.1&port={}", capsule.addr.port());
-    let m = proxy.metrics_addr;
+    let m = proxy.addr(Listener::Admin);
     assert_eq!(
         http(m, "POST", "/api/robots/forget", &[], &form).await.0,
         401
@@ -253,7 +281,7 @@ async fn actions_need_the_token_and_a_same_site_request() {
         413
     );
     // Still cached: nothing above acted.
-    gemini(proxy.gemini_addr, &capsule.url("/b")).await;
+    gemini(proxy.addr(Listener::Gemini), &capsule.url("/b")).await;
     assert_eq!(capsule.count("/robots.txt"), 1);
 
     let (status, body) = http(m, "POST", "/api/robots/forget", &[&right], &form).await;
@@ -272,7 +300,7 @@ async fn actions_need_the_token_and_a_same_site_request() {
     )
     .await;
     assert_eq!(status, 200);
-    gemini(proxy.gemini_addr, &capsule.url("/c")).await;
+    gemini(proxy.addr(Listener::Gemini), &capsule.url("/c")).await;
     assert_eq!(
         capsule.count("/robots.txt"),
         2,
@@ -314,8 +342,8 @@ async fn a_rebound_name_reaches_nothing() {
         "[bot]\nagent = \"examplebot\"\n[admin]\nhosts = [\"status.lan\"]\n",
     ))
     .await;
-    gemini(proxy.gemini_addr, &capsule.url("/a")).await;
-    let m = proxy.metrics_addr;
+    gemini(proxy.addr(Listener::Gemini), &capsule.url("/a")).await;
+    let m = proxy.addr(Listener::Admin);
     let port = m.port();
     let form = format!("host=127.0.0.1&port={}", capsule.addr.port());
     let evil = format!("evil.example:{port}");
@@ -334,7 +362,7 @@ async fn a_rebound_name_reaches_nothing() {
         assert_eq!(raw_http(m, &head, "").await, 421, "{path}");
     }
     // Nothing was forgotten.
-    gemini(proxy.gemini_addr, &capsule.url("/b")).await;
+    gemini(proxy.addr(Listener::Gemini), &capsule.url("/b")).await;
     assert_eq!(capsule.count("/robots.txt"), 1);
     for host in [
         format!("localhost:{port}"),
@@ -360,7 +388,7 @@ async fn a_rebound_name_reaches_nothing() {
 async fn trickling_bodies_do_not_keep_health_checks_out() {
     use tokio::io::AsyncWriteExt;
     let proxy = start_proxy(test_config()).await;
-    let m = proxy.metrics_addr;
+    let m = proxy.addr(Listener::Admin);
     let mut tricklers = Vec::new();
     for _ in 0..(robots_proxy::admin::MAX_CONNECTIONS + 8) {
         let mut s = tokio::net::TcpStream::connect(m).await.unwrap();
@@ -388,7 +416,7 @@ async fn trickling_bodies_do_not_keep_health_checks_out() {
 #[tokio::test(start_paused = true)]
 async fn a_body_that_never_arrives_is_given_up() {
     let proxy = start_proxy(test_config()).await;
-    let m = proxy.metrics_addr;
+    let m = proxy.addr(Listener::Admin);
     let started = tokio::time::Instant::now();
     let head = format!(
         "POST /api/robots/forget HTTP/1.1\r\nHost: {m}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4000\r\n\r\nh"

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use robots_proxy::cli::RunArgs;
 use robots_proxy::config::RawConfig;
+use robots_proxy::listener::Listener;
 
 fn resolve(path: &Path) -> Result<robots_proxy::config::Config, String> {
     let flags = RunArgs::default();
@@ -24,7 +25,10 @@ fn the_commented_example_is_valid_and_holds_the_defaults() {
     let defaults = RawConfig::default().resolve(&RunArgs::default()).unwrap();
     // Config has no PartialEq (durations, paths...); its Debug form says everything.
     assert_eq!(format!("{example:?}"), format!("{defaults:?}"));
-    assert_eq!(example.gemini_listen.to_string(), "127.0.0.1:1965");
+    assert_eq!(
+        example.listen.get(Listener::Gemini).unwrap().to_string(),
+        "127.0.0.1:1965"
+    );
 }
 
 #[test]
@@ -69,7 +73,10 @@ fn flags_override_the_file() {
         ..RunArgs::default()
     };
     let config = RawConfig::load(path).unwrap().resolve(&flags).unwrap();
-    assert_eq!(config.gemini_listen.to_string(), "127.0.0.1:2000");
+    assert_eq!(
+        config.listen.get(Listener::Gemini).unwrap().to_string(),
+        "127.0.0.1:2000"
+    );
     assert_eq!(config.bots.get(0).profile.token(), "examplebot");
     assert_eq!(config.bots.get(0).profile.virtual_agents(), ["indexer"]);
     assert!(config.limits.allow_private_upstreams);
@@ -329,7 +336,7 @@ per_host_limit = 100000
     let proxy = robots_proxy::server::Proxy::start(config).await.unwrap();
     // A Gopher request for an unreachable private address: refused at once
     // (private upstreams are not allowed), through politeness and the cache.
-    let mut stream = tokio::net::TcpStream::connect(proxy.gopher_addr)
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr(Listener::Gopher))
         .await
         .unwrap();
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

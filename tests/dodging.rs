@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use robots_proxy::check::decide_target;
+use robots_proxy::listener::Listener;
 use robots_proxy::robots::{BotProfile, RobotsTxt};
 use robots_proxy::spelling::SelectorReading;
 
@@ -95,7 +96,11 @@ async fn every_spelling_class_is_refused_on_the_gopher_listener() {
     let origin = GopherOrigin::start(origin_reply).await;
     let proxy = start_proxy(test_config()).await;
     for (class, sel) in REFUSED {
-        let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
+        let answer = gopher(
+            proxy.addr(Listener::Gopher),
+            url_for(&origin, sel).as_bytes(),
+        )
+        .await;
         assert_refused(
             &answer,
             "3403 Forbidden: robots.txt",
@@ -103,7 +108,11 @@ async fn every_spelling_class_is_refused_on_the_gopher_listener() {
         );
     }
     for sel in BAD {
-        let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
+        let answer = gopher(
+            proxy.addr(Listener::Gopher),
+            url_for(&origin, sel).as_bytes(),
+        )
+        .await;
         assert_refused(&answer, "3400 Bad Request", sel);
     }
     assert_eq!(
@@ -112,7 +121,11 @@ async fn every_spelling_class_is_refused_on_the_gopher_listener() {
         "nothing else reached the origin"
     );
     for sel in ALLOWED {
-        let answer = gopher(proxy.gopher_addr, url_for(&origin, sel).as_bytes()).await;
+        let answer = gopher(
+            proxy.addr(Listener::Gopher),
+            url_for(&origin, sel).as_bytes(),
+        )
+        .await;
         assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1", "{sel}");
         assert_eq!(
             origin.count(sel.as_bytes()),
@@ -126,7 +139,7 @@ async fn every_spelling_class_is_refused_on_the_gopher_listener() {
 async fn every_spelling_class_is_refused_through_socks5() {
     let origin = GopherOrigin::start(origin_reply).await;
     let proxy = start_proxy(test_config()).await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     for (class, sel) in REFUSED {
         let answer = gopher_via_socks(socks, origin.addr, sel.as_bytes()).await;
         assert_refused(
@@ -154,7 +167,7 @@ async fn every_spelling_class_is_refused_through_socks5() {
         assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1", "{sel}");
     }
     // Bad selectors are logged and counted like the Gopher listener's.
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     let errors = sample(
         &metrics,
         r#"robots_proxy_requests_total{bot="default",decision="error",protocol="gopher"}"#,
@@ -224,19 +237,31 @@ async fn a_selector_read_many_ways_against_thousands_of_wildcard_rules() {
     let reversed: String = digits.chars().rev().collect();
     let long = format!("/{}b{digits}{reversed}", "a".repeat(300));
     let deep = format!("{long}%2525252525252541/x/../y//w?q");
-    let answer = gopher(proxy.gopher_addr, url_for(&origin, &deep).as_bytes()).await;
+    let answer = gopher(
+        proxy.addr(Listener::Gopher),
+        url_for(&origin, &deep).as_bytes(),
+    )
+    .await;
     assert_refused(&answer, "3400 Bad Request", &deep);
     assert!(
         first_line(&answer).contains("ask for it as plainly as it is written"),
         "{}",
         first_line(&answer)
     );
-    let answer = gopher_via_socks(proxy.socks5_addr.unwrap(), origin.addr, deep.as_bytes()).await;
+    let answer = gopher_via_socks(proxy.addr(Listener::Socks5), origin.addr, deep.as_bytes()).await;
     assert_refused(&answer, "3400 Bad Request", "through SOCKS5");
     // Plain selectors on the same file: decided as usual.
-    let answer = gopher(proxy.gopher_addr, url_for(&origin, &long).as_bytes()).await;
+    let answer = gopher(
+        proxy.addr(Listener::Gopher),
+        url_for(&origin, &long).as_bytes(),
+    )
+    .await;
     assert_eq!(first_line(&answer), "iserved\t\tnull.host\t1");
-    let answer = gopher(proxy.gopher_addr, url_for(&origin, "private/x").as_bytes()).await;
+    let answer = gopher(
+        proxy.addr(Listener::Gopher),
+        url_for(&origin, "private/x").as_bytes(),
+    )
+    .await;
     assert_refused(&answer, "3403 Forbidden: robots.txt", "private/x");
     assert!(!origin.all().iter().any(|s| s.contains("2525")));
 }

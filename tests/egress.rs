@@ -5,6 +5,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::sync::Arc;
 
 use common::*;
@@ -42,14 +43,18 @@ async fn special_purpose_ranges_are_refused_by_any_spelling() {
         ("[100::1]", "discard-only"),
     ];
     for (host, range) in hosts {
-        let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://{host}:{port}/")).await;
+        let (header, _) = gemini(
+            proxy.addr(Listener::Gemini),
+            &format!("gemini://{host}:{port}/"),
+        )
+        .await;
         assert!(header.starts_with("53 "), "{host}: {header}");
         assert!(
             header.contains(range),
             "{host}: {header} should name {range:?}"
         );
         let answer = gopher(
-            proxy.gopher_addr,
+            proxy.addr(Listener::Gopher),
             format!("gopher://{host}:{port}/0/x").as_bytes(),
         )
         .await;
@@ -65,11 +70,11 @@ async fn special_purpose_ranges_are_refused_by_any_spelling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_never_connects_to_itself() {
     let proxy = start_proxy(test_config()).await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     for port in [
-        proxy.gemini_addr.port(),
-        proxy.gopher_addr.port(),
-        proxy.metrics_addr.port(),
+        proxy.addr(Listener::Gemini).port(),
+        proxy.addr(Listener::Gopher).port(),
+        proxy.addr(Listener::Admin).port(),
         socks.port(),
     ] {
         for host in [
@@ -82,7 +87,10 @@ async fn the_proxy_never_connects_to_itself() {
         ] {
             let (header, _) = tokio::time::timeout(
                 std::time::Duration::from_secs(5),
-                gemini(proxy.gemini_addr, &format!("gemini://{host}:{port}/")),
+                gemini(
+                    proxy.addr(Listener::Gemini),
+                    &format!("gemini://{host}:{port}/"),
+                ),
             )
             .await
             .expect("answered at once");
@@ -94,7 +102,7 @@ async fn the_proxy_never_connects_to_itself() {
                 assert!(header.contains("is this proxy"), "{host}:{port}: {header}");
             }
             let answer = gopher(
-                proxy.gopher_addr,
+                proxy.addr(Listener::Gopher),
                 format!("gopher://{host}:{port}/0/x").as_bytes(),
             )
             .await;
@@ -112,17 +120,23 @@ async fn the_proxy_never_connects_to_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_on_all_addresses_is_itself_by_every_local_address() {
     let mut config = test_config();
-    config.gopher_listen = "0.0.0.0:0".parse().unwrap();
+    config
+        .listen
+        .set(Listener::Gopher, Some("0.0.0.0:0".parse().unwrap()));
     config.gopher_public_host = Some("127.0.0.1".into());
     let proxy = start_proxy(config).await;
-    let port = proxy.gopher_addr.port();
+    let port = proxy.addr(Listener::Gopher).port();
     for host in [
         "127.0.0.1",
         "127.0.0.2",
         "127.255.0.9",
         "[::ffff:127.0.0.3]",
     ] {
-        let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://{host}:{port}/")).await;
+        let (header, _) = gemini(
+            proxy.addr(Listener::Gemini),
+            &format!("gemini://{host}:{port}/"),
+        )
+        .await;
         assert!(
             header.starts_with("53 ") && header.contains("is this proxy"),
             "{host}: {header}"
@@ -135,15 +149,19 @@ async fn a_listener_on_all_addresses_is_itself_by_every_local_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ports_of_other_services_are_refused_everywhere() {
     let proxy = start_proxy(test_config()).await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     for port in [22u16, 25, 53, 80, 443, 6379, 11211, 5432, 2375] {
-        let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://127.0.0.1:{port}/")).await;
+        let (header, _) = gemini(
+            proxy.addr(Listener::Gemini),
+            &format!("gemini://127.0.0.1:{port}/"),
+        )
+        .await;
         assert!(
             header.starts_with("53 ") && header.contains("limits.upstream_ports"),
             "{port}: {header}"
         );
         let answer = gopher(
-            proxy.gopher_addr,
+            proxy.addr(Listener::Gopher),
             format!("gopher://localhost:{port}/0/FLUSHALL").as_bytes(),
         )
         .await;
@@ -157,7 +175,7 @@ async fn ports_of_other_services_are_refused_everywhere() {
             assert_eq!(code, 0x02, "SOCKS5 CONNECT {host}:{port}");
         }
     }
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &metrics,
@@ -192,7 +210,7 @@ async fn socks5_connect_to_an_ipv6_address() {
         }
     });
     let proxy = start_proxy(test_config()).await;
-    let mut s = TcpStream::connect(proxy.socks5_addr.unwrap())
+    let mut s = TcpStream::connect(proxy.addr(Listener::Socks5))
         .await
         .unwrap();
     s.write_all(&[5, 1, 0]).await.unwrap();
@@ -220,7 +238,7 @@ async fn socks5_connect_to_an_ipv6_address() {
 async fn web_clients_through_socks5_are_closed_at_once() {
     let origin = GopherOrigin::start(|_| Reply::Bytes(b"page\r\n".to_vec())).await;
     let proxy = start_proxy(test_config()).await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     let quick = std::time::Duration::from_secs(3);
 
     let (mut s, code) = socks_connect(socks, "127.0.0.1", origin.addr.port(), None).await;
@@ -235,7 +253,7 @@ async fn web_clients_through_socks5_are_closed_at_once() {
         .ok();
     assert!(answer.is_empty(), "{answer:?}");
 
-    let answer = gopher(proxy.gopher_addr, b"GET /index.html HTTP/1.0").await;
+    let answer = gopher(proxy.addr(Listener::Gopher), b"GET /index.html HTTP/1.0").await;
     assert!(answer.is_empty(), "{answer:?}");
 
     for (port, alpn) in [
@@ -271,7 +289,7 @@ async fn web_clients_through_socks5_are_closed_at_once() {
         .await
         .is_ok());
 
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     let count = |listener: &str, reason: &str| {
         sample(
             &metrics,
@@ -296,7 +314,7 @@ async fn a_client_reconnecting_at_once_stays_within_its_cap() {
     let request = format!("{}\r\n", origin.url("0/x"));
     let workers: Vec<_> = (0..4)
         .map(|_| {
-            let (addr, request) = (proxy.gopher_addr, request.clone());
+            let (addr, request) = (proxy.addr(Listener::Gopher), request.clone());
             tokio::spawn(async move {
                 let mut turned_away = 0;
                 for _ in 0..150 {
@@ -317,7 +335,7 @@ async fn a_client_reconnecting_at_once_stays_within_its_cap() {
         turned_away += w.await.unwrap();
     }
     assert_eq!(turned_away, 0, "of 600 requests");
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let (_, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
     let rejected = sample(
         &metrics,
         "robots_proxy_connections_rejected_total{listener=\"gopher\",reason=\"client-cap\"}",
@@ -338,12 +356,16 @@ async fn one_client_cannot_crowd_out_the_others() {
     // Four slow connections from 127.0.0.1 that send nothing.
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(TcpStream::connect(proxy.gopher_addr).await.unwrap());
+        held.push(
+            TcpStream::connect(proxy.addr(Listener::Gopher))
+                .await
+                .unwrap(),
+        );
     }
     // Let the proxy accept them (bounded: they must be counted before the fifth).
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+        let (_, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
         if sample(
             &metrics,
             "robots_proxy_connections_open{listener=\"gopher\"}",
@@ -356,12 +378,12 @@ async fn one_client_cannot_crowd_out_the_others() {
     }
     for _ in 0..3 {
         let request = format!("{}\r\n", origin.url("0/x"));
-        assert!(closed_at_once(proxy.gopher_addr, request.as_bytes()).await);
+        assert!(closed_at_once(proxy.addr(Listener::Gopher), request.as_bytes()).await);
     }
     // Another client address is served.
     let other = tokio::net::TcpSocket::new_v4().unwrap();
     other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
-    let mut other = other.connect(proxy.gopher_addr).await.unwrap();
+    let mut other = other.connect(proxy.addr(Listener::Gopher)).await.unwrap();
     other
         .write_all(format!("{}\r\n", origin.url("0/x")).as_bytes())
         .await
@@ -374,7 +396,7 @@ async fn one_client_cannot_crowd_out_the_others() {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let mut answer = Vec::new();
-        if let Ok(mut s) = TcpStream::connect(proxy.gopher_addr).await {
+        if let Ok(mut s) = TcpStream::connect(proxy.addr(Listener::Gopher)).await {
             let _ = s
                 .write_all(format!("{}\r\n", origin.url("0/x")).as_bytes())
                 .await;
@@ -386,7 +408,7 @@ async fn one_client_cannot_crowd_out_the_others() {
         assert!(tokio::time::Instant::now() < deadline, "{answer:?}");
         tokio::task::yield_now().await;
     }
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let (_, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
     let rejected = sample(
         &metrics,
         "robots_proxy_connections_rejected_total{listener=\"gopher\",reason=\"client-cap\"}",
@@ -404,17 +426,19 @@ async fn the_metrics_listener_has_its_own_cap() {
     let proxy = start_proxy(test_config()).await;
     let request = format!(
         "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n",
-        proxy.metrics_addr
+        proxy.addr(Listener::Admin)
     );
     let mut held = Vec::new();
     for _ in 0..robots_proxy::admin::MAX_CONNECTIONS {
-        let mut s = TcpStream::connect(proxy.metrics_addr).await.unwrap();
+        let mut s = TcpStream::connect(proxy.addr(Listener::Admin))
+            .await
+            .unwrap();
         // A request each (kept alive), so every one is accepted and holding its place.
         s.write_all(request.as_bytes()).await.unwrap();
         assert!(healthz_answer(&mut s).await.starts_with("HTTP/1.1 200"));
         held.push(s);
     }
-    let (status, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let (status, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
     assert_eq!(status, 200);
     assert_eq!(
         sample(

@@ -18,6 +18,7 @@ use std::time::Duration;
 use common::*;
 use redis_server::RedisServer;
 use robots_proxy::config::Config;
+use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
 use robots_proxy::store::{OnUnavailable, StoreConfig};
 
@@ -67,7 +68,7 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
     let tasks: Vec<_> = (0..6)
         .map(|i| {
-            let proxy = proxies[i % 2].gopher_addr;
+            let proxy = proxies[i % 2].addr(Listener::Gopher);
             let url = origin.url(&format!("0/p{i}"));
             tokio::spawn(async move { gopher(proxy, url.as_bytes()).await })
         })
@@ -93,7 +94,7 @@ async fn a_vanished_proxys_lease_expires() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nAllow: /\n").await;
     let proxies = fleet(&redis, 1, OnUnavailable::Refuse).await;
-    let proxy = proxies[0].gopher_addr;
+    let proxy = proxies[0].addr(Listener::Gopher);
     // Warm: robots.txt known, the gate exists.
     assert_eq!(
         gopher(proxy, origin.url("0/a").as_bytes()).await,
@@ -157,12 +158,16 @@ async fn an_upstream_slow_down_is_seen_by_every_proxy() {
     .await;
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
     assert_eq!(
-        gemini(proxies[0].gemini_addr, &origin.url("/busy")).await.0,
+        gemini(proxies[0].addr(Listener::Gemini), &origin.url("/busy"))
+            .await
+            .0,
         "44 2"
     );
     let started = std::time::Instant::now();
     assert_eq!(
-        gemini(proxies[1].gemini_addr, &origin.url("/page")).await.0,
+        gemini(proxies[1].addr(Listener::Gemini), &origin.url("/page"))
+            .await
+            .0,
         "20 text/gemini"
     );
     assert!(
@@ -185,12 +190,12 @@ async fn certificate_pins_are_shared() {
     let url = first.url("/");
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
     assert_eq!(
-        gemini(proxies[0].gemini_addr, &url).await.0,
+        gemini(proxies[0].addr(Listener::Gemini), &url).await.0,
         "20 text/gemini"
     );
     first.stop().await;
     let _second = Origin::start_on(addr, |_| text("20 text/gemini", "second")).await;
-    let (header, body) = gemini(proxies[1].gemini_addr, &url).await;
+    let (header, body) = gemini(proxies[1].addr(Listener::Gemini), &url).await;
     assert!(header.starts_with("43 "), "{header}");
     assert!(header.contains("trust on first use"), "{header}");
     assert!(body.is_empty());
@@ -229,7 +234,7 @@ async fn store_outage(mode: OnUnavailable) -> usize {
     let (relayed, slowed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let clients: Vec<_> = (0..4)
         .map(|i| {
-            let proxy = proxies[i % 2].gopher_addr;
+            let proxy = proxies[i % 2].addr(Listener::Gopher);
             let url = origin.url(&format!("0/c{i}"));
             let (down, stop, while_down) = (down.clone(), stop.clone(), relayed_while_down.clone());
             let (relayed, slowed) = (relayed.clone(), slowed.clone());
@@ -279,7 +284,7 @@ async fn store_outage(mode: OnUnavailable) -> usize {
     for c in clients {
         c.await.unwrap();
     }
-    let metrics = settled_metrics(proxies[0].metrics_addr).await;
+    let metrics = settled_metrics(proxies[0].addr(Listener::Admin)).await;
     assert_eq!(sample(&metrics, "robots_proxy_store_up"), Some(1.0));
     let errors: f64 = ["gate", "robots", "ping"]
         .iter()
@@ -327,18 +332,20 @@ async fn hostile_numbers_do_not_break_the_shared_gate() {
     let mut config = fleet_config(&redis, OnUnavailable::Refuse);
     config.politeness.max_delay = None;
     let proxy = start_proxy(config).await;
-    let (header, _) = gemini(proxy.gemini_addr, &huge.url("/a")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &huge.url("/a")).await;
     assert!(header.starts_with("44 "), "{header}");
-    let (header, _) = gemini(proxy.gemini_addr, &forever.url("/a")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &forever.url("/a")).await;
     assert_eq!(header, "44 18446744073709551615");
-    let (header, _) = gemini(proxy.gemini_addr, &forever.url("/b")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &forever.url("/b")).await;
     assert!(header.starts_with("44 "), "{header}");
     assert_eq!(forever.count("/b"), 0, "held off by the 44");
     assert_eq!(
-        gemini(proxy.gemini_addr, &normal.url("/")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &normal.url("/"))
+            .await
+            .0,
         "20 text/gemini"
     );
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     for op in ["gate", "slow-down", "robots"] {
         let series = format!("robots_proxy_store_errors_total{{op=\"{op}\"}}");
         assert_eq!(sample(&metrics, &series), Some(0.0), "{op}");
@@ -368,7 +375,7 @@ async fn a_fetch_given_up_lets_go_of_the_fleet_lock() {
     })
     .await;
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
-    let tcp = tokio::net::TcpStream::connect(proxies[0].gemini_addr)
+    let tcp = tokio::net::TcpStream::connect(proxies[0].addr(Listener::Gemini))
         .await
         .unwrap();
     let connector = tokio_rustls::TlsConnector::from(robots_proxy::tls::client_config().unwrap());
@@ -387,7 +394,7 @@ async fn a_fetch_given_up_lets_go_of_the_fleet_lock() {
     tls.shutdown().await.unwrap();
     drop(tls);
     let started = std::time::Instant::now();
-    let (header, _) = gemini(proxies[1].gemini_addr, &origin.url("/second")).await;
+    let (header, _) = gemini(proxies[1].addr(Listener::Gemini), &origin.url("/second")).await;
     assert_eq!(header, "20 text/gemini");
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -406,7 +413,7 @@ async fn forgetting_robots_txt_forgets_the_fleets_copy() {
     let origin = text_hole("User-agent: *\nDisallow: /private\n").await;
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
     let get = |i: usize, sel: &str| {
-        let (proxy, url) = (proxies[i].gopher_addr, origin.url(sel));
+        let (proxy, url) = (proxies[i].addr(Listener::Gopher), origin.url(sel));
         async move { gopher(proxy, url.as_bytes()).await }
     };
     assert_eq!(get(0, "0/a").await, b"text\r\n");
@@ -414,7 +421,7 @@ async fn forgetting_robots_txt_forgets_the_fleets_copy() {
     assert_eq!(origin.count(b"robots.txt"), 1, "{:?}", origin.all());
     let form = format!("host=127.0.0.1&port={}", origin.addr.port());
     let (status, body) = http(
-        proxies[0].metrics_addr,
+        proxies[0].addr(Listener::Admin),
         "POST",
         "/api/robots/forget",
         &[],
@@ -461,7 +468,7 @@ async fn a_store_restarted_empty_mid_burst_keeps_every_spacing() {
     let relayed = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..4)
         .map(|i| {
-            let proxy = proxies[i % 2].gopher_addr;
+            let proxy = proxies[i % 2].addr(Listener::Gopher);
             let (stop, relayed) = (stop.clone(), relayed.clone());
             let origin_url = origin.url("0/");
             tokio::spawn(async move {
@@ -501,7 +508,7 @@ async fn a_store_restarted_empty_mid_burst_keeps_every_spacing() {
     for gap in &pages {
         assert!(**gap >= 0.99, "{gaps:?}");
     }
-    let metrics = settled_metrics(proxies[0].metrics_addr).await;
+    let metrics = settled_metrics(proxies[0].addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &metrics,
@@ -548,14 +555,18 @@ async fn a_start_that_ran_late_is_not_passed_on() {
     let mut conn = redis.connection().await;
     for (i, plant) in ["now", "nan"].into_iter().enumerate() {
         assert_eq!(
-            gopher(proxy.gopher_addr, origin.url(&format!("0/a{i}")).as_bytes()).await,
+            gopher(
+                proxy.addr(Listener::Gopher),
+                origin.url(&format!("0/a{i}")).as_bytes()
+            )
+            .await,
             b"text\r\n"
         );
         // The first request has let go of its lease; then the next one
         // reserves its start (its lease) and sleeps until then.
         wait_for_leases(&mut conn, &leases, 0).await;
         let next = {
-            let (addr, url) = (proxy.gopher_addr, origin.url(&format!("0/b{i}")));
+            let (addr, url) = (proxy.addr(Listener::Gopher), origin.url(&format!("0/b{i}")));
             tokio::spawn(async move { gopher(addr, url.as_bytes()).await })
         };
         wait_for_leases(&mut conn, &leases, 1).await;
@@ -600,7 +611,7 @@ async fn a_client_that_leaves_a_fleet_reservation_gives_it_back() {
     let proxy = start_proxy(config).await;
     let leases = format!("test:{{a/{}}}:leases", origin.addr);
     let mut conn = redis.connection().await;
-    let mut client = tokio::net::TcpStream::connect(proxy.gopher_addr)
+    let mut client = tokio::net::TcpStream::connect(proxy.addr(Listener::Gopher))
         .await
         .unwrap();
     client
@@ -648,7 +659,7 @@ async fn a_reservation_given_up_on_leaves_no_lease() {
     let proxy = start_proxy(config).await;
     // Served once (robots.txt fetched and kept).
     assert_eq!(
-        gopher(proxy.gopher_addr, origin.url("0/a").as_bytes()).await,
+        gopher(proxy.addr(Listener::Gopher), origin.url("0/a").as_bytes()).await,
         b"text\r\n"
     );
     let mut conn = redis.connection().await;
@@ -661,7 +672,7 @@ async fn a_reservation_given_up_on_leaves_no_lease() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let answer = gopher(proxy.gopher_addr, origin.url("0/b").as_bytes()).await;
+    let answer = gopher(proxy.addr(Listener::Gopher), origin.url("0/b").as_bytes()).await;
     assert!(first(&answer).starts_with("3503 "), "{}", first(&answer));
     // Once the store answers again, nothing holds the server's one place.
     let leases = format!("test:{{a/{}}}:leases", origin.addr);
@@ -691,7 +702,7 @@ async fn a_reservation_given_up_on_leaves_no_lease() {
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        if gopher(proxy.gopher_addr, origin.url("0/c").as_bytes()).await == b"text\r\n" {
+        if gopher(proxy.addr(Listener::Gopher), origin.url("0/c").as_bytes()).await == b"text\r\n" {
             break;
         }
         assert!(
@@ -700,7 +711,7 @@ async fn a_reservation_given_up_on_leaves_no_lease() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &metrics,
@@ -722,7 +733,7 @@ async fn junk_in_the_gate_fails_closed() {
     let origin = text_hole("User-agent: *\nCrawl-delay: 0.5\n").await;
     let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
     assert_eq!(
-        gopher(proxy.gopher_addr, origin.url("0/a").as_bytes()).await,
+        gopher(proxy.addr(Listener::Gopher), origin.url("0/a").as_bytes()).await,
         b"text\r\n"
     );
     let gate = gate_key(origin.addr);
@@ -750,7 +761,11 @@ async fn junk_in_the_gate_fails_closed() {
             .await
             .unwrap();
         let before = arrived(&origin, "/p");
-        let answer = gopher(proxy.gopher_addr, origin.url(&format!("0/p{i}")).as_bytes()).await;
+        let answer = gopher(
+            proxy.addr(Listener::Gopher),
+            origin.url(&format!("0/p{i}")).as_bytes(),
+        )
+        .await;
         assert!(
             first(&answer).starts_with("3503 "),
             "{cmd} {a} {b}: {}",
@@ -762,13 +777,17 @@ async fn junk_in_the_gate_fails_closed() {
             "{cmd} {a} {b}: nothing started"
         );
         // The gate is sound again: the next request is relayed, spaced.
-        let answer = gopher(proxy.gopher_addr, origin.url(&format!("0/q{i}")).as_bytes()).await;
+        let answer = gopher(
+            proxy.addr(Listener::Gopher),
+            origin.url(&format!("0/q{i}")).as_bytes(),
+        )
+        .await;
         assert_eq!(answer, b"text\r\n", "{cmd} {a} {b}");
     }
     for gap in origin.gaps().iter().skip(1) {
         assert!(*gap >= 0.49, "{:?}", origin.gaps());
     }
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#),
         Some(7.0),
@@ -790,7 +809,11 @@ async fn junk_times_in_a_robots_record_read_as_stale() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nDisallow: /private\n").await;
     let first_proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
-    let answer = gopher(first_proxy.gopher_addr, origin.url("0/a").as_bytes()).await;
+    let answer = gopher(
+        first_proxy.addr(Listener::Gopher),
+        origin.url("0/a").as_bytes(),
+    )
+    .await;
     assert_eq!(answer, b"text\r\n");
     assert_eq!(origin.count(b"robots.txt"), 1);
     let key = format!(
@@ -808,10 +831,14 @@ async fn junk_times_in_a_robots_record_read_as_stale() {
         .await
         .unwrap();
     let second = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
-    let answer = gopher(second.gopher_addr, origin.url("0/private/x").as_bytes()).await;
+    let answer = gopher(
+        second.addr(Listener::Gopher),
+        origin.url("0/private/x").as_bytes(),
+    )
+    .await;
     assert!(first(&answer).starts_with("3403 "), "{}", first(&answer));
     assert_eq!(origin.count(b"robots.txt"), 2, "{:?}", origin.all());
-    let metrics = settled_metrics(second.metrics_addr).await;
+    let metrics = settled_metrics(second.addr(Listener::Admin)).await;
     // Counted on each read of the record (before and after taking the lock).
     let junk = sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#);
     assert!(junk >= Some(1.0), "{metrics}");

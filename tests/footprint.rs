@@ -7,6 +7,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -89,16 +90,20 @@ async fn a_held_connection_keeps_little_heap() {
     let proxy = start_proxy(config).await;
     let open = |m: &str| sample(m, "robots_proxy_connections_open{listener=\"gopher\"}");
     // Once through every lazy part (metrics, buffers), then count.
-    let _ = gopher(proxy.gopher_addr, b"gopher://127.0.0.1:1/0/warm\r\n").await;
-    settled_metrics(proxy.metrics_addr).await;
+    let _ = gopher(
+        proxy.addr(Listener::Gopher),
+        b"gopher://127.0.0.1:1/0/warm\r\n",
+    )
+    .await;
+    settled_metrics(proxy.addr(Listener::Admin)).await;
     const HELD: usize = 200;
     // Blocking sockets on the test's side: they cost the counted heap nothing.
     let mut clients = Vec::with_capacity(HELD);
     let before = LIVE_BYTES.load(Ordering::Relaxed);
     for _ in 0..HELD {
-        clients.push(std::net::TcpStream::connect(proxy.gopher_addr).unwrap());
+        clients.push(std::net::TcpStream::connect(proxy.addr(Listener::Gopher)).unwrap());
     }
-    wait_for_open(proxy.metrics_addr, open, HELD).await;
+    wait_for_open(proxy.addr(Listener::Admin), open, HELD).await;
     let per = (LIVE_BYTES.load(Ordering::Relaxed) - before) / HELD as isize;
     println!("{per} bytes of heap a held Gopher connection");
     drop(clients);

@@ -3,6 +3,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,7 +46,7 @@ async fn relays_text_and_binary_byte_for_byte() {
     let proxy = start_proxy(test_config()).await;
 
     let answer = gemini_raw(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         format!("{}\r\n", origin.url("/hello.gmi")).as_bytes(),
     )
     .await;
@@ -54,7 +55,7 @@ async fn relays_text_and_binary_byte_for_byte() {
         "20 text/gemini; lang=en\r\n# Hello\r\nUnicode: ☃\n".as_bytes()
     );
 
-    let (header, body) = gemini(proxy.gemini_addr, &origin.url("/blob.bin")).await;
+    let (header, body) = gemini(proxy.addr(Listener::Gemini), &origin.url("/blob.bin")).await;
     assert_eq!(header, "20 application/octet-stream");
     assert_eq!(body.len(), blob.len());
     assert!(body == *blob, "binary body differs");
@@ -66,7 +67,11 @@ async fn disallowed_paths_are_refused_before_the_origin() {
     let origin = Origin::start(welcome_capsule).await;
     let proxy = start_proxy(test_config()).await;
 
-    let (header, body) = gemini(proxy.gemini_addr, &origin.url("/private/diary.gmi")).await;
+    let (header, body) = gemini(
+        proxy.addr(Listener::Gemini),
+        &origin.url("/private/diary.gmi"),
+    )
+    .await;
     assert_eq!(
         header,
         format!(
@@ -75,9 +80,9 @@ async fn disallowed_paths_are_refused_before_the_origin() {
         )
     );
     assert!(body.is_empty());
-    let (header, _) = gemini(proxy.gemini_addr, &origin.url("/private/open/x")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/private/open/x")).await;
     assert!(header.starts_with("51"), "{header}");
-    let (header, body) = gemini(proxy.gemini_addr, &origin.url("/")).await;
+    let (header, body) = gemini(proxy.addr(Listener::Gemini), &origin.url("/")).await;
     assert_eq!(header, "20 text/gemini");
     assert_eq!(body, b"# Welcome\n=> /private/x secret\n");
 
@@ -100,11 +105,11 @@ async fn dodging_spellings_are_refused() {
         format!("gemini://127.0.0.1:{port}//private/x"),
         format!("gemini://127.0.0.1:{port}/./private"),
     ] {
-        let (header, _) = gemini(proxy.gemini_addr, &url).await;
+        let (header, _) = gemini(proxy.addr(Listener::Gemini), &url).await;
         assert!(header.starts_with("53 robots.txt"), "{url}: {header}");
     }
     let (header, _) = gemini(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &format!("GEMINI://127.0.0.1:{port}/x/../%70rivate/open/%7e"),
     )
     .await;
@@ -138,7 +143,7 @@ async fn one_robots_fetch_for_fifty_concurrent_requests() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
     let requests: Vec<_> = (0..50)
         .map(|i| {
             let url = origin.url(if i % 2 == 0 { "/a" } else { "/p/b" });
@@ -167,7 +172,7 @@ async fn missing_robots_txt_allows_everything() {
     ] {
         let origin = capsule(text(robots_answer, ""), text("20 text/gemini", "content")).await;
         let proxy = start_proxy(test_config()).await;
-        let (header, body) = gemini(proxy.gemini_addr, &origin.url("/anything")).await;
+        let (header, body) = gemini(proxy.addr(Listener::Gemini), &origin.url("/anything")).await;
         assert_eq!(
             (header.as_str(), body.as_slice()),
             ("20 text/gemini", &b"content"[..]),
@@ -200,7 +205,7 @@ async fn unreachable_robots_txt_refuses() {
             let mut config = test_config();
             config.robots.fetch_timeout = Duration::from_millis(400);
             let proxy = start_proxy(config).await;
-            let (header, _) = gemini(proxy.gemini_addr, &origin.url("/page")).await;
+            let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/page")).await;
             assert!(
                 header.starts_with("43 robots.txt of 127.0.0.1:"),
                 "silent={silent} {status}: {header}"
@@ -220,7 +225,7 @@ async fn on_unreachable_allow_fails_open() {
     let mut config = test_config();
     config.robots.on_unreachable = robots_proxy::config::OnUnreachable::Allow;
     let proxy = start_proxy(config).await;
-    let (header, _) = gemini(proxy.gemini_addr, &origin.url("/page")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/page")).await;
     assert_eq!(header, "20 text/gemini");
 }
 
@@ -240,7 +245,7 @@ async fn robots_redirects_are_followed_and_loops_end() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
-    let (header, _) = gemini(proxy.gemini_addr, &origin.url("/hidden/x")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/hidden/x")).await;
     assert!(header.starts_with("53"), "{header}");
     assert_eq!(origin.count("/policy/robots2.txt"), 1);
 
@@ -257,7 +262,7 @@ async fn robots_redirects_are_followed_and_loops_end() {
         }
     })
     .await;
-    let (header, _) = gemini(proxy.gemini_addr, &looping.url("/page")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &looping.url("/page")).await;
     assert_eq!(header, "20 text/gemini");
     assert!(
         looping.count("/robots.txt") <= 2 && looping.count("/robots-b.txt") <= 1,
@@ -301,7 +306,7 @@ async fn bad_requests_are_answered() {
         ),
     ];
     for (request, want) in cases {
-        let (header, _) = split(&gemini_raw(proxy.gemini_addr, &request).await);
+        let (header, _) = split(&gemini_raw(proxy.addr(Listener::Gemini), &request).await);
         assert!(
             header.starts_with(want),
             "{:?}: {header}",
@@ -320,7 +325,11 @@ async fn upstream_down_is_43() {
         l.local_addr().unwrap().port()
     };
     let proxy = start_proxy(test_config()).await;
-    let (header, _) = gemini(proxy.gemini_addr, &format!("gemini://127.0.0.1:{port}/")).await;
+    let (header, _) = gemini(
+        proxy.addr(Listener::Gemini),
+        &format!("gemini://127.0.0.1:{port}/"),
+    )
+    .await;
     assert!(
         header.starts_with("43 robots.txt of 127.0.0.1:"),
         "{header}"
@@ -333,7 +342,7 @@ async fn upstream_down_is_43() {
         Reply::Bytes(b"HTTP/1.1 200 OK\r\n\r\n".to_vec()),
     )
     .await;
-    let (header, _) = gemini(proxy.gemini_addr, &broken.url("/x")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &broken.url("/x")).await;
     assert!(header.starts_with("43 upstream 127.0.0.1:"), "{header}");
 }
 
@@ -349,7 +358,7 @@ async fn private_upstreams_are_refused_by_default() {
         origin.url("/"),
         format!("gemini://localhost:{}/", origin.addr.port()),
     ] {
-        let (header, _) = gemini(proxy.gemini_addr, &url).await;
+        let (header, _) = gemini(proxy.addr(Listener::Gemini), &url).await;
         assert!(header.starts_with("53 "), "{header}");
         assert!(header.contains("does not connect there"), "{header}");
     }
@@ -360,10 +369,16 @@ async fn private_upstreams_are_refused_by_default() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_does_not_proxy_to_itself() {
     let proxy = start_proxy(test_config()).await;
-    let url = format!("gemini://127.0.0.1:{}/", proxy.gemini_addr.port());
-    let (header, _) = tokio::time::timeout(Duration::from_secs(5), gemini(proxy.gemini_addr, &url))
-        .await
-        .expect("answered");
+    let url = format!(
+        "gemini://127.0.0.1:{}/",
+        proxy.addr(Listener::Gemini).port()
+    );
+    let (header, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        gemini(proxy.addr(Listener::Gemini), &url),
+    )
+    .await
+    .expect("answered");
     assert!(header.starts_with("53 "), "{header}");
 }
 
@@ -382,7 +397,7 @@ async fn shutdown_drains_requests_in_flight() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
     let url = origin.url("/slow");
     let in_flight = tokio::spawn(async move { gemini(addr, &url).await });
     // Wait until the origin has the request: the proxy is mid-relay.
@@ -423,7 +438,7 @@ async fn tls12_clients_are_served() {
     let origin = Origin::start(welcome_capsule).await;
     let proxy = start_proxy(test_config()).await;
     let config = robots_proxy::tls::client_config_for(&[&rustls::version::TLS12]).unwrap();
-    let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
+    let tcp = tokio::net::TcpStream::connect(proxy.addr(Listener::Gemini))
         .await
         .unwrap();
     let mut tls = tokio_rustls::TlsConnector::from(config)
@@ -455,11 +470,11 @@ async fn silent_clients_are_dropped_and_do_not_block_others() {
     let mut config = test_config();
     config.limits.request_timeout = std::time::Duration::from_millis(300);
     let proxy = start_proxy(config).await;
-    let mut silent = tokio::net::TcpStream::connect(proxy.gemini_addr)
+    let mut silent = tokio::net::TcpStream::connect(proxy.addr(Listener::Gemini))
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    let (header, _) = gemini(proxy.gemini_addr, &origin.url("/")).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/")).await;
     assert_eq!(header, "20 text/gemini");
     let mut buf = [0u8; 16];
     // The proxy closes the silent connection (EOF or reset) once the deadline passes.
@@ -479,7 +494,7 @@ async fn connection_cap_holds_further_clients() {
     let mut config = test_config();
     config.limits.max_connections = 1;
     let proxy = start_proxy(config).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
     let started = std::time::Instant::now();
     let (a, b) = (origin.url("/a"), origin.url("/b"));
     let first = tokio::spawn(async move { gemini(addr, &a).await.0 });
@@ -502,11 +517,14 @@ async fn a_changed_upstream_certificate_is_refused() {
     let addr = first.addr;
     let proxy = start_proxy(test_config()).await;
     let url = first.url("/");
-    assert_eq!(gemini(proxy.gemini_addr, &url).await.0, "20 text/gemini");
+    assert_eq!(
+        gemini(proxy.addr(Listener::Gemini), &url).await.0,
+        "20 text/gemini"
+    );
     first.stop().await;
     // Same address, new key and certificate.
     let _second = Origin::start_on(addr, |_| text("20 text/gemini", "second")).await;
-    let (header, body) = gemini(proxy.gemini_addr, &url).await;
+    let (header, body) = gemini(proxy.addr(Listener::Gemini), &url).await;
     assert!(header.starts_with("43 upstream: 127.0.0.1:"), "{header}");
     assert!(header.contains("trust on first use"), "{header}");
     assert!(body.is_empty());

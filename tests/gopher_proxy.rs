@@ -3,6 +3,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,9 +38,17 @@ async fn text_and_binary_are_relayed_byte_for_byte() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
-    let text = gopher(proxy.gopher_addr, origin.url("0/hello.txt").as_bytes()).await;
+    let text = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("0/hello.txt").as_bytes(),
+    )
+    .await;
     assert_eq!(text, b"Hello, gopherspace.\r\n.\r\n");
-    let binary = gopher(proxy.gopher_addr, origin.url("9/blob.bin").as_bytes()).await;
+    let binary = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("9/blob.bin").as_bytes(),
+    )
+    .await;
     assert_eq!(binary.len(), blob.len());
     assert!(binary == *blob, "binary differs");
     assert_eq!(origin.count(b"/blob.bin"), 1);
@@ -52,7 +61,7 @@ async fn disallowed_selectors_get_a_403_menu() {
     let origin = GopherOrigin::start(welcome_hole).await;
     let proxy = start_proxy(test_config()).await;
     let answer = gopher(
-        proxy.gopher_addr,
+        proxy.addr(Listener::Gopher),
         origin.url("0/private/diary.txt").as_bytes(),
     )
     .await;
@@ -64,7 +73,11 @@ async fn disallowed_selectors_get_a_403_menu() {
         String::from_utf8_lossy(&answer),
         format!("3{reason}\t{reason}\texample.com\t0\r\n.\r\n")
     );
-    let answer = gopher(proxy.gopher_addr, origin.url("0/docs/secret").as_bytes()).await;
+    let answer = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("0/docs/secret").as_bytes(),
+    )
+    .await;
     assert!(
         first_line(&answer).contains("Disallow: */secret (line 3)"),
         "{}",
@@ -87,7 +100,7 @@ async fn a_selector_without_a_slash_is_covered_by_disallow_slash_unless_read_lit
     .await;
     let proxy = start_proxy(test_config()).await;
     for sel in ["0users", "0/users"] {
-        let refused = gopher(proxy.gopher_addr, origin.url(sel).as_bytes()).await;
+        let refused = gopher(proxy.addr(Listener::Gopher), origin.url(sel).as_bytes()).await;
         assert!(
             first_line(&refused).starts_with("3403 Forbidden"),
             "{sel}: {}",
@@ -95,7 +108,11 @@ async fn a_selector_without_a_slash_is_covered_by_disallow_slash_unless_read_lit
         );
     }
     assert_eq!(
-        gopher(proxy.gopher_addr, origin.url("0robots.txt").as_bytes()).await,
+        gopher(
+            proxy.addr(Listener::Gopher),
+            origin.url("0robots.txt").as_bytes()
+        )
+        .await,
         b"User-agent: *\nDisallow: /\n"
     );
 
@@ -103,10 +120,18 @@ async fn a_selector_without_a_slash_is_covered_by_disallow_slash_unless_read_lit
     config.selector_reading = robots_proxy::spelling::SelectorReading::Literal;
     let literal = start_proxy(config).await;
     assert_eq!(
-        gopher(literal.gopher_addr, origin.url("0users").as_bytes()).await,
+        gopher(
+            literal.addr(Listener::Gopher),
+            origin.url("0users").as_bytes()
+        )
+        .await,
         b"content\r\n"
     );
-    let refused = gopher(literal.gopher_addr, origin.url("0/users").as_bytes()).await;
+    let refused = gopher(
+        literal.addr(Listener::Gopher),
+        origin.url("0/users").as_bytes(),
+    )
+    .await;
     assert!(first_line(&refused).starts_with("3403 Forbidden"));
 }
 
@@ -122,7 +147,7 @@ async fn dodging_spellings_are_refused() {
         "0%2Fprivate",
         "1/%70rivate/",
     ] {
-        let answer = gopher(proxy.gopher_addr, origin.url(sel).as_bytes()).await;
+        let answer = gopher(proxy.addr(Listener::Gopher), origin.url(sel).as_bytes()).await;
         assert!(
             first_line(&answer).starts_with("3403 Forbidden: robots.txt"),
             "{sel}: {}",
@@ -152,8 +177,8 @@ async fn menus_are_rewritten_to_point_back_through_the_proxy() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
-    let p = proxy.gopher_addr.port();
-    let menu = gopher(proxy.gopher_addr, origin.url("1/").as_bytes()).await;
+    let p = proxy.addr(Listener::Gopher).port();
+    let menu = gopher(proxy.addr(Listener::Gopher), origin.url("1/").as_bytes()).await;
     let want = format!(
         "iHello\t\tnull.host\t1\r\n\
          0About\tgopher://here.example/0/about.txt\t127.0.0.1\t{p}\r\n\
@@ -168,14 +193,18 @@ async fn menus_are_rewritten_to_point_back_through_the_proxy() {
 
     // Search results (type 7) are menus too; a text file is not rewritten.
     let results = gopher(
-        proxy.gopher_addr,
+        proxy.addr(Listener::Gopher),
         origin.url("7/search%09gopher").as_bytes(),
     )
     .await;
     assert!(String::from_utf8_lossy(&results).contains(&format!(
         "gopher://here.example/0/about.txt\t127.0.0.1\t{p}"
     )));
-    let text = gopher(proxy.gopher_addr, origin.url("0/menu-as-text").as_bytes()).await;
+    let text = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("0/menu-as-text").as_bytes(),
+    )
+    .await;
     assert!(String::from_utf8_lossy(&text).contains("0About\t/about.txt\there.example\t70"));
     assert!(
         origin.all().contains(&"/search\tgopher".to_string()),
@@ -201,7 +230,7 @@ async fn a_crawler_never_leaves_the_proxy() {
     .await;
     port_cell.set(origin.addr.port()).unwrap();
     let proxy = start_proxy(test_config()).await;
-    let menu = gopher(proxy.gopher_addr, origin.url("1/").as_bytes()).await;
+    let menu = gopher(proxy.addr(Listener::Gopher), origin.url("1/").as_bytes()).await;
     let menu = String::from_utf8_lossy(&menu).into_owned();
     // Follow each item as a client would: its selector, to its host and port.
     let mut answers = Vec::new();
@@ -209,7 +238,10 @@ async fn a_crawler_never_leaves_the_proxy() {
         let fields: Vec<&str> = line.trim_end_matches('\r').split('\t').collect();
         assert_eq!(
             (fields[2], fields[3]),
-            ("127.0.0.1", proxy.gopher_addr.port().to_string().as_str())
+            (
+                "127.0.0.1",
+                proxy.addr(Listener::Gopher).port().to_string().as_str()
+            )
         );
         let addr = format!("{}:{}", fields[2], fields[3]).parse().unwrap();
         answers.push(gopher(addr, fields[1].as_bytes()).await);
@@ -245,7 +277,11 @@ async fn the_robots_txt_fallback_chain() {
         })
         .await;
         let proxy = start_proxy(test_config()).await;
-        let answer = gopher(proxy.gopher_addr, origin.url("0/private/x").as_bytes()).await;
+        let answer = gopher(
+            proxy.addr(Listener::Gopher),
+            origin.url("0/private/x").as_bytes(),
+        )
+        .await;
         assert_eq!(
             first_line(&answer).starts_with("3403"),
             refused,
@@ -296,7 +332,7 @@ async fn bad_selectors_are_answered() {
         ),
     ];
     for (line, want) in cases {
-        let answer = gopher(proxy.gopher_addr, &line).await;
+        let answer = gopher(proxy.addr(Listener::Gopher), &line).await;
         assert!(
             first_line(&answer).starts_with(want),
             "{}: {}",
@@ -318,7 +354,7 @@ async fn upstream_down_is_answered() {
     };
     let proxy = start_proxy(test_config()).await;
     let answer = gopher(
-        proxy.gopher_addr,
+        proxy.addr(Listener::Gopher),
         format!("gopher://127.0.0.1:{port}/1/").as_bytes(),
     )
     .await;
@@ -336,7 +372,11 @@ async fn upstream_down_is_answered() {
         Reply::Silent,
     )
     .await;
-    let answer = gopher(proxy.gopher_addr, silent.url("0/page").as_bytes()).await;
+    let answer = gopher(
+        proxy.addr(Listener::Gopher),
+        silent.url("0/page").as_bytes(),
+    )
+    .await;
     assert!(
         first_line(&answer).starts_with("3502 Bad Gateway: upstream 127.0.0.1:"),
         "{}",
@@ -351,7 +391,7 @@ async fn private_upstreams_are_refused_by_default() {
     let mut config = test_config();
     config.limits.allow_private_upstreams = false;
     let proxy = start_proxy(config).await;
-    let answer = gopher(proxy.gopher_addr, origin.url("1/").as_bytes()).await;
+    let answer = gopher(proxy.addr(Listener::Gopher), origin.url("1/").as_bytes()).await;
     assert!(
         first_line(&answer).starts_with("3403 Forbidden: 127.0.0.1: the proxy does not connect there: 127.0.0.1 is in 127.0.0.0/8 loopback (see --allow-private-upstreams)"),
         "{}",

@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use robots_proxy::listener::Listener;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_move_by_exactly_what_happened() {
@@ -21,33 +22,40 @@ async fn counters_move_by_exactly_what_happened() {
 
     // Gemini: two allowed, one disallowed, one malformed.
     assert_eq!(
-        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
+            .await
+            .0,
         "20 text/gemini"
     );
     assert_eq!(
-        gemini(proxy.gemini_addr, &capsule.url("/b")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/b"))
+            .await
+            .0,
         "20 text/gemini"
     );
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/private/x"))
-        .await
-        .0
-        .starts_with("53"));
-    assert!(gemini(proxy.gemini_addr, "not a url")
+    assert!(
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/private/x"))
+            .await
+            .0
+            .starts_with("53")
+    );
+    assert!(gemini(proxy.addr(Listener::Gemini), "not a url")
         .await
         .0
         .starts_with("59"));
     // Gopher: one allowed, one disallowed.
     assert_eq!(
-        gopher(proxy.gopher_addr, hole.url("0/page").as_bytes()).await,
+        gopher(proxy.addr(Listener::Gopher), hole.url("0/page").as_bytes()).await,
         b"text\r\n"
     );
-    assert!(
-        gopher(proxy.gopher_addr, hole.url("0/private/x").as_bytes())
-            .await
-            .starts_with(b"3403")
-    );
+    assert!(gopher(
+        proxy.addr(Listener::Gopher),
+        hole.url("0/private/x").as_bytes()
+    )
+    .await
+    .starts_with(b"3403"));
 
-    let m = settled_metrics(proxy.metrics_addr).await;
+    let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     let expect = [
         (
             r#"robots_proxy_requests_total{bot="default",decision="allowed",protocol="gemini"}"#,
@@ -115,11 +123,11 @@ async fn counters_move_by_exactly_what_happened() {
 async fn healthz_and_not_found() {
     let proxy = start_proxy(test_config()).await;
     assert_eq!(
-        http_get(proxy.metrics_addr, "/healthz").await,
+        http_get(proxy.addr(Listener::Admin), "/healthz").await,
         (200, "ok\n".to_string())
     );
-    assert_eq!(http_get(proxy.metrics_addr, "/nope").await.0, 404);
-    let (status, body) = http_get(proxy.metrics_addr, "/metrics").await;
+    assert_eq!(http_get(proxy.addr(Listener::Admin), "/nope").await.0, 404);
+    let (status, body) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
     assert_eq!(status, 200);
     assert!(body.contains("# TYPE robots_proxy_requests_total counter"));
 }
@@ -134,18 +142,24 @@ async fn per_host_series_is_opt_in_and_capped() {
     let proxy = start_proxy(config).await;
     let port = capsule.addr.port();
     assert_eq!(
-        gemini(proxy.gemini_addr, &format!("gemini://127.0.0.1:{port}/"))
-            .await
-            .0,
+        gemini(
+            proxy.addr(Listener::Gemini),
+            &format!("gemini://127.0.0.1:{port}/")
+        )
+        .await
+        .0,
         "20 text/gemini"
     );
     assert_eq!(
-        gemini(proxy.gemini_addr, &format!("gemini://localhost:{port}/"))
-            .await
-            .0,
+        gemini(
+            proxy.addr(Listener::Gemini),
+            &format!("gemini://localhost:{port}/")
+        )
+        .await
+        .0,
         "20 text/gemini"
     );
-    let m = settled_metrics(proxy.metrics_addr).await;
+    let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &m,
@@ -164,7 +178,7 @@ async fn per_host_series_is_opt_in_and_capped() {
 
     // Off by default.
     let plain = start_proxy(test_config()).await;
-    let m = settled_metrics(plain.metrics_addr).await;
+    let m = settled_metrics(plain.addr(Listener::Admin)).await;
     assert!(!m.contains("robots_proxy_host_requests_total"));
 }
 
@@ -189,28 +203,32 @@ async fn errors_are_split_by_cause() {
     );
     let proxy = start_proxy(config).await;
 
-    let malformed = gemini(proxy.gemini_addr, "not a url").await.0;
+    let malformed = gemini(proxy.addr(Listener::Gemini), "not a url").await.0;
     assert!(malformed.starts_with("59"), "{malformed}");
     // Port 25 is a line-based service: the proxy's own rule.
-    let rule = gemini(proxy.gemini_addr, "gemini://127.0.0.1:25/").await.0;
+    let rule = gemini(proxy.addr(Listener::Gemini), "gemini://127.0.0.1:25/")
+        .await
+        .0;
     assert!(rule.starts_with("53"), "{rule}");
     let unreachable = gemini(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &format!("gemini://127.0.0.1:{}/", gone.port()),
     )
     .await
     .0;
     assert!(unreachable.starts_with("43"), "{unreachable}");
-    let upstream = gemini(proxy.gemini_addr, &capsule.url("/page")).await.0;
+    let upstream = gemini(proxy.addr(Listener::Gemini), &capsule.url("/page"))
+        .await
+        .0;
     assert!(upstream.starts_with("43"), "{upstream}");
-    let disallowed = gemini(proxy.gemini_addr, &capsule.url("/private/x"))
+    let disallowed = gemini(proxy.addr(Listener::Gemini), &capsule.url("/private/x"))
         .await
         .0;
     assert!(disallowed.starts_with("53"), "{disallowed}");
     // SOCKS5: a wrong password, and no password where one is needed.
     // (Each is counted before the proxy closes the connection: read to the end.)
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let socks5 = proxy.socks5_addr.unwrap();
+    let socks5 = proxy.addr(Listener::Socks5);
     let (mut s, code) = socks_connect(socks5, "127.0.0.1", 70, Some(("alice", "wrong"))).await;
     assert_eq!(code, 0xFF);
     let _ = s.read_to_end(&mut Vec::new()).await;
@@ -220,7 +238,7 @@ async fn errors_are_split_by_cause() {
     let _ = s.read_to_end(&mut choice).await;
     assert_eq!(choice, [5, 0xFF], "no acceptable method");
 
-    let m = settled_metrics(proxy.metrics_addr).await;
+    let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     let outcome = |o: &str| {
         sample(
             &m,
@@ -297,21 +315,32 @@ async fn access_refusals_are_counted_by_reason() {
         listed.fingerprint
     ));
     let proxy = start_proxy(config).await;
-    let (header, _) = gemini_as(proxy.gemini_addr, &capsule.url("/a"), "127.0.0.1", None).await;
+    let (header, _) = gemini_as(
+        proxy.addr(Listener::Gemini),
+        &capsule.url("/a"),
+        "127.0.0.1",
+        None,
+    )
+    .await;
     assert!(header.starts_with("60"), "{header}");
     let stranger = client_cert("stranger");
     let (header, _) = gemini_as(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &capsule.url("/a"),
         "127.0.0.1",
         Some(&stranger),
     )
     .await;
     assert!(header.starts_with("61"), "{header}");
-    let answer = gopher_from(proxy.gopher_addr, capsule.url("/a").as_bytes(), "127.0.0.2").await;
+    let answer = gopher_from(
+        proxy.addr(Listener::Gopher),
+        capsule.url("/a").as_bytes(),
+        "127.0.0.2",
+    )
+    .await;
     assert!(answer.starts_with(b"3"), "outside allow_from");
     let (header, _) = gemini_as(
-        proxy.gemini_addr,
+        proxy.addr(Listener::Gemini),
         &capsule.url("/a"),
         "127.0.0.1",
         Some(&listed),
@@ -319,7 +348,7 @@ async fn access_refusals_are_counted_by_reason() {
     .await;
     assert_eq!(header, "20 text/gemini");
 
-    let m = settled_metrics(proxy.metrics_addr).await;
+    let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     for (reason, n) in [
         ("address", 1.0),
         ("no-certificate", 1.0),

@@ -5,6 +5,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::time::Duration;
 
 use common::*;
@@ -43,7 +44,7 @@ fn config_with(agent: &str, virtuals: &[&str]) -> robots_proxy::config::Config {
 async fn the_origin_sees_requests_spaced_by_crawl_delay() {
     let origin = busy_capsule("User-agent: *\nCrawl-delay: 0.2\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
     let tasks: Vec<_> = (0..4)
         .map(|i| {
             let url = origin.url(&format!("/p{i}"));
@@ -88,7 +89,7 @@ async fn the_bots_own_group_sets_the_delay() {
         let proxy = start_proxy(config_with(agent, virtuals)).await;
         // A `44 N` answer is itself the proof the request was not held: held,
         // it would have been relayed after N s.
-        let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/a")).await;
+        let (answer, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/a")).await;
         assert_eq!(answer.as_str(), *want, "{agent} {virtuals:?}");
     }
 }
@@ -103,7 +104,7 @@ async fn gopher_slow_down_is_a_3503_menu() {
     .await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     // The robots.txt fetch took the first slot: the page waits 30 s, past max_wait.
-    let answer = gopher(proxy.gopher_addr, origin.url("0/a").as_bytes()).await;
+    let answer = gopher(proxy.addr(Listener::Gopher), origin.url("0/a").as_bytes()).await;
     let first = String::from_utf8_lossy(&answer)
         .lines()
         .next()
@@ -121,9 +122,9 @@ async fn gopher_slow_down_is_a_3503_menu() {
 async fn upstream_44_with_seconds_is_relayed_and_obeyed() {
     let origin = busy_capsule("User-agent: *\n", "44 120").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
-    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/busy")).await;
+    let (answer, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/busy")).await;
     assert_eq!(answer, "44 120");
-    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/page")).await;
+    let (answer, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/page")).await;
     assert!(answer.starts_with("44 1"), "{answer}");
     let secs: u64 = answer[3..].parse().unwrap();
     assert!((115..=120).contains(&secs), "{answer}");
@@ -135,9 +136,9 @@ async fn upstream_44_with_seconds_is_relayed_and_obeyed() {
 async fn upstream_44_without_seconds_doubles_the_spacing() {
     let origin = busy_capsule("User-agent: *\nCrawl-delay: 0.2\n", "44 Slow down").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
-    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/busy")).await;
+    let (answer, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/busy")).await;
     assert_eq!(answer, "44 Slow down");
-    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/page")).await;
+    let (answer, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/page")).await;
     assert_eq!(answer, "20 text/gemini");
     let gaps = origin.gaps();
     // robots.txt → /busy: 0.2 s; /busy → /page: doubled to 0.4 s.
@@ -153,7 +154,7 @@ async fn another_host_is_not_held_up() {
     let slow = busy_capsule("User-agent: *\nCrawl-delay: 2\n", "20 text/gemini").await;
     let fast = busy_capsule("User-agent: *\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
     let slow_url = slow.url("/x");
     let waiting = tokio::spawn(async move { gemini(addr, &slow_url).await.0 });
     // The slow host's robots.txt took its slot: /x waits 2 s in the queue.
@@ -181,7 +182,7 @@ async fn a_client_that_leaves_gives_its_place_back() {
     let origin = busy_capsule("User-agent: *\nCrawl-delay: 1\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     // robots.txt is fetched at t≈0; /first would go at t≈1 s.
-    let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
+    let tcp = tokio::net::TcpStream::connect(proxy.addr(Listener::Gemini))
         .await
         .unwrap();
     let connector = tokio_rustls::TlsConnector::from(robots_proxy::tls::client_config().unwrap());
@@ -203,7 +204,7 @@ async fn a_client_that_leaves_gives_its_place_back() {
     // The next request is served, spaced from robots.txt by the Crawl-delay;
     // /first never reached the origin. (That it takes the free turn rather
     // than the one after is timed with a paused clock in src/politeness/tests.rs.)
-    let (answer, _) = gemini(proxy.gemini_addr, &origin.url("/second")).await;
+    let (answer, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/second")).await;
     assert_eq!(answer, "20 text/gemini");
     assert_eq!(origin.count("/first"), 0);
     let gaps = origin.gaps();
@@ -234,7 +235,7 @@ async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
     let mut config = config_with("examplebot", &[]);
     config.politeness.max_wait = Duration::from_secs(30);
     let proxy = start_proxy(config).await;
-    let addr = proxy.gopher_addr;
+    let addr = proxy.addr(Listener::Gopher);
     let tasks: Vec<_> = names
         .iter()
         .cycle()
@@ -275,7 +276,7 @@ async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
     let huge_44 = busy_capsule("User-agent: *\nDisallow:\n", "44 18446744073709551615").await;
     let fine = busy_capsule("User-agent: *\nDisallow:\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
-    let addr = proxy.gemini_addr;
+    let addr = proxy.addr(Listener::Gemini);
 
     let (header, _) = gemini(addr, &huge_delay.url("/page")).await;
     let secs: u64 = header
@@ -312,11 +313,11 @@ async fn shutdown_answers_the_requests_waiting_for_their_turn() {
     let proxy = start_proxy(config).await;
     // Each robots.txt fetch took its host's first turn: each page waits 3 s.
     let gemini_asks = {
-        let (addr, url) = (proxy.gemini_addr, capsule.url("/a"));
+        let (addr, url) = (proxy.addr(Listener::Gemini), capsule.url("/a"));
         tokio::spawn(async move { gemini(addr, &url).await.0 })
     };
     let gopher_asks = {
-        let (addr, url) = (proxy.gopher_addr, hole.url("0/a"));
+        let (addr, url) = (proxy.addr(Listener::Gopher), hole.url("0/a"));
         tokio::spawn(async move { gopher(addr, url.as_bytes()).await })
     };
     let context = proxy.context();

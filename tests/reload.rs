@@ -6,6 +6,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -46,12 +47,14 @@ fn reload_config(base: &robots_proxy::config::Config, toml: &str) -> robots_prox
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
     let (capsule, config, proxy) = serving("alphabot").await;
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
+    assert!(gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
         .await
         .0
         .starts_with("53"));
     assert_eq!(
-        gemini(proxy.gemini_addr, &capsule.url("/b")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/b"))
+            .await
+            .0,
         "20 text/gemini"
     );
 
@@ -64,17 +67,19 @@ async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
         .unwrap();
     assert!(done.kept.is_empty(), "{:?}", done.kept);
     assert_eq!(
-        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
+            .await
+            .0,
         "20 text/gemini"
     );
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/b"))
+    assert!(gemini(proxy.addr(Listener::Gemini), &capsule.url("/b"))
         .await
         .0
         .starts_with("53"));
     // The cached robots.txt was compiled again for the new bot, not fetched again.
     assert_eq!(capsule.count("/robots.txt"), 1);
     // The metrics name the new bot.
-    let m = settled_metrics(proxy.metrics_addr).await;
+    let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     let beta = r#"robots_proxy_requests_total{bot="beta",decision="disallowed",protocol="gemini"}"#;
     assert_eq!(sample(&m, beta), Some(1.0), "{m}");
     let before =
@@ -88,7 +93,7 @@ async fn a_reload_changes_the_bot_for_new_connections_and_keeps_the_cache() {
 async fn a_connection_in_flight_keeps_its_config() {
     let (capsule, config, proxy) = serving("betabot").await;
     // TLS open, request not sent yet.
-    let mut early = tls_to(proxy.gemini_addr).await;
+    let mut early = tls_to(proxy.addr(Listener::Gemini)).await;
     proxy
         .reload(reload_config(&config, &bot("alphabot")))
         .await
@@ -100,7 +105,7 @@ async fn a_connection_in_flight_keeps_its_config() {
     let mut answer = Vec::new();
     let _ = early.read_to_end(&mut answer).await;
     assert_eq!(split(&answer).0, "20 text/gemini", "betabot may fetch /a");
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
+    assert!(gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
         .await
         .0
         .starts_with("53"));
@@ -114,7 +119,7 @@ async fn access_rules_change_on_reload() {
     let proxy = start_proxy(config.clone()).await;
     let url = hole.url("0/x");
     assert_eq!(
-        gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.3").await,
+        gopher_from(proxy.addr(Listener::Gopher), url.as_bytes(), "127.0.0.3").await,
         b"page\r\n"
     );
     proxy
@@ -124,14 +129,14 @@ async fn access_rules_change_on_reload() {
         ))
         .await
         .unwrap();
-    let refused = gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.3").await;
+    let refused = gopher_from(proxy.addr(Listener::Gopher), url.as_bytes(), "127.0.0.3").await;
     assert!(
         refused.starts_with(b"3"),
         "{}",
         String::from_utf8_lossy(&refused)
     );
     assert_eq!(
-        gopher_from(proxy.gopher_addr, url.as_bytes(), "127.0.0.1").await,
+        gopher_from(proxy.addr(Listener::Gopher), url.as_bytes(), "127.0.0.1").await,
         b"page\r\n"
     );
 }
@@ -143,13 +148,13 @@ async fn politeness_changes_on_reload() {
     let hole = hole(Reply::Bytes(Vec::new()), Reply::Bytes(b"page\r\n".to_vec())).await;
     let config = test_config();
     let proxy = start_proxy(config.clone()).await;
-    gopher(proxy.gopher_addr, hole.url("0/1").as_bytes()).await;
+    gopher(proxy.addr(Listener::Gopher), hole.url("0/1").as_bytes()).await;
     let mut slower = reload_config(&config, &bot("examplebot"));
     slower.politeness.default_delay = Duration::from_secs(30);
     slower.politeness.max_wait = Duration::from_secs(1);
     proxy.reload(slower).await.unwrap();
     // The next start would be 30 s after the last, past max_wait: slow down.
-    let answer = gopher(proxy.gopher_addr, hole.url("0/2").as_bytes()).await;
+    let answer = gopher(proxy.addr(Listener::Gopher), hole.url("0/2").as_bytes()).await;
     assert!(
         answer.starts_with(b"3503"),
         "{}",
@@ -163,7 +168,9 @@ async fn politeness_changes_on_reload() {
 async fn restart_only_settings_are_named_and_kept() {
     let (capsule, config, proxy) = serving("betabot").await;
     let mut moved = reload_config(&config, &bot("alphabot"));
-    moved.gopher_listen = "127.0.0.1:1".parse().unwrap();
+    moved
+        .listen
+        .set(Listener::Gopher, Some("127.0.0.1:1".parse().unwrap()));
     moved.state_dir = state_dir();
     moved.limits.max_connections = 7;
     let done = proxy.reload(moved).await.unwrap();
@@ -172,10 +179,10 @@ async fn restart_only_settings_are_named_and_kept() {
         ["listen.gopher", "state_dir", "limits.max_connections"]
     );
     let ctx = proxy.context();
-    assert_eq!(ctx.config.gopher_listen, config.gopher_listen);
+    assert_eq!(ctx.config.listen, config.listen);
     assert_eq!(ctx.config.state_dir, config.state_dir);
     // The bot changed all the same.
-    assert!(gemini(proxy.gemini_addr, &capsule.url("/a"))
+    assert!(gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
         .await
         .0
         .starts_with("53"));
@@ -194,7 +201,9 @@ async fn a_reload_that_fails_changes_nothing() {
     let err = proxy.reload(broken).await.unwrap_err();
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
     assert_eq!(
-        gemini(proxy.gemini_addr, &capsule.url("/a")).await.0,
+        gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
+            .await
+            .0,
         "20 text/gemini"
     );
     assert_eq!(proxy.context().generation, 0);
@@ -215,11 +224,11 @@ async fn a_renewed_listener_certificate_is_served_after_a_reload() {
     let mut config = test_config();
     config.tls.cert_and_key = Some((cert.clone(), key.clone()));
     let proxy = start_proxy(config.clone()).await;
-    let first = served_fingerprint(proxy.gemini_addr).await;
+    let first = served_fingerprint(proxy.addr(Listener::Gemini)).await;
     assert_eq!(first, proxy.cert_fingerprint);
     write_pair();
     let done = proxy.reload(config).await.unwrap();
-    let second = served_fingerprint(proxy.gemini_addr).await;
+    let second = served_fingerprint(proxy.addr(Listener::Gemini)).await;
     assert_ne!(first, second);
     assert_eq!(second, done.cert_fingerprint);
 }

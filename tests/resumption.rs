@@ -4,6 +4,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::sync::Arc;
 
 use common::*;
@@ -11,7 +12,7 @@ use common::*;
 const ROBOTS: &str = "User-agent: alphabot\nDisallow: /b\n\nUser-agent: *\nDisallow: /a\n";
 
 async fn handshakes(proxy: &robots_proxy::server::Proxy, side: &str, kind: &str) -> f64 {
-    let m = settled_metrics(proxy.metrics_addr).await;
+    let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     let series = format!("robots_proxy_tls_handshakes_total{{kind=\"{kind}\",side=\"{side}\"}}");
     sample(&m, &series).unwrap_or(0.0)
 }
@@ -27,7 +28,7 @@ async fn the_proxy_resumes_its_sessions_with_a_capsule() {
     .await;
     let proxy = start_proxy(test_config()).await;
     for _ in 0..4 {
-        let (header, body) = gemini(proxy.gemini_addr, &capsule.url("/b")).await;
+        let (header, body) = gemini(proxy.addr(Listener::Gemini), &capsule.url("/b")).await;
         assert_eq!(
             (header.as_str(), body.as_slice()),
             ("20 text/gemini", &b"page"[..])
@@ -70,10 +71,11 @@ async fn a_resumed_session_keeps_the_bot_its_certificate_picked() {
             .unwrap(),
     );
     let without = Arc::new(builder().with_no_client_auth());
+    let gemini = proxy.addr(Listener::Gemini);
     let ask = |config: &Arc<rustls::ClientConfig>, path: &str| {
         let (config, url) = (config.clone(), capsule.url(path));
         async move {
-            let tcp = tokio::net::TcpStream::connect(proxy.gemini_addr)
+            let tcp = tokio::net::TcpStream::connect(gemini)
                 .await
                 .unwrap();
             let (answer, _) = exchange_tls(tcp, config, format!("{url}\r\n").as_bytes()).await;

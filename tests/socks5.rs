@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use robots_proxy::listener::Listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -26,7 +27,7 @@ async fn gemini_via_socks_as(
     url: &str,
     cert: Option<&ClientCert>,
 ) -> String {
-    let (tcp, code) = socks_connect(proxy.socks5_addr.unwrap(), host, port, None).await;
+    let (tcp, code) = socks_connect(proxy.addr(Listener::Socks5), host, port, None).await;
     assert_eq!(code, 0);
     gemini_trusting_ca(proxy, tcp, (host, url), cert).await
 }
@@ -39,7 +40,7 @@ async fn gopher_through_socks_is_decided_and_relayed() {
     )
     .await;
     let proxy = start_proxy(test_config()).await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
 
     let (mut s, code) = socks_connect(socks, "127.0.0.1", origin.addr.port(), None).await;
     assert_eq!(code, 0);
@@ -100,7 +101,7 @@ async fn gemini_through_socks_gets_a_certificate_from_the_proxy_ca() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_greetings_and_commands_are_answered() {
     let proxy = start_proxy(test_config()).await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     let exchange = |bytes: &'static [u8]| async move {
         let mut s = TcpStream::connect(socks).await.unwrap();
         s.write_all(bytes).await.unwrap();
@@ -136,7 +137,7 @@ async fn with_a_password() -> (GopherOrigin, robots_proxy::server::Proxy) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn username_and_password_when_configured() {
     let (origin, proxy) = with_a_password().await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     let (_, code) = socks_connect(
         socks,
         "127.0.0.1",
@@ -166,7 +167,7 @@ async fn username_and_password_when_configured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn password_guessing_is_throttled_per_client() {
     let (origin, proxy) = with_a_password().await;
-    let socks = proxy.socks5_addr.unwrap();
+    let socks = proxy.addr(Listener::Socks5);
     let port = origin.addr.port();
     let guesses = 50;
     let guessing = std::time::Instant::now();
@@ -187,7 +188,7 @@ async fn password_guessing_is_throttled_per_client() {
     let mut out = Vec::new();
     s.read_to_end(&mut out).await.unwrap();
     assert_eq!(out, b"ok\r\n");
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     let failed = |why: &str| {
         sample(
             &metrics,

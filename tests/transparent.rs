@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use common::*;
+use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::{Kernel, LocalAddresses, OriginalDestination};
 use rustls::pki_types::ServerName;
@@ -50,7 +51,9 @@ async fn start(config_toml: Option<&str>, kernel: FakeKernel) -> (Proxy, Arc<Fak
         Some(toml) => test_config_with(toml),
         None => test_config(),
     };
-    config.transparent_listen = Some("127.0.0.1:0".parse().unwrap());
+    config
+        .listen
+        .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
     let kernel = Arc::new(kernel);
     let proxy = Proxy::start_with(
         config,
@@ -77,7 +80,7 @@ async fn gopher_direct(listener: SocketAddr, from: &str, selector: &[u8]) -> Vec
 /// What a proxy-unaware Gemini client gets: TLS with SNI `sni` (trusting the
 /// proxy's CA, checking the name), then the request it would send the server.
 async fn gemini_direct(proxy: &Proxy, sni: &str, url: &str) -> String {
-    let tcp = TcpStream::connect(proxy.transparent_addr.unwrap())
+    let tcp = TcpStream::connect(proxy.addr(Listener::Transparent))
         .await
         .unwrap();
     gemini_trusting_ca(proxy, tcp, (sni, url), None).await
@@ -96,7 +99,7 @@ async fn closed_at_once(mut s: TcpStream, send: &[u8]) -> bool {
 }
 
 async fn rejected(proxy: &Proxy, reason: &str) -> f64 {
-    let (_, metrics) = http_get(proxy.metrics_addr, "/metrics").await;
+    let (_, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
     sample(
         &metrics,
         &format!(
@@ -119,7 +122,7 @@ async fn gopher_clients_that_know_no_proxy_are_decided_and_relayed() {
     .await;
     let (proxy, kernel) = start(None, FakeKernel::default()).await;
     kernel.redirect_to(origin.addr);
-    let listener = proxy.transparent_addr.unwrap();
+    let listener = proxy.addr(Listener::Transparent);
 
     // Menus are relayed as they are: the client's next request is redirected too.
     assert_eq!(gopher_direct(listener, "127.0.0.1", b"/page").await, menu);
@@ -181,7 +184,7 @@ async fn loops_strays_and_web_traffic_are_closed_at_once() {
     )
     .await;
     let (proxy, kernel) = start(None, FakeKernel::default()).await;
-    let listener = proxy.transparent_addr.unwrap();
+    let listener = proxy.addr(Listener::Transparent);
 
     // Not redirected: no original destination.
     let s = TcpStream::connect(listener).await.unwrap();
@@ -190,7 +193,11 @@ async fn loops_strays_and_web_traffic_are_closed_at_once() {
 
     // A loop: the original destination is the transparent listener itself, or
     // another of the proxy's listeners.
-    for own in [listener, proxy.gopher_addr, proxy.gemini_addr] {
+    for own in [
+        listener,
+        proxy.addr(Listener::Gopher),
+        proxy.addr(Listener::Gemini),
+    ] {
         kernel.redirect_to(own);
         let s = TcpStream::connect(listener).await.unwrap();
         assert!(closed_at_once(s, b"/\r\n").await, "{own}");
@@ -239,7 +246,7 @@ async fn local_crawlers_are_admitted_and_strangers_are_not() {
     let toml = "[bot]\nagent = \"examplebot\"\n[access]\nallow_from = [\"127.0.0.1/32\"]\n";
     let (proxy, kernel) = start(Some(toml), kernel).await;
     kernel.redirect_to(origin.addr);
-    let listener = proxy.transparent_addr.unwrap();
+    let listener = proxy.addr(Listener::Transparent);
 
     let local = gopher_direct(listener, "127.0.0.2", b"/page").await;
     assert_eq!(local, b"iok\r\n.\r\n");
@@ -249,7 +256,7 @@ async fn local_crawlers_are_admitted_and_strangers_are_not() {
     assert_eq!(origin.count(b"/page"), 1);
     // The other listeners are unchanged: 127.0.0.2 is not loopback there.
     let gopher = gopher_from(
-        proxy.gopher_addr,
+        proxy.addr(Listener::Gopher),
         origin.url("1/page").as_bytes(),
         "127.0.0.2",
     )
@@ -275,7 +282,7 @@ async fn crowding_and_garbage_tls_do_not_keep_others_out() {
     let toml = "[bot]\nagent = \"examplebot\"\n[limits]\nmax_connections_per_client = 4\n";
     let (proxy, kernel) = start(Some(toml), FakeKernel::default()).await;
     kernel.redirect_to(origin.addr);
-    let listener = proxy.transparent_addr.unwrap();
+    let listener = proxy.addr(Listener::Transparent);
 
     let mut held = Vec::new();
     for _ in 0..4 {
@@ -310,7 +317,7 @@ async fn crowding_and_garbage_tls_do_not_keep_others_out() {
 
     let served = gopher_direct(listener, "127.0.0.4", b"/page").await;
     assert_eq!(served, b"iok\r\n.\r\n");
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &metrics,

@@ -4,6 +4,7 @@
 
 mod common;
 
+use robots_proxy::listener::Listener;
 use std::sync::Arc;
 
 use common::*;
@@ -26,8 +27,11 @@ async fn a_gemini_answer_cut_short_upstream_is_not_closed_cleanly() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
+    let gemini = proxy.addr(Listener::Gemini);
     let read_all = |url: String| async move {
-        let tcp = TcpStream::connect(proxy.gemini_addr).await.unwrap();
+        let tcp = TcpStream::connect(gemini)
+            .await
+            .unwrap();
         let config = robots_proxy::tls::client_config().unwrap();
         exchange_tls(tcp, config, format!("{url}\r\n").as_bytes()).await
     };
@@ -42,7 +46,7 @@ async fn a_gemini_answer_cut_short_upstream_is_not_closed_cleanly() {
     let (answer, end) = read_all(origin.url("/whole")).await;
     assert_eq!(answer, b"20 text/gemini\r\nwhole");
     assert_eq!(end, Ok(()));
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &metrics,
@@ -62,8 +66,11 @@ async fn a_gopher_answer_cut_short_upstream_ends_in_a_reset() {
     })
     .await;
     let proxy = start_proxy(test_config()).await;
+    let gopher = proxy.addr(Listener::Gopher);
     let fetch = |url: String| async move {
-        let mut s = TcpStream::connect(proxy.gopher_addr).await.unwrap();
+        let mut s = TcpStream::connect(gopher)
+            .await
+            .unwrap();
         s.write_all(format!("{url}\r\n").as_bytes()).await.unwrap();
         let mut answer = Vec::new();
         let mut buf = [0u8; 4096];
@@ -79,7 +86,7 @@ async fn a_gopher_answer_cut_short_upstream_ends_in_a_reset() {
     assert_eq!(end, Err(std::io::ErrorKind::ConnectionReset));
     let (answer, end) = fetch(origin.url("0/whole")).await;
     assert_eq!((answer.as_slice(), end), (&b"whole"[..], Ok(())));
-    let metrics = settled_metrics(proxy.metrics_addr).await;
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(
             &metrics,
@@ -111,7 +118,8 @@ async fn a_header_with_control_characters_is_not_relayed() {
     .await;
     let proxy = start_proxy(test_config()).await;
     for i in 0..metas.len() {
-        let (header, body) = gemini(proxy.gemini_addr, &origin.url(&format!("/{i}"))).await;
+        let (header, body) =
+            gemini(proxy.addr(Listener::Gemini), &origin.url(&format!("/{i}"))).await;
         assert!(header.starts_with("43 upstream "), "{i}: {header:?}");
         assert!(header.contains("control character"), "{i}: {header:?}");
         assert!(body.is_empty(), "{i}: {body:?}");

@@ -215,7 +215,7 @@ async fn checked(req: Request<Incoming>, ctx: &Context, served: &Served) -> Answ
 /// A refused request: answered, and counted when `Host` named another site.
 fn refused(ctx: &Context, peer: SocketAddr, why: &AdminDenied) -> Answer {
     if let AdminDenied::Host(host) = why {
-        ctx.metrics.rejected(Listener::Metrics, Rejection::Host);
+        ctx.metrics.rejected(Listener::Admin, Rejection::Host);
         tracing::debug!(client = %peer, host = %host, "admin: a request for another Host refused");
     }
     denied(why)
@@ -396,7 +396,7 @@ pub async fn serve(
         };
         let ctx = live.load_full();
         if !ctx.config.admin.admits(peer.ip()) {
-            ctx.metrics.rejected(Listener::Metrics, Rejection::Access);
+            ctx.metrics.rejected(Listener::Admin, Rejection::Access);
             if let Some(suppressed) = outsiders.note() {
                 tracing::info!(client = %peer, suppressed, "admin: client outside [admin] allow_from refused");
             }
@@ -404,13 +404,13 @@ pub async fn serve(
             continue;
         }
         let Some((conn, evicted)) = conns.admit() else {
-            ctx.metrics.rejected(Listener::Metrics, Rejection::Full);
+            ctx.metrics.rejected(Listener::Admin, Rejection::Full);
             let _ = stream.set_zero_linger();
             continue;
         };
         if evicted {
             // One idle or still-sending connection was cut for this one.
-            ctx.metrics.rejected(Listener::Metrics, Rejection::Full);
+            ctx.metrics.rejected(Listener::Admin, Rejection::Full);
         }
         let served = Served {
             live: live.clone(),
@@ -420,7 +420,7 @@ pub async fn serve(
         };
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
-            let _open = ctx.metrics.connection(Listener::Metrics);
+            let _open = ctx.metrics.connection(Listener::Admin);
             let service = hyper::service::service_fn(move |req| answer(req, served.clone()));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder

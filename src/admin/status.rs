@@ -39,9 +39,9 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         })
         .collect();
     let listeners: serde_json::Map<String, Value> = ctx
-        .listeners
+        .listens
         .iter()
-        .map(|(name, addr)| (name.to_string(), json!(addr.to_string())))
+        .map(|(l, addr)| (l.spec().page.to_string(), json!(addr.to_string())))
         .collect();
     let counts: serde_json::Map<String, Value> = ctx
         .metrics

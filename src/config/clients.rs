@@ -1,12 +1,12 @@
 //! The resolvers of `[access]`, `[bot]` and `[[bots]]`: who may use the proxy,
 //! and as which bot. Every user, certificate and range picks one bot only.
 
-use super::listens::Listens;
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
 use crate::addr::Prefix;
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
+use crate::listener::Listens;
 use crate::metrics::NO_BOT;
 use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
 
@@ -231,14 +231,9 @@ pub(super) fn access(raw: &RawConfig, listen: &Listens) -> Result<Access, Config
         require_client_cert: raw.access.require_client_cert.unwrap_or(false),
     };
     if access.loopback_only() {
-        let proxy_listeners = [
-            ("Gemini", Some(listen.gemini)),
-            ("Gopher", Some(listen.gopher)),
-            ("SOCKS5", listen.socks5),
-            ("transparent", listen.transparent),
-        ];
-        for (listener, addr) in proxy_listeners {
-            let Some(addr) = addr else { continue };
+        let crawlers = listen.iter().filter(|(l, _)| l.spec().serves_crawlers);
+        for (listener, addr) in crawlers {
+            let listener = listener.spec().title;
             if !addr.ip().is_loopback() {
                 return Err(invalid(
                     "access.allow_from",

@@ -2,6 +2,7 @@
 //! what `run --check-config` prints, and what reads back to the same `Config`.
 
 use super::{format_duration, Config, LogFormat, OnUnreachable};
+use crate::listener::Listener;
 
 /// Items written as they read back.
 fn strings<T: ToString>(items: &[T]) -> Vec<String> {
@@ -40,19 +41,15 @@ impl Config {
             "state_dir = {}\n\n",
             quote(&self.state_dir.display().to_string())
         ));
-        out.push_str(&format!(
-            "[listen]\ngemini = {}\ngopher = {}\nmetrics = {}\n{}\n",
-            quote(&self.gemini_listen.to_string()),
-            quote(&self.gopher_listen.to_string()),
-            quote(&self.metrics_listen.to_string()),
-            match self.socks5_listen {
-                Some(s) => format!("socks5 = {}\n", quote(&s.to_string())),
-                None => "# socks5: off\n".to_string(),
-            } + &match self.transparent_listen {
-                Some(t) => format!("transparent = {}\n", quote(&t.to_string())),
-                None => "# transparent: off\n".to_string(),
+        out.push_str("[listen]\n");
+        for &listener in Listener::ALL {
+            let name = listener.spec().key.trim_start_matches("listen.");
+            match self.listen.get(listener) {
+                Some(addr) => out.push_str(&format!("{name} = {}\n", quote(&addr.to_string()))),
+                None => out.push_str(&format!("# {name}: off\n")),
             }
-        ));
+        }
+        out.push('\n');
         out.push_str(&format!(
             "[socks5]\nhttps_ports = {}\nusers = [\n",
             list(&self.socks5_https_ports.items())

@@ -1,75 +1,34 @@
-//! `[listen]` and the `--*-listen` flags: where each listener is bound.
+//! `[listen]` and the `--*-listen` flags: where each listener of the table
+//! ([`crate::listener`]) is bound.
 
-use std::net::SocketAddr;
-
-use super::values::{address, flag_or_key, listen_addr};
+use super::values::{address, flag_or_key};
 use super::{invalid, ConfigError, RawConfig};
 use crate::cli::RunArgs;
+use crate::listener::{Listener, Listens};
 
-/// The listen addresses.
-pub(super) struct Listens {
-    pub gemini: SocketAddr,
-    pub gopher: SocketAddr,
-    pub metrics: SocketAddr,
-    pub socks5: Option<SocketAddr>,
-    pub transparent: Option<SocketAddr>,
-}
-
-/// `[listen]` and the `--*-listen` flags.
+/// `[listen]` and the `--*-listen` flags: a flag over its key, the table's
+/// default address where neither names one. A listener off by default stays
+/// off for an empty key too.
 pub(super) fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, ConfigError> {
-    let l = &raw.listen;
-    let loopback = [127, 0, 0, 1];
-    let gemini_listen = listen_addr(
-        flag_or_key(
-            ("--gemini-listen", &flags.gemini_listen),
-            ("listen.gemini", &l.gemini),
-        ),
-        (loopback, 1965),
-    )?;
-    let gopher_listen = listen_addr(
-        flag_or_key(
-            ("--gopher-listen", &flags.gopher_listen),
-            ("listen.gopher", &l.gopher),
-        ),
-        (loopback, 7070),
-    )?;
-    let metrics_listen = listen_addr(
-        flag_or_key(
-            ("--metrics-listen", &flags.metrics_listen),
-            ("listen.metrics", &l.metrics),
-        ),
-        (loopback, 9770),
-    )?;
-    // Off unless set; an empty key is off too.
-    let socks5_key = l.socks5.clone().filter(|k| !k.is_empty());
-    let socks5_listen = match flag_or_key(
-        ("--socks5-listen", &flags.socks5_listen),
-        ("listen.socks5", &socks5_key),
-    ) {
-        (name, Some(text)) => Some(address(name, text)?),
-        (_, None) => None,
-    };
-    let transparent_key = l.transparent.clone().filter(|k| !k.is_empty());
-    let transparent_listen = match flag_or_key(
-        ("--transparent-listen", &flags.transparent_listen),
-        ("listen.transparent", &transparent_key),
-    ) {
-        (name, Some(text)) => {
-            if !cfg!(any(target_os = "linux", target_os = "android")) {
-                return Err(invalid(
-                    name,
-                    "transparent mode needs Linux (netfilter's original destination)",
-                ));
+    let mut listens = Listens::default();
+    for &listener in Listener::ALL {
+        let spec = listener.spec();
+        let key = match spec.default_port {
+            Some(_) => raw.listen.get(listener).clone(),
+            None => raw.listen.get(listener).clone().filter(|k| !k.is_empty()),
+        };
+        let addr = match flag_or_key((spec.flag, flags.listen(listener)), (spec.key, &key)) {
+            (name, Some(text)) => {
+                if let Some(why) = spec.needs_linux {
+                    if !cfg!(any(target_os = "linux", target_os = "android")) {
+                        return Err(invalid(name, why));
+                    }
+                }
+                Some(address(name, text)?)
             }
-            Some(address(name, text)?)
-        }
-        (_, None) => None,
-    };
-    Ok(Listens {
-        gemini: gemini_listen,
-        gopher: gopher_listen,
-        metrics: metrics_listen,
-        socks5: socks5_listen,
-        transparent: transparent_listen,
-    })
+            (_, None) => listener.default_addr(),
+        };
+        listens.set(listener, addr);
+    }
+    Ok(listens)
 }

@@ -2,7 +2,6 @@
 //! errors) → flags applied → a validated [`Config`]. Every key has a default,
 //! documented in `config/robots-proxy.toml`.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ pub use values::{format_duration, parse_duration};
 use crate::access::Access;
 use crate::bots::Bots;
 use crate::egress::PortSet;
+use crate::listener::Listens;
 use crate::politeness::PolitenessConfig;
 use crate::spelling::SelectorReading;
 
@@ -67,15 +67,9 @@ pub enum OnUnreachable {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub state_dir: PathBuf,
-    pub gemini_listen: SocketAddr,
-    pub gopher_listen: SocketAddr,
-    /// `/metrics` and `/healthz`.
-    pub metrics_listen: SocketAddr,
-    /// The SOCKS5 drop-in listener: off unless configured.
-    pub socks5_listen: Option<SocketAddr>,
-    /// The transparent listener (connections redirected by iptables or
-    /// nftables): off unless configured.
-    pub transparent_listen: Option<SocketAddr>,
+    /// Where each listener is bound; `None` where it is off (SOCKS5 and
+    /// transparent unless configured).
+    pub listen: Listens,
     /// Username/password pairs (RFC 1929); empty: no authentication.
     pub socks5_users: Vec<(String, String)>,
     /// TLS through SOCKS5 to these ports is HTTPS, not Gemini: closed at once.

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::listener::Listener;
+
 use super::ConfigError;
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,6 +97,19 @@ pub struct RawListen {
     pub metrics: Option<String>,
     pub socks5: Option<String>,
     pub transparent: Option<String>,
+}
+
+impl RawListen {
+    /// The key of one listener of the table.
+    pub fn get(&self, listener: Listener) -> &Option<String> {
+        match listener {
+            Listener::Gemini => &self.gemini,
+            Listener::Gopher => &self.gopher,
+            Listener::Socks5 => &self.socks5,
+            Listener::Transparent => &self.transparent,
+            Listener::Admin => &self.metrics,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

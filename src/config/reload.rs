@@ -4,6 +4,7 @@
 //! them says so in the log and keeps the running values.
 
 use super::Config;
+use crate::listener::Listener;
 
 impl Config {
     /// The keys whose new value needs a restart, with the running value
@@ -18,11 +19,12 @@ impl Config {
                 }
             };
         }
-        keep!("listen.gemini", gemini_listen);
-        keep!("listen.gopher", gopher_listen);
-        keep!("listen.metrics", metrics_listen);
-        keep!("listen.socks5", socks5_listen);
-        keep!("listen.transparent", transparent_listen);
+        for &listener in Listener::ALL {
+            if self.listen.get(listener) != running.listen.get(listener) {
+                kept.push(listener.spec().key);
+                self.listen.set(listener, running.listen.get(listener));
+            }
+        }
         keep!("state_dir", state_dir);
         keep!("store", store);
         keep!("limits.max_connections", limits.max_connections);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::clients::{access, bots};
-use super::listens::{listen, Listens};
+use super::listens::listen;
 use super::values::{
     bound, count, default_state_dir, duration, flag_or_key, valid_log_filter, DAY,
 };
@@ -19,6 +19,7 @@ use crate::access::AdminAccess;
 use crate::addr::Prefix;
 use crate::cli::RunArgs;
 use crate::egress::PortSet;
+use crate::listener::{Listener, Listens};
 use crate::politeness::{GateBy, PolitenessConfig};
 use crate::spelling::SelectorReading;
 
@@ -30,7 +31,7 @@ impl RawConfig {
         let listen = listen(&self, flags)?;
         let (socks5_users, socks5_https_ports) = socks5(&self)?;
         let (gopher_public_host, gopher_public_port, selector_reading) =
-            gopher(&self, listen.gopher)?;
+            gopher(&self, listen.get(Listener::Gopher))?;
         let access = access(&self, &listen)?;
         let bots = bots(&self, flags, &socks5_users, &access)?;
         let robots = robots(&self)?;
@@ -48,11 +49,7 @@ impl RawConfig {
             .unwrap_or_else(default_state_dir);
         Ok(Config {
             state_dir,
-            gemini_listen: listen.gemini,
-            gopher_listen: listen.gopher,
-            metrics_listen: listen.metrics,
-            socks5_listen: listen.socks5,
-            transparent_listen: listen.transparent,
+            listen,
             socks5_users,
             socks5_https_ports,
             gopher_public_host,
@@ -124,13 +121,16 @@ fn admin(raw: &RawConfig, listen: &Listens) -> Result<AdminAccess, ConfigError> 
         allow_from,
         hosts,
     };
-    if !admin.covers(listen.metrics) {
+    let Some(admin_listen) = listen.get(Listener::Admin) else {
+        return Ok(admin);
+    };
+    if !admin.covers(admin_listen) {
         return Err(invalid(
             "admin.allow_from",
             format!(
                 "the admin listener is on {}, reachable from other machines, and would show anyone the status page (hosts crawled, their robots.txt) and metrics; \
                  list who may use it (allow_from = [\"10.0.0.0/8\"]), or set [admin] token (then other clients present it), or listen on 127.0.0.1",
-                listen.metrics
+                admin_listen
             ),
         ));
     }
@@ -159,7 +159,7 @@ fn socks5(raw: &RawConfig) -> Result<(Vec<(String, String)>, PortSet), ConfigErr
 /// `[gopher]`: where rewritten menus point, and how selectors are read.
 fn gopher(
     raw: &RawConfig,
-    gopher_listen: SocketAddr,
+    gopher_listen: Option<SocketAddr>,
 ) -> Result<(Option<String>, Option<u16>, SelectorReading), ConfigError> {
     let gopher_public_host = raw.gopher.public_host.clone().filter(|h| !h.is_empty());
     if let Some(h) = &gopher_public_host {
@@ -172,7 +172,7 @@ fn gopher(
             ));
         }
     }
-    if gopher_public_host.is_none() && gopher_listen.ip().is_unspecified() {
+    if gopher_public_host.is_none() && gopher_listen.is_some_and(|a| a.ip().is_unspecified()) {
         return Err(invalid(
             "gopher.public_host",
             "set it when the Gopher listener is on all addresses: rewritten menus must name a host clients reach",

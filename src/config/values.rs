@@ -124,17 +124,6 @@ pub(super) fn flag_or_key<'a>(
     }
 }
 
-/// A listen address from [`flag_or_key`], or `default`.
-pub(super) fn listen_addr(
-    (name, value): (&'static str, Option<&str>),
-    default: ([u8; 4], u16),
-) -> Result<SocketAddr, ConfigError> {
-    match value {
-        Some(text) => address(name, text),
-        None => Ok(SocketAddr::from(default)),
-    }
-}
-
 pub(super) fn address(key: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
     value.parse().map_err(|_| {
         invalid(

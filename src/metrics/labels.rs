@@ -4,6 +4,8 @@
 use crate::access::Denied;
 use crate::target::Scheme;
 
+pub use crate::listener::Listener;
+
 label_set! {
     /// The `protocol` label.
     pub enum Protocol {
@@ -18,17 +20,6 @@ impl Protocol {
             Scheme::Gopher => Protocol::Gopher,
             _ => Protocol::Gemini,
         }
-    }
-}
-
-label_set! {
-    /// The `listener` label.
-    pub enum Listener {
-        Gemini => "gemini",
-        Gopher => "gopher",
-        Socks5 => "socks5",
-        Transparent => "transparent",
-        Metrics => "metrics",
     }
 }
 

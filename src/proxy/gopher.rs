@@ -213,8 +213,12 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
             }))
         }
     }
-    let mut rewriter = (rewrite_menus && request.answer_is_menu())
-        .then(|| MenuRewriter::new(&ctx.gopher_public.0, ctx.gopher_public.1));
+    let mut rewriter = match &ctx.gopher_public {
+        Some((host, port)) if rewrite_menus && request.answer_is_menu() => {
+            Some(MenuRewriter::new(host, *port))
+        }
+        _ => None,
+    };
     let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, rewriter.as_mut()).await;
     ctx.metrics
         .upstream_duration

@@ -3,7 +3,6 @@
 //! across reloads ([`Lasting`]) are told the new settings before the new
 //! [`Context`] goes live (docs/architecture.md, "Reload").
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use crate::egress::Reach;
 use crate::fetch::gemini::GeminiRobots;
 use crate::fetch::gopher::GopherRobots;
 use crate::fetch::{ByScheme, Polite};
+use crate::listener::{Listener, Listens};
 use crate::metrics::Metrics;
 use crate::pins::Pins;
 use crate::politeness::Politeness;
@@ -33,11 +33,10 @@ pub(super) struct Lasting {
     pub(super) politeness: Arc<Politeness>,
     pub(super) pins: Arc<Pins>,
     pub(super) per_client: Arc<PerClient>,
-    /// The proxy's own listeners: never an upstream.
-    pub(super) own: Vec<SocketAddr>,
+    /// Where the listeners are bound: the proxy's own addresses, never an upstream.
+    pub(super) listens: Listens,
     pub(super) generation: Arc<std::sync::atomic::AtomicU64>,
     pub(super) recent: Arc<crate::recent::Recent>,
-    pub(super) listeners: Arc<[(&'static str, SocketAddr)]>,
     pub(super) started: std::time::Instant,
     pub(super) guesses: Arc<crate::guesses::Guesses>,
     /// Cancelled when the proxy shuts down: requests waiting for their turn
@@ -60,15 +59,21 @@ impl Built {
     /// Everything that can fail, before anything running is told.
     pub(super) fn new(
         config: &Config,
-        own: &[SocketAddr],
+        own: &Listens,
         pins: &Arc<Pins>,
         (politeness, metrics): (&Arc<Politeness>, &Arc<Metrics>),
     ) -> Result<Built, StartError> {
+        let gemini_ips: Vec<_> = config
+            .listen
+            .get(Listener::Gemini)
+            .map(|a| a.ip())
+            .into_iter()
+            .collect();
         let identity = match &config.tls.cert_and_key {
             Some((cert, key)) => tls::load_identity(cert, key)?,
             None => tls::load_or_generate(
                 &config.state_dir,
-                &tls::certificate_names(&config.tls.hostnames, &[config.gemini_listen.ip()]),
+                &tls::certificate_names(&config.tls.hostnames, &gemini_ips),
             )?,
         };
         let cert_path = identity.cert_path.clone();
@@ -78,7 +83,7 @@ impl Built {
         let reach = Reach {
             allow_private: limits.allow_private_upstreams,
             ports: limits.upstream_ports.clone(),
-            own: own.to_vec(),
+            own: own.iter().map(|(_, addr)| addr).collect(),
         };
         let upstream = Upstream::new(reach, limits.connect_timeout)?
             .with_mark(limits.upstream_mark)
@@ -111,7 +116,7 @@ impl Lasting {
     pub(super) fn build(&self, config: &Config) -> Result<Built, StartError> {
         Built::new(
             config,
-            &self.own,
+            &self.listens,
             &self.pins,
             (&self.politeness, &self.metrics),
         )
@@ -119,12 +124,7 @@ impl Lasting {
 
     /// The context for `config` as generation `generation`: the lasting parts
     /// learn the new settings, and new connections will get it.
-    pub(super) fn install(
-        &self,
-        config: Config,
-        built: Built,
-        (gopher_addr, generation): (SocketAddr, u64),
-    ) -> Arc<Context> {
+    pub(super) fn install(&self, config: Config, built: Built, generation: u64) -> Arc<Context> {
         self.robots.reconfigure(
             built.fetcher,
             config.robots.clone(),
@@ -136,13 +136,16 @@ impl Lasting {
             .set_cap(config.limits.max_connections_per_client);
         let names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
         self.metrics.set_bots(&names);
-        let gopher_public = (
-            config
-                .gopher_public_host
-                .clone()
-                .unwrap_or_else(|| gopher_addr.ip().to_string()),
-            config.gopher_public_port.unwrap_or(gopher_addr.port()),
-        );
+        // Menus are rewritten on the Gopher listener only.
+        let gopher_public = self.listens.get(Listener::Gopher).map(|gopher| {
+            (
+                config
+                    .gopher_public_host
+                    .clone()
+                    .unwrap_or_else(|| gopher.ip().to_string()),
+                config.gopher_public_port.unwrap_or(gopher.port()),
+            )
+        });
         Arc::new(Context {
             config,
             upstream: built.upstream,
@@ -155,7 +158,7 @@ impl Lasting {
             cert_fingerprint: built.cert_fingerprint,
             generation,
             recent: self.recent.clone(),
-            listeners: self.listeners.clone(),
+            listens: self.listens,
             started: self.started,
             guesses: self.guesses.clone(),
             limits: crate::admission::Limits::default(),

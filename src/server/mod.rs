@@ -18,7 +18,8 @@ use crate::access::Access;
 use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::context::{Context, Live};
-use crate::metrics::{Listener, Metrics, Rejection};
+use crate::listener::{Listener, Listens};
+use crate::metrics::{Metrics, Rejection};
 use crate::pins::Pins;
 use crate::politeness::Politeness;
 use crate::proxy;
@@ -58,14 +59,9 @@ pub enum StartError {
 /// A running proxy.
 pub struct Proxy {
     /// Where the listeners are bound (useful with port 0).
-    pub gemini_addr: SocketAddr,
-    pub gopher_addr: SocketAddr,
-    pub metrics_addr: SocketAddr,
-    /// The SOCKS5 drop-in listener, when configured, and the CA it issues with
-    /// (shared with the transparent listener).
-    pub socks5_addr: Option<SocketAddr>,
-    /// The transparent listener, when configured.
-    pub transparent_addr: Option<SocketAddr>,
+    pub listens: Listens,
+    /// The drop-in CA's certificate, when a drop-in listener (SOCKS5,
+    /// transparent) is on.
     pub ca_cert_path: Option<PathBuf>,
     /// The Gemini listener's certificate file and its SHA-256 fingerprint
     /// (as at start; a reload may change them: see [`Proxy::context`]).
@@ -98,29 +94,20 @@ impl Proxy {
     /// [`Proxy::start`], with the transparent listener asking `kernel` where
     /// redirected connections were going (tests supply the answers).
     pub async fn start_with(config: Config, kernel: Kernel) -> Result<Proxy, StartError> {
-        let (gemini_listener, gemini_addr) =
-            bind("Gemini", "listen.gemini", config.gemini_listen).await?;
-        let (gopher_listener, gopher_addr) =
-            bind("Gopher", "listen.gopher", config.gopher_listen).await?;
-        let (metrics_listener, metrics_addr) =
-            bind("metrics", "listen.metrics", config.metrics_listen).await?;
-        let socks5 = match config.socks5_listen {
-            Some(addr) => Some(bind("SOCKS5", "listen.socks5", addr).await?),
-            None => None,
-        };
-        let transparent = match config.transparent_listen {
-            Some(addr) => Some(bind("transparent", "listen.transparent", addr).await?),
-            None => None,
-        };
+        let mut bound = Vec::new();
+        let mut listens = Listens::default();
+        for (listener, addr) in config.listen.iter() {
+            let (socket, local) = bind(listener, addr).await?;
+            listens.set(listener, Some(local));
+            bound.push((listener, socket));
+        }
         // The drop-in CA, for the listeners that end a client's TLS for any host.
-        let authority = match socks5.is_some() || transparent.is_some() {
+        let authority = match listens.iter().any(|(l, _)| l.spec().drop_in) {
             true => Some(Arc::new(tls::Authority::load_or_generate(
                 &config.state_dir,
             )?)),
             false => None,
         };
-        let socks5_addr = socks5.as_ref().map(|(_, addr)| *addr);
-        let transparent_addr = transparent.as_ref().map(|(_, addr)| *addr);
         let ca_cert_path = authority.as_ref().map(|ca| ca.cert_path.clone());
 
         let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
@@ -141,12 +128,7 @@ impl Proxy {
             .with_store(store.clone());
         let politeness = Politeness::shared(config.politeness.clone(), store.clone());
         let pins = Arc::new(pins);
-        let own: Vec<SocketAddr> = [gemini_addr, gopher_addr, metrics_addr]
-            .into_iter()
-            .chain(socks5_addr)
-            .chain(transparent_addr)
-            .collect();
-        let built = Built::new(&config, &own, &pins, (&politeness, &metrics))?;
+        let built = Built::new(&config, &listens, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(
             RobotsCache::new(
                 built.fetcher.clone(),
@@ -161,21 +143,11 @@ impl Proxy {
             politeness: politeness.clone(),
             pins,
             per_client: PerClient::new(config.limits.max_connections_per_client),
-            own,
+            listens,
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             recent: Arc::new(crate::recent::Recent::new()),
             guesses: Arc::default(),
             shutdown: shutdown.clone(),
-            listeners: [
-                ("gemini", Some(gemini_addr)),
-                ("gopher", Some(gopher_addr)),
-                ("socks5", socks5_addr),
-                ("transparent", transparent_addr),
-                ("admin", Some(metrics_addr)),
-            ]
-            .into_iter()
-            .filter_map(|(name, addr)| addr.map(|a| (name, a)))
-            .collect(),
             started: std::time::Instant::now(),
             reloading: Arc::new(tokio::sync::Mutex::new(())),
         };
@@ -193,7 +165,7 @@ impl Proxy {
                 max_connections = budget;
             }
         }
-        let context = lasting.install(config, built, (gopher_addr, 0));
+        let context = lasting.install(config, built, 0);
         let cert_path = context.cert_path.clone();
         let cert_fingerprint = context.cert_fingerprint.clone();
         let live: Live = Arc::new(arc_swap::ArcSwap::from(context));
@@ -201,19 +173,29 @@ impl Proxy {
         let tracker = TaskTracker::new();
         // One cap for both listeners: it bounds the proxy's sockets.
         let slots = Arc::new(Semaphore::new(max_connections));
-        let mut listeners = vec![
-            (gemini_listener, Kind::Gemini),
-            (gopher_listener, Kind::Gopher),
-        ];
-        if let (Some((listener, _)), Some(ca)) = (socks5, &authority) {
-            listeners.push((listener, Kind::Socks(ca.clone())));
-        }
-        if let (Some((listener, _)), Some(ca)) = (transparent, &authority) {
-            listeners.push((listener, Kind::Transparent(ca.clone(), kernel.clone())));
-        }
-        for (listener, kind) in listeners {
+        for (listener, socket) in bound {
+            let kind = match listener {
+                Listener::Gemini => Kind::Gemini,
+                Listener::Gopher => Kind::Gopher,
+                Listener::Socks5 => {
+                    Kind::Socks(authority.clone().expect("made for drop-in listeners"))
+                }
+                Listener::Transparent => Kind::Transparent(
+                    authority.clone().expect("made for drop-in listeners"),
+                    kernel.clone(),
+                ),
+                Listener::Admin => {
+                    tracker.spawn(crate::admin::serve(
+                        socket,
+                        live.clone(),
+                        shutdown.clone(),
+                        tracker.clone(),
+                    ));
+                    continue;
+                }
+            };
             tracker.spawn(accept_loop(
-                listener,
+                socket,
                 kind,
                 live.clone(),
                 (slots.clone(), lasting.per_client.clone()),
@@ -221,20 +203,10 @@ impl Proxy {
                 tracker.clone(),
             ));
         }
-        tracker.spawn(crate::admin::serve(
-            metrics_listener,
-            live.clone(),
-            shutdown.clone(),
-            tracker.clone(),
-        ));
         // Forget idle hosts now and then: per-host state stays bounded.
         tracker.spawn(politeness.sweeper(std::time::Duration::from_secs(30), shutdown.clone()));
         Ok(Proxy {
-            gemini_addr,
-            gopher_addr,
-            metrics_addr,
-            socks5_addr,
-            transparent_addr,
+            listens,
             ca_cert_path,
             cert_path,
             cert_fingerprint,
@@ -244,6 +216,17 @@ impl Proxy {
             tracker,
             grace,
         })
+    }
+
+    /// Where `listener` is bound.
+    ///
+    /// # Panics
+    /// When that listener is off: [`Proxy::listens`] tells without panicking.
+    pub fn addr(&self, listener: Listener) -> SocketAddr {
+        match self.listens.get(listener) {
+            Some(addr) => addr,
+            None => panic!("the {} listener is off", listener.spec().title),
+        }
     }
 
     /// The context new connections get now.
@@ -266,9 +249,7 @@ impl Proxy {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
         let built = self.lasting.build(&config)?;
-        let context = self
-            .lasting
-            .install(config, built, (self.gopher_addr, generation));
+        let context = self.lasting.install(config, built, generation);
         let cert_fingerprint = context.cert_fingerprint.clone();
         self.live.store(context);
         Ok(Reloaded {
@@ -298,19 +279,18 @@ impl Proxy {
 }
 
 async fn bind(
-    listener: &'static str,
-    key: &'static str,
+    listener: Listener,
     addr: SocketAddr,
 ) -> Result<(TcpListener, SocketAddr), StartError> {
     let bind_err = |source| StartError::Bind {
-        listener,
-        key,
+        listener: listener.spec().title,
+        key: listener.spec().key,
         addr,
         source,
     };
-    let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
-    let local = listener.local_addr().map_err(bind_err)?;
-    Ok((listener, local))
+    let socket = TcpListener::bind(addr).await.map_err(bind_err)?;
+    let local = socket.local_addr().map_err(bind_err)?;
+    Ok((socket, local))
 }
 
 /// What a listener speaks.

@@ -96,7 +96,10 @@ impl Plan {
         ports: Ports,
     ) -> Result<Plan, RulesError> {
         Ok(Plan {
-            listen: config.transparent_listen.ok_or(RulesError::NoListener)?,
+            listen: config
+                .listen
+                .get(crate::listener::Listener::Transparent)
+                .ok_or(RulesError::NoListener)?,
             mark: config.limits.upstream_mark,
             crawler_user,
             ports,
