@@ -14,7 +14,8 @@ use thiserror::Error;
 
 use crate::access::Denied;
 use crate::fate::Fate;
-use crate::protocol::{gemini, gopher};
+use crate::gemini::wire as gemini;
+use crate::gopher::wire as gopher;
 use crate::robots::RuleKind;
 use crate::target::TargetError;
 use crate::upstream::UpstreamError;

@@ -397,6 +397,15 @@ fn transparent_rules_follow_the_config_and_refuse_loops() {
     let text = String::from_utf8_lossy(&rules.stdout);
     assert!(text.contains("iptables -t nat -A ROBOTS_PROXY -m mark --mark 0x2a -j RETURN"));
     assert!(text.contains("--dport 1965 -j REDIRECT --to-ports 8965"));
+    // By default, each protocol's port is caught.
+    for &p in robots_proxy::protocol::Protocol::ALL {
+        let port = p.scheme().default_port();
+        assert!(
+            text.contains(&format!("--dport {port} -j REDIRECT --to-ports 8965")),
+            "{} on {port}",
+            p.as_str()
+        );
+    }
 
     let config = temp_file(
         "transparent.toml",

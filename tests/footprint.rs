@@ -46,18 +46,18 @@ async fn a_connection_future_stays_small() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let peer: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let gopher = robots_proxy::proxy::gopher::serve(
+    let gopher = robots_proxy::gopher::serve::serve(
         tokio::net::TcpStream::connect(addr).await.unwrap(),
         peer,
         ctx.clone(),
     );
-    let gemini = robots_proxy::proxy::gemini::serve(
+    let gemini = robots_proxy::gemini::serve::serve(
         tokio::net::TcpStream::connect(addr).await.unwrap(),
         peer,
         ctx.gemini_tls.clone(),
         ctx.clone(),
     );
-    let socks = robots_proxy::proxy::socks::serve(
+    let socks = robots_proxy::socks5::serve::serve(
         tokio::net::TcpStream::connect(addr).await.unwrap(),
         peer,
         ctx.clone(),

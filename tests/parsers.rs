@@ -5,10 +5,10 @@
 //! the same parsers much further; these run in `cargo test`.
 
 use proptest::prelude::*;
-use robots_proxy::protocol::gemini::{header, parse_header, parse_request as gemini_request};
-use robots_proxy::protocol::gopher::{parse_request, parse_selector_line, MenuRewriter};
+use robots_proxy::gemini::wire::{header, parse_header, parse_request as gemini_request};
+use robots_proxy::gopher::wire::{parse_request, parse_selector_line, MenuRewriter};
 use robots_proxy::protocol::read_line;
-use robots_proxy::protocol::socks5::handshake;
+use robots_proxy::socks5::wire::handshake;
 use robots_proxy::target::Target;
 
 fn runtime() -> tokio::runtime::Runtime {

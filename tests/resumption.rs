@@ -75,9 +75,7 @@ async fn a_resumed_session_keeps_the_bot_its_certificate_picked() {
     let ask = |config: &Arc<rustls::ClientConfig>, path: &str| {
         let (config, url) = (config.clone(), capsule.url(path));
         async move {
-            let tcp = tokio::net::TcpStream::connect(gemini)
-                .await
-                .unwrap();
+            let tcp = tokio::net::TcpStream::connect(gemini).await.unwrap();
             let (answer, _) = exchange_tls(tcp, config, format!("{url}\r\n").as_bytes()).await;
             first_line(&answer)
         }

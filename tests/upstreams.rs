@@ -29,9 +29,7 @@ async fn a_gemini_answer_cut_short_upstream_is_not_closed_cleanly() {
     let proxy = start_proxy(test_config()).await;
     let gemini = proxy.addr(Listener::Gemini);
     let read_all = |url: String| async move {
-        let tcp = TcpStream::connect(gemini)
-            .await
-            .unwrap();
+        let tcp = TcpStream::connect(gemini).await.unwrap();
         let config = robots_proxy::tls::client_config().unwrap();
         exchange_tls(tcp, config, format!("{url}\r\n").as_bytes()).await
     };
@@ -68,9 +66,7 @@ async fn a_gopher_answer_cut_short_upstream_ends_in_a_reset() {
     let proxy = start_proxy(test_config()).await;
     let gopher = proxy.addr(Listener::Gopher);
     let fetch = |url: String| async move {
-        let mut s = TcpStream::connect(gopher)
-            .await
-            .unwrap();
+        let mut s = TcpStream::connect(gopher).await.unwrap();
         s.write_all(format!("{url}\r\n").as_bytes()).await.unwrap();
         let mut answer = Vec::new();
         let mut buf = [0u8; 4096];

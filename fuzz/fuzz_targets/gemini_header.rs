@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::protocol::gemini::{header, parse_header};
+use robots_proxy::gemini::wire::{header, parse_header};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = parse_header(data) {

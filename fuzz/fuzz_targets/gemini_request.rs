@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::protocol::gemini::parse_request;
+use robots_proxy::gemini::wire::parse_request;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(target) = parse_request(data) {

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::protocol::gopher::{parse_request, parse_selector_line};
+use robots_proxy::gopher::wire::{parse_request, parse_selector_line};
 use robots_proxy::target::Target;
 
 fn one_line(up: &[u8]) -> bool {

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::protocol::gopher::MenuRewriter;
+use robots_proxy::gopher::wire::MenuRewriter;
 
 fn rewrite(menu: &[u8], cuts: &[u8]) -> Vec<u8> {
     let mut rw = MenuRewriter::new("proxy.local", 7070);

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::protocol::socks5::handshake;
+use robots_proxy::socks5::wire::handshake;
 use tokio::io::AsyncWriteExt;
 
 thread_local! {

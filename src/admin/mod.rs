@@ -28,7 +28,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::context::{Context, Live};
 use crate::metrics::{Listener, Rejection};
-use crate::target::{HostKey, Scheme};
+use crate::protocol::Protocol;
+use crate::target::HostKey;
 
 mod conns;
 mod page;
@@ -336,7 +337,7 @@ async fn act(
         // A robots.txt the pin made unreachable is asked again at once, not
         // after `unreachable_retry`.
         let mut retried = Vec::new();
-        for scheme in [Scheme::Gemini, Scheme::Gopher] {
+        for scheme in Protocol::ALL.iter().map(|p| p.scheme()) {
             let key = HostKey {
                 scheme,
                 host: host.clone(),
@@ -355,7 +356,7 @@ async fn act(
         json!({ "action": "forget-pin", "host": host, "port": port, "had_pin": had, "robots_forgotten": retried })
     } else {
         let mut forgot = Vec::new();
-        for scheme in [Scheme::Gemini, Scheme::Gopher] {
+        for scheme in Protocol::ALL.iter().map(|p| p.scheme()) {
             let key = HostKey {
                 scheme,
                 host: host.clone(),

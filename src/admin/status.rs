@@ -12,7 +12,8 @@ use crate::cache::{Entry, Rules};
 use crate::context::Context;
 use crate::recent::Activity;
 use crate::robots::{Policy, Selected};
-use crate::target::{HostKey, Scheme, Server, Target};
+use crate::protocol::Protocol;
+use crate::target::{HostKey, Server, Target};
 
 /// Seconds, rounded to milliseconds.
 fn secs(d: std::time::Duration) -> f64 {
@@ -152,7 +153,7 @@ pub fn parse_host_port(text: &str) -> Option<(String, u16)> {
 /// and which lines each bot follows.
 pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
     let mut schemes = Vec::new();
-    for scheme in [Scheme::Gemini, Scheme::Gopher] {
+    for scheme in Protocol::ALL.iter().map(|p| p.scheme()) {
         let key = HostKey {
             scheme,
             host: host.to_string(),

@@ -136,3 +136,12 @@ fn port_sets() {
         assert!(PortSet::parse(bad).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn every_protocol_s_default_port_is_an_upstream_port_by_default() {
+    let d = PortSet::default_set();
+    for &p in crate::protocol::Protocol::ALL {
+        let port = p.scheme().default_port();
+        assert!(d.contains(port), "{} on {port}", p.as_str());
+    }
+}

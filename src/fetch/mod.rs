@@ -1,89 +1,35 @@
-//! Fetching robots.txt: what a fetch can end in, whatever the protocol, and the
-//! fetchers that know where each protocol keeps the file.
-
-use std::future::Future;
-use std::pin::Pin;
-use std::time::Duration;
+//! Fetching robots.txt: the fetcher of each protocol (its unit's `robots`
+//! module knows where the protocol keeps the file), chosen by the server's
+//! scheme, and [`Polite`], which gates every fetch like a request.
 
 use std::sync::Arc;
 
-use crate::metrics::{FetchKind, Metrics, Protocol};
+use crate::gemini::robots::GeminiRobots;
+use crate::gopher::robots::GopherRobots;
+use crate::metrics::Metrics;
 use crate::politeness::Politeness;
-use crate::target::{Scheme, Server};
+use crate::protocol::Protocol;
+use crate::target::Server;
 
-pub mod gemini;
-pub mod gopher;
+pub mod outcome;
+pub use outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
 
-/// How a fetch ended (docs/architecture.md, "Fetching robots.txt").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FetchOutcome {
-    /// A robots.txt body (at most the parse limit plus one byte).
-    Found(Vec<u8>),
-    /// There is no robots.txt: everything is allowed (RFC 9309 §2.3.1.3).
-    Missing(String),
-    /// A redirect loop or more than five redirects: treated as no robots.txt
-    /// (RFC 9309 §2.3.1.2), counted apart.
-    TooManyRedirects(String),
-    /// The host could not be asked: connect, TLS, timeout, a temporary failure.
-    Unreachable {
-        why: String,
-        /// When the host said to try again (a Gemini `44 N`).
-        retry_after: Option<Duration>,
-    },
+/// One fetcher per protocol, chosen by the key's scheme: one cache serves all.
+pub struct ByProtocol {
+    pub gemini: GeminiRobots,
+    pub gopher: GopherRobots,
 }
 
-impl FetchOutcome {
-    /// The host could not be asked, with no hint of when to try again.
-    pub fn unreachable(why: impl Into<String>) -> FetchOutcome {
-        FetchOutcome::Unreachable {
-            why: why.into(),
-            retry_after: None,
-        }
-    }
-}
-
-/// A boxed future, so fetchers can be chosen at run time and faked in tests.
-pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
-
-/// Something that fetches robots.txt for a host, from the addresses it was
-/// resolved to. `bot`: the token to name in the request where the protocol
-/// can carry it (`robots.name_bot_in_request`): the bot whose request caused
-/// the fetch.
-pub trait RobotsFetcher: Send + Sync {
-    fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a>;
-}
-
-/// One fetcher per protocol, chosen by the key's scheme: one cache serves both.
-pub struct ByScheme {
-    pub gemini: gemini::GeminiRobots,
-    pub gopher: gopher::GopherRobots,
-}
-
-impl FetchOutcome {
-    /// The outcome as the metrics count it.
-    pub fn kind(&self) -> FetchKind {
-        match self {
-            FetchOutcome::Found(_) => FetchKind::Found,
-            FetchOutcome::Missing(_) => FetchKind::Missing,
-            FetchOutcome::Unreachable { .. } => FetchKind::Unreachable,
-            FetchOutcome::TooManyRedirects(_) => FetchKind::RedirectLimit,
-        }
-    }
-}
-
-impl RobotsFetcher for ByScheme {
+impl RobotsFetcher for ByProtocol {
     fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
-        match server.name.scheme {
-            Scheme::Gopher => self.gopher.fetch(server, bot),
-            Scheme::Gemini => self.gemini.fetch(server, bot),
+        match Protocol::of(server.name.scheme) {
+            Some(Protocol::Gemini) => self.gemini.fetch(server, bot),
+            Some(Protocol::Gopher) => self.gopher.fetch(server, bot),
             // The proxy fetches only what its listeners serve.
             // Fail closed should a key of another scheme ever get here.
-            Scheme::Http | Scheme::Https => Box::pin(async {
-                FetchOutcome::Unreachable {
-                    why: "robots.txt is not fetched over HTTP".to_string(),
-                    retry_after: None,
-                }
-            }),
+            None => {
+                Box::pin(async { FetchOutcome::unreachable("robots.txt is not fetched over HTTP") })
+            }
         }
     }
 }
@@ -103,8 +49,9 @@ impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
                 Ok(permit) => {
                     let outcome = self.inner.fetch(server, bot).await;
                     drop(permit);
-                    self.metrics
-                        .robots_fetch(Protocol::of(server.name.scheme), outcome.kind());
+                    if let Some(protocol) = Protocol::of(server.name.scheme) {
+                        self.metrics.robots_fetch(protocol, outcome.kind());
+                    }
                     outcome
                 }
                 Err(slow) => FetchOutcome::Unreachable {

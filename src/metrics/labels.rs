@@ -2,26 +2,8 @@
 //! once and no label takes a value from outside.
 
 use crate::access::Denied;
-use crate::target::Scheme;
-
 pub use crate::listener::Listener;
-
-label_set! {
-    /// The `protocol` label.
-    pub enum Protocol {
-        Gemini => "gemini",
-        Gopher => "gopher",
-    }
-}
-
-impl Protocol {
-    pub fn of(scheme: Scheme) -> Protocol {
-        match scheme {
-            Scheme::Gopher => Protocol::Gopher,
-            _ => Protocol::Gemini,
-        }
-    }
-}
+pub use crate::protocol::Protocol;
 
 label_set! {
     /// robots.txt fetch outcomes (the `outcome` label).

@@ -1,68 +1,61 @@
-//! Wire formats of the protocols the proxy speaks, and the line reader both use.
+//! The protocols the proxy serves to crawlers, each a unit of its own
+//! ([`crate::gemini`], [`crate::gopher`]: wire format, serving, robots.txt),
+//! named here once: the `protocol` label, the URL scheme, the listener. What is
+//! shared below them: the line reader ([`line`]) and what first bytes say
+//! ([`sniff`]). Pure, but for the line reader.
 
-use std::time::Duration;
+use crate::listener::Listener;
+use crate::target::Scheme;
 
-use thiserror::Error;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
-
-pub mod gemini;
-pub mod gopher;
+pub mod line;
 pub mod sniff;
-pub mod socks5;
 
-/// Why a header line could not be read.
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum LineError {
-    #[error("line longer than {0} bytes")]
-    TooLong(usize),
-    #[error("connection closed before the end of the line")]
-    Closed,
-    #[error("no complete line within {0:?}")]
-    Timeout(Duration),
-    #[error("read error: {0}")]
-    Io(String),
+pub use line::{read_line, LineError};
+
+label_set! {
+    /// A protocol the proxy serves (and its `protocol` label).
+    pub enum Protocol {
+        Gemini => "gemini",
+        Gopher => "gopher",
+    }
 }
 
-/// Reads one line ending in CRLF (a bare LF is accepted too) of at most `max`
-/// bytes before the line end, within `deadline`, and returns it without its end.
-/// What follows the line stays in `reader`'s buffer (a response body, say).
-pub async fn read_line<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    max: usize,
-    deadline: Duration,
-) -> Result<Vec<u8>, LineError> {
-    let read = async {
-        let mut line = Vec::with_capacity(128);
-        loop {
-            let available = reader
-                .fill_buf()
-                .await
-                .map_err(|e| LineError::Io(e.to_string()))?;
-            if available.is_empty() {
-                return Err(LineError::Closed);
-            }
-            if let Some(lf) = memchr::memchr(b'\n', available) {
-                line.extend_from_slice(&available[..lf]);
-                reader.consume(lf + 1);
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                return if line.len() > max {
-                    Err(LineError::TooLong(max))
-                } else {
-                    Ok(line)
-                };
-            }
-            let n = available.len();
-            line.extend_from_slice(available);
-            reader.consume(n);
-            // One byte of slack for the CR of a CRLF split across reads.
-            if line.len() > max + 1 {
-                return Err(LineError::TooLong(max));
-            }
+impl Protocol {
+    /// The URL scheme that names it.
+    pub fn scheme(self) -> Scheme {
+        match self {
+            Protocol::Gemini => Scheme::Gemini,
+            Protocol::Gopher => Scheme::Gopher,
         }
-    };
-    tokio::time::timeout(deadline, read)
-        .await
-        .unwrap_or(Err(LineError::Timeout(deadline)))
+    }
+
+    /// The protocol a scheme names, if the proxy serves it (it does not serve
+    /// HTTP: `check` reads such URLs, the listeners never take them).
+    pub fn of(scheme: Scheme) -> Option<Protocol> {
+        Protocol::ALL.iter().copied().find(|p| p.scheme() == scheme)
+    }
+
+    /// The listener that serves it.
+    pub fn listener(self) -> Listener {
+        match self {
+            Protocol::Gemini => Listener::Gemini,
+            Protocol::Gopher => Listener::Gopher,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_protocol_is_its_scheme_and_its_listener() {
+        for &p in Protocol::ALL {
+            assert_eq!(Protocol::of(p.scheme()), Some(p));
+            assert_eq!(p.as_str(), p.scheme().as_str());
+            assert_eq!(p.as_str(), p.listener().as_str());
+        }
+        assert_eq!(Protocol::of(Scheme::Http), None);
+        assert_eq!(Protocol::of(Scheme::Https), None);
+    }
 }

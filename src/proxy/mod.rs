@@ -16,18 +16,11 @@ use crate::admission::{self, Admitted, Refused};
 use crate::bots::{BotId, Client, Presented};
 use crate::context::Context;
 use crate::metrics::{Metrics, Protocol};
-use crate::protocol::gopher::MenuRewriter;
 use crate::refusal::Refusal;
 use crate::target::Target;
 
 mod outcome;
 pub use outcome::{client_left, log, Outcome};
-
-pub mod dropin;
-pub mod gemini;
-pub mod gopher;
-pub mod socks;
-pub mod transparent;
 
 /// One client connection as the request path sees it: who is asking, since
 /// when, and until when its request must have arrived.
@@ -241,21 +234,61 @@ impl Ended {
     }
 }
 
-/// Streams what `upstream` sends to `client` as it arrives, never holding more
-/// than a buffer, each read and write within `idle`. With a `rewriter`, the
-/// bytes are a Gopher menu rewritten on the way. Returns the bytes written.
-pub async fn stream<R, W>(
+/// What the pump does to an answer's bytes on their way to the client: a
+/// protocol that rewrites answers (Gopher's menus) supplies its own;
+/// [`Verbatim`] passes them as they are.
+pub trait Transform {
+    /// The bytes to write for `chunk`.
+    fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8];
+    /// What is left to write once the upstream has finished.
+    fn finish(&mut self) -> &[u8];
+}
+
+/// The answer as the upstream sent it.
+pub struct Verbatim;
+
+impl Transform for Verbatim {
+    fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
+        chunk
+    }
+
+    fn finish(&mut self) -> &[u8] {
+        &[]
+    }
+}
+
+/// A transform where there is one, else the bytes as they are.
+impl<T: Transform> Transform for Option<T> {
+    fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
+        match self {
+            Some(t) => t.feed(chunk),
+            None => chunk,
+        }
+    }
+
+    fn finish(&mut self) -> &[u8] {
+        match self {
+            Some(t) => t.finish(),
+            None => &[],
+        }
+    }
+}
+
+/// Streams what `upstream` sends to `client` as it arrives, through
+/// `transform`, never holding more than a buffer, each read and write within
+/// `idle`. Returns the bytes written.
+pub async fn stream<R, W, T>(
     upstream: &mut R,
     client: &mut W,
     idle: Duration,
-    mut rewriter: Option<&mut MenuRewriter>,
+    transform: &mut T,
 ) -> (u64, Ended)
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
+    T: Transform,
 {
     let mut bytes = 0u64;
-    let mut rewritten = Vec::new();
     let ended = loop {
         let chunk = match tokio::time::timeout(idle, upstream.fill_buf()).await {
             Ok(Ok([])) => break Ended::Complete,
@@ -265,14 +298,7 @@ where
             Ok(Err(_)) | Err(_) => break Ended::UpstreamFailed,
         };
         let n = chunk.len();
-        let out: &[u8] = match rewriter.as_deref_mut() {
-            Some(rw) => {
-                rewritten.clear();
-                rw.feed(chunk, &mut rewritten);
-                &rewritten
-            }
-            None => chunk,
-        };
+        let out = transform.feed(chunk);
         if !matches!(
             tokio::time::timeout(idle, client.write_all(out)).await,
             Ok(Ok(()))
@@ -282,18 +308,15 @@ where
         bytes += out.len() as u64;
         upstream.consume(n);
     };
-    if let Some(rw) = rewriter {
-        rewritten.clear();
-        rw.finish(&mut rewritten);
-        if !rewritten.is_empty() {
-            if !matches!(
-                tokio::time::timeout(idle, client.write_all(&rewritten)).await,
-                Ok(Ok(()))
-            ) {
-                return (bytes, Ended::ClientGone);
-            }
-            bytes += rewritten.len() as u64;
+    let rest = transform.finish();
+    if !rest.is_empty() {
+        if !matches!(
+            tokio::time::timeout(idle, client.write_all(rest)).await,
+            Ok(Ok(()))
+        ) {
+            return (bytes, Ended::ClientGone);
         }
+        bytes += rest.len() as u64;
     }
     let _ = tokio::time::timeout(idle, client.flush()).await;
     (bytes, ended)

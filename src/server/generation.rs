@@ -13,9 +13,9 @@ use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::context::Context;
 use crate::egress::Reach;
-use crate::fetch::gemini::GeminiRobots;
-use crate::fetch::gopher::GopherRobots;
-use crate::fetch::{ByScheme, Polite};
+use crate::fetch::{ByProtocol, Polite};
+use crate::gemini::robots::GeminiRobots;
+use crate::gopher::robots::GopherRobots;
 use crate::listener::{Listener, Listens};
 use crate::metrics::Metrics;
 use crate::pins::Pins;
@@ -95,7 +95,7 @@ impl Built {
             .with_metrics(metrics.clone());
         let upstream = Arc::new(upstream);
         let fetcher = Arc::new(Polite {
-            inner: ByScheme {
+            inner: ByProtocol {
                 gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
                 gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
             },

@@ -22,7 +22,6 @@ use crate::listener::{Listener, Listens};
 use crate::metrics::{Metrics, Rejection};
 use crate::pins::Pins;
 use crate::politeness::Politeness;
-use crate::proxy;
 use crate::slots::{self, PerClient};
 use crate::store::Store;
 use crate::tls::{self, TlsError};
@@ -409,19 +408,20 @@ async fn accept_loop(
         match kind {
             Kind::Gemini => {
                 let acceptor = ctx.gemini_tls.clone();
-                let serve = proxy::gemini::serve(stream, peer, acceptor, ctx);
+                let serve = crate::gemini::serve::serve(stream, peer, acceptor, ctx);
                 tracker.spawn(holding(held, slots::holding_client(slot, serve)))
             }
             Kind::Gopher => {
-                let serve = proxy::gopher::serve(stream, peer, ctx);
+                let serve = crate::gopher::serve::serve(stream, peer, ctx);
                 tracker.spawn(holding(held, slots::holding_client(slot, serve)))
             }
             Kind::Socks(ca) => {
-                let serve = proxy::socks::serve(stream, peer, ctx, ca);
+                let serve = crate::socks5::serve::serve(stream, peer, ctx, ca);
                 tracker.spawn(holding(held, slots::holding_client(slot, serve)))
             }
             Kind::Transparent(ca, kernel) => {
-                let serve = proxy::transparent::serve(stream, peer, ctx, (ca, kernel.original));
+                let serve =
+                    crate::transparent::serve::serve(stream, peer, ctx, (ca, kernel.original));
                 tracker.spawn(holding(held, slots::holding_client(slot, serve)))
             }
         };
@@ -450,16 +450,16 @@ async fn turn_away(
 ) -> Option<String> {
     match kind {
         Kind::Gemini => {
-            proxy::gemini::turn_away(stream, peer, ctx.gemini_tls.clone(), ctx).await;
+            crate::gemini::serve::turn_away(stream, peer, ctx.gemini_tls.clone(), ctx).await;
             None
         }
         Kind::Gopher => {
-            proxy::gopher::turn_away(stream, peer).await;
+            crate::gopher::serve::turn_away(stream, peer).await;
             None
         }
-        Kind::Socks(_) => proxy::socks::turn_away(stream, ctx).await,
+        Kind::Socks(_) => crate::socks5::serve::turn_away(stream, ctx).await,
         Kind::Transparent(..) => {
-            proxy::transparent::turn_away(stream).await;
+            crate::transparent::serve::turn_away(stream).await;
             None
         }
     }

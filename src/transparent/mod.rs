@@ -1,7 +1,8 @@
 //! Transparent mode (docs/architecture.md, "Transparent mode"): connections the
 //! kernel redirected to the proxy (iptables or nftables `REDIRECT`), where each
 //! one was going, and who is on this machine. The firewall rules that send
-//! crawlers here are written by [`rules`].
+//! crawlers here are written by [`rules`]; [`serve`] takes a redirected
+//! connection to the way in the drop-in listeners share ([`crate::dropin`]).
 //!
 //! The syscalls sit behind [`OriginalDestination`] and [`LocalAddresses`], so the
 //! rest of the path is tested in-process with addresses a test supplies.
@@ -16,6 +17,7 @@ use tokio::net::TcpStream;
 use crate::addr::unmapped;
 
 pub mod rules;
+pub mod serve;
 
 /// What the transparent listener asks the kernel.
 #[derive(Clone)]

@@ -202,7 +202,7 @@ impl Origin {
                         return;
                     };
                     let mut tls = BufReader::new(tls);
-                    let Ok(line) = robots_proxy::protocol::gemini::read_line(
+                    let Ok(line) = robots_proxy::gemini::wire::read_line(
                         &mut tls,
                         1024,
                         Duration::from_secs(5),

@@ -10,17 +10,18 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
-use super::{
-    close, finish, log, serve_admitted, stream, Answer, Conn, Context, Cut, Ended, Hangup, Outcome,
-    CLIENT_BUFFER,
-};
 use crate::access::Denied;
 use crate::admission::Admitted;
 use crate::bots::{BotId, Fingerprint, Presented};
+use crate::context::Context;
 use crate::fate::Fate;
-use crate::metrics::{Protocol, TlsSide};
-use crate::protocol::gemini::{
+use crate::gemini::wire::{
     header, parse_header, parse_request, read_line, status, LineError, MAX_HEADER, MAX_URL,
+};
+use crate::metrics::{Protocol, TlsSide};
+use crate::proxy::{
+    close, finish, log, serve_admitted, stream, Answer, Conn, Cut, Ended, Hangup, Outcome,
+    Verbatim, CLIENT_BUFFER,
 };
 use crate::refusal::{ceil_secs, Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::Target;
@@ -303,7 +304,7 @@ where
         outcome.detail = Ended::ClientGone.detail();
         return Ok(outcome);
     }
-    let (body, ended) = stream(&mut upstream, client_io, idle, None).await;
+    let (body, ended) = stream(&mut upstream, client_io, idle, &mut Verbatim).await;
     ctx.metrics
         .upstream_duration
         .observe(connecting.elapsed().as_secs_f64());

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use super::dropin::{self, Destination};
-use super::{close, Conn, Context};
+use crate::context::Context;
+use crate::dropin::{self, Destination};
 use crate::metrics::{Listener, Rejection};
+use crate::proxy::{close, Conn};
 use crate::target::ip_host;
 use crate::tls::Authority;
 use crate::transparent::OriginalDestination;

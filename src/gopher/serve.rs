@@ -9,19 +9,20 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::{
-    close, finish, log, serve_admitted, stream, Answer, Conn, Context, Cut, Ended, Hangup, Outcome,
-    CLIENT_BUFFER,
-};
 use crate::access::Denied;
 use crate::admission::Admitted;
 use crate::bots::BotId;
+use crate::context::Context;
 use crate::fate::Fate;
-use crate::metrics::{Listener, Protocol, Rejection};
-use crate::protocol::gopher::{
+use crate::gopher::wire::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
+use crate::metrics::{Listener, Protocol, Rejection};
 use crate::protocol::{read_line, LineError};
+use crate::proxy::{
+    close, finish, log, serve_admitted, stream, Answer, Conn, Cut, Ended, Hangup, Outcome,
+    Transform, CLIENT_BUFFER,
+};
 use crate::refusal::{Malformed, Refusal, UpstreamFailure};
 
 /// The first line of the type-3 menu for a refusal (the README's table),
@@ -214,12 +215,13 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
         }
     }
     let mut rewriter = match &ctx.gopher_public {
-        Some((host, port)) if rewrite_menus && request.answer_is_menu() => {
-            Some(MenuRewriter::new(host, *port))
-        }
+        Some((host, port)) if rewrite_menus && request.answer_is_menu() => Some(Rewriting {
+            menu: MenuRewriter::new(host, *port),
+            out: Vec::new(),
+        }),
         _ => None,
     };
-    let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, rewriter.as_mut()).await;
+    let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, &mut rewriter).await;
     ctx.metrics
         .upstream_duration
         .observe(connecting.elapsed().as_secs_f64());
@@ -228,4 +230,25 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
         cut: ended == Ended::UpstreamFailed,
         ..Outcome::new(Fate::Relayed, None, ended.detail())
     })
+}
+
+/// A menu rewritten on its way to the client, its items pointing back at the
+/// proxy (`gopher.public_host`): the pump's [`Transform`] for Gopher.
+struct Rewriting {
+    menu: MenuRewriter,
+    out: Vec<u8>,
+}
+
+impl Transform for Rewriting {
+    fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
+        self.out.clear();
+        self.menu.feed(chunk, &mut self.out);
+        &self.out
+    }
+
+    fn finish(&mut self) -> &[u8] {
+        self.out.clear();
+        self.menu.finish(&mut self.out);
+        &self.out
+    }
 }

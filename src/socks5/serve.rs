@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 
-use super::dropin::{self, Destination};
-use super::{close, Conn, Context};
 use crate::access::Denied;
+use crate::context::Context;
+use crate::dropin::{self, Destination};
 use crate::metrics::{Listener, Rejection, SocksAuthFailure};
-use crate::protocol::socks5::{self, handshake, reply, send_reply, Connect, SocksError};
+use crate::proxy::{close, Conn};
+use crate::socks5::wire::{self as socks5, handshake, reply, send_reply, Connect, SocksError};
 use crate::target::canonical_host;
 use crate::tls::Authority;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::robots::{RobotsTxt, PARSE_LIMIT};
 use crate::target::Server;
 use crate::upstream::Upstream;

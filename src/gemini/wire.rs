@@ -5,7 +5,7 @@
 use crate::target::{Scheme, Target, TargetError};
 use thiserror::Error;
 
-pub use super::{read_line, LineError};
+pub use crate::protocol::{read_line, LineError};
 
 /// A request is an absolute URL of at most 1024 bytes, then CRLF.
 pub const MAX_URL: usize = 1024;

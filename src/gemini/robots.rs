@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::{FetchFuture, FetchOutcome, RobotsFetcher};
-use crate::protocol::gemini::{parse_header, read_line, MAX_HEADER};
+use crate::fetch::outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::gemini::wire::{parse_header, read_line, MAX_HEADER};
 use crate::robots::PARSE_LIMIT;
 use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;

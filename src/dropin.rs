@@ -11,10 +11,13 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 
-use super::{gemini, gopher, Conn, Context};
+use crate::context::Context;
+use crate::gemini::serve as gemini;
+use crate::gopher::serve as gopher;
+use crate::gopher::wire::parse_selector_line;
 use crate::metrics::{Listener, Rejection, TlsSide};
-use crate::protocol::gopher::parse_selector_line;
 use crate::protocol::sniff::{looks_like_tls, plainly_web};
+use crate::proxy::Conn;
 use crate::target::canonical_host;
 use crate::tls::Authority;
 

@@ -1,0 +1,60 @@
+//! What a robots.txt fetch can end in, whatever the protocol, and what a
+//! fetcher is.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::metrics::FetchKind;
+use crate::target::Server;
+
+/// How a fetch ended (docs/architecture.md, "Fetching robots.txt").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FetchOutcome {
+    /// A robots.txt body (at most the parse limit plus one byte).
+    Found(Vec<u8>),
+    /// There is no robots.txt: everything is allowed (RFC 9309 §2.3.1.3).
+    Missing(String),
+    /// A redirect loop or more than five redirects: treated as no robots.txt
+    /// (RFC 9309 §2.3.1.2), counted apart.
+    TooManyRedirects(String),
+    /// The host could not be asked: connect, TLS, timeout, a temporary failure.
+    Unreachable {
+        why: String,
+        /// When the host said to try again (a Gemini `44 N`).
+        retry_after: Option<Duration>,
+    },
+}
+
+impl FetchOutcome {
+    /// The host could not be asked, with no hint of when to try again.
+    pub fn unreachable(why: impl Into<String>) -> FetchOutcome {
+        FetchOutcome::Unreachable {
+            why: why.into(),
+            retry_after: None,
+        }
+    }
+}
+
+/// A boxed future, so fetchers can be chosen at run time and faked in tests.
+pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
+
+/// Something that fetches robots.txt for a host, from the addresses it was
+/// resolved to. `bot`: the token to name in the request where the protocol
+/// can carry it (`robots.name_bot_in_request`): the bot whose request caused
+/// the fetch.
+pub trait RobotsFetcher: Send + Sync {
+    fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a>;
+}
+
+impl FetchOutcome {
+    /// The outcome as the metrics count it.
+    pub fn kind(&self) -> FetchKind {
+        match self {
+            FetchOutcome::Found(_) => FetchKind::Found,
+            FetchOutcome::Missing(_) => FetchKind::Missing,
+            FetchOutcome::Unreachable { .. } => FetchKind::Unreachable,
+            FetchOutcome::TooManyRedirects(_) => FetchKind::RedirectLimit,
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Gemini, as one unit: its wire format ([`wire`]: requests, headers, status
+//! lines), serving a request on the Gemini listener and answering each fate
+//! ([`serve`]), and fetching a capsule's robots.txt ([`robots`]).
+
+pub mod robots;
+pub mod serve;
+pub mod wire;
