@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Conn, Context};
 use crate::bots::BotId;
 use crate::fate::Fate;
-use crate::metrics::Protocol;
+use crate::protocol::Protocol;
 use crate::target::{HostKey, Target};
 
 /// What happened to one request, for the log line.
