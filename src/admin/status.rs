@@ -10,9 +10,9 @@ use tokio::time::Instant;
 
 use crate::cache::{Entry, Rules};
 use crate::context::Context;
+use crate::protocol::Protocol;
 use crate::recent::Activity;
 use crate::robots::{Policy, Selected};
-use crate::protocol::Protocol;
 use crate::target::{HostKey, Server, Target};
 
 /// Seconds, rounded to milliseconds.

@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 use crate::pins::Pins;
 use crate::politeness::Politeness;
 use crate::slots::PerClient;
+use crate::store::Store;
 use crate::tls;
 use crate::upstream::Upstream;
 
@@ -113,6 +114,57 @@ impl Built {
 }
 
 impl Lasting {
+    /// What the first config builds and every later one keeps: the metrics,
+    /// the store (fleet mode), the pins, the gates, the robots.txt cache; and
+    /// that config's [`Built`].
+    pub(super) async fn open(
+        config: &Config,
+        listens: Listens,
+    ) -> Result<(Lasting, Built), StartError> {
+        let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+        let metrics = Arc::new(Metrics::with(&bot_names, config.metrics_per_host));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        // Fleet mode: the gate, robots.txt and pins shared through the store.
+        let store = match &config.store {
+            Some(store) => {
+                Some(Store::open(store.clone(), metrics.clone(), shutdown.clone()).await?)
+            }
+            None => None,
+        };
+        let pins = Pins::open(&config.state_dir)
+            .map_err(|source| StartError::Pins {
+                path: config.state_dir.join(crate::pins::JOURNAL),
+                source,
+            })?
+            .with_store(store.clone());
+        let politeness = Politeness::shared(config.politeness.clone(), store.clone());
+        let pins = Arc::new(pins);
+        let built = Built::new(config, &listens, &pins, (&politeness, &metrics))?;
+        let robots = Arc::new(
+            RobotsCache::new(
+                built.fetcher.clone(),
+                config.robots.clone(),
+                config.bots.profiles(),
+            )
+            .with_store(store, config.politeness.max_wait),
+        );
+        let lasting = Lasting {
+            metrics,
+            robots,
+            politeness,
+            pins,
+            per_client: PerClient::new(config.limits.max_connections_per_client),
+            listens,
+            generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            recent: Arc::new(crate::recent::Recent::new()),
+            guesses: Arc::default(),
+            shutdown,
+            started: std::time::Instant::now(),
+            reloading: Arc::new(tokio::sync::Mutex::new(())),
+        };
+        Ok((lasting, built))
+    }
+
     pub(super) fn build(&self, config: &Config) -> Result<Built, StartError> {
         Built::new(
             config,

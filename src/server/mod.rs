@@ -15,20 +15,16 @@ use tokio_util::task::TaskTracker;
 
 use crate::accept::{next_connection, LogBudget};
 use crate::access::Access;
-use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::context::{Context, Live};
 use crate::listener::{Listener, Listens};
-use crate::metrics::{Metrics, Rejection};
-use crate::pins::Pins;
-use crate::politeness::Politeness;
+use crate::metrics::Rejection;
 use crate::slots::{self, PerClient};
-use crate::store::Store;
 use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
 
 mod generation;
-use generation::{Built, Lasting};
+use generation::Lasting;
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -93,13 +89,7 @@ impl Proxy {
     /// [`Proxy::start`], with the transparent listener asking `kernel` where
     /// redirected connections were going (tests supply the answers).
     pub async fn start_with(config: Config, kernel: Kernel) -> Result<Proxy, StartError> {
-        let mut bound = Vec::new();
-        let mut listens = Listens::default();
-        for (listener, addr) in config.listen.iter() {
-            let (socket, local) = bind(listener, addr).await?;
-            listens.set(listener, Some(local));
-            bound.push((listener, socket));
-        }
+        let (bound, listens) = bind_all(&config).await?;
         // The drop-in CA, for the listeners that end a client's TLS for any host.
         let authority = match listens.iter().any(|(l, _)| l.spec().drop_in) {
             true => Some(Arc::new(tls::Authority::load_or_generate(
@@ -108,88 +98,33 @@ impl Proxy {
             false => None,
         };
         let ca_cert_path = authority.as_ref().map(|ca| ca.cert_path.clone());
-
-        let bot_names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
-        let metrics = Arc::new(Metrics::with(&bot_names, config.metrics_per_host));
-        let shutdown = CancellationToken::new();
-        // Fleet mode: the gate, robots.txt and pins shared through the store.
-        let store = match &config.store {
-            Some(store) => {
-                Some(Store::open(store.clone(), metrics.clone(), shutdown.clone()).await?)
-            }
-            None => None,
-        };
-        let pins = Pins::open(&config.state_dir)
-            .map_err(|source| StartError::Pins {
-                path: config.state_dir.join(crate::pins::JOURNAL),
-                source,
-            })?
-            .with_store(store.clone());
-        let politeness = Politeness::shared(config.politeness.clone(), store.clone());
-        let pins = Arc::new(pins);
-        let built = Built::new(&config, &listens, &pins, (&politeness, &metrics))?;
-        let robots = Arc::new(
-            RobotsCache::new(
-                built.fetcher.clone(),
-                config.robots.clone(),
-                config.bots.profiles(),
-            )
-            .with_store(store.clone(), config.politeness.max_wait),
-        );
-        let lasting = Lasting {
-            metrics,
-            robots,
-            politeness: politeness.clone(),
-            pins,
-            per_client: PerClient::new(config.limits.max_connections_per_client),
-            listens,
-            generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            recent: Arc::new(crate::recent::Recent::new()),
-            guesses: Arc::default(),
-            shutdown: shutdown.clone(),
-            started: std::time::Instant::now(),
-            reloading: Arc::new(tokio::sync::Mutex::new(())),
-        };
+        let (lasting, built) = Lasting::open(&config, listens).await?;
         let grace = config.limits.shutdown_grace;
-        let mut max_connections = config.limits.max_connections;
-        if let Some(fds) = slots::raise_fd_limit() {
-            let budget = slots::connections_for(fds);
-            if max_connections > budget {
-                tracing::warn!(
-                    configured = max_connections,
-                    serving = budget,
-                    open_files_limit = fds,
-                    "limits.max_connections lowered to what the open-files limit allows (3 descriptors per connection)"
-                );
-                max_connections = budget;
-            }
-        }
+        let max_connections = connection_cap(config.limits.max_connections);
         let context = lasting.install(config, built, 0);
         let cert_path = context.cert_path.clone();
         let cert_fingerprint = context.cert_fingerprint.clone();
         let live: Live = Arc::new(arc_swap::ArcSwap::from(context));
 
         let tracker = TaskTracker::new();
-        // One cap for both listeners: it bounds the proxy's sockets.
+        let shutdown = lasting.shutdown.clone();
+        // One cap for all crawler listeners: it bounds the proxy's sockets.
         let slots = Arc::new(Semaphore::new(max_connections));
         for (listener, socket) in bound {
+            let drop_in = || authority.clone().expect("made for drop-in listeners");
             let kind = match listener {
                 Listener::Gemini => Kind::Gemini,
                 Listener::Gopher => Kind::Gopher,
-                Listener::Socks5 => {
-                    Kind::Socks(authority.clone().expect("made for drop-in listeners"))
-                }
-                Listener::Transparent => Kind::Transparent(
-                    authority.clone().expect("made for drop-in listeners"),
-                    kernel.clone(),
-                ),
+                Listener::Socks5 => Kind::Socks(drop_in()),
+                Listener::Transparent => Kind::Transparent(drop_in(), kernel.clone()),
                 Listener::Admin => {
-                    tracker.spawn(crate::admin::serve(
+                    let admin = crate::admin::serve(
                         socket,
                         live.clone(),
                         shutdown.clone(),
                         tracker.clone(),
-                    ));
+                    );
+                    tracker.spawn(admin);
                     continue;
                 }
             };
@@ -203,7 +138,11 @@ impl Proxy {
             ));
         }
         // Forget idle hosts now and then: per-host state stays bounded.
-        tracker.spawn(politeness.sweeper(std::time::Duration::from_secs(30), shutdown.clone()));
+        let sweeper = lasting
+            .politeness
+            .clone()
+            .sweeper(std::time::Duration::from_secs(30), shutdown.clone());
+        tracker.spawn(sweeper);
         Ok(Proxy {
             listens,
             ca_cert_path,
@@ -275,6 +214,37 @@ impl Proxy {
             .await
             .is_ok()
     }
+}
+
+/// Binds every listener the config turns on, in the table's order.
+async fn bind_all(config: &Config) -> Result<(Vec<(Listener, TcpListener)>, Listens), StartError> {
+    let mut bound = Vec::new();
+    let mut listens = Listens::default();
+    for (listener, addr) in config.listen.iter() {
+        let (socket, local) = bind(listener, addr).await?;
+        listens.set(listener, Some(local));
+        bound.push((listener, socket));
+    }
+    Ok((bound, listens))
+}
+
+/// `limits.max_connections`, lowered to what the open-files limit allows
+/// (raised first as far as it may be).
+fn connection_cap(configured: usize) -> usize {
+    let Some(fds) = slots::raise_fd_limit() else {
+        return configured;
+    };
+    let budget = slots::connections_for(fds);
+    if configured > budget {
+        tracing::warn!(
+            configured,
+            serving = budget,
+            open_files_limit = fds,
+            "limits.max_connections lowered to what the open-files limit allows (3 descriptors per connection)"
+        );
+        return budget;
+    }
+    configured
 }
 
 async fn bind(
