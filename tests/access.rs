@@ -75,31 +75,23 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
     let (capsule, hole) = origins().await;
     let (alpha_cert, beta_cert) = (client_cert("alpha"), client_cert("beta"));
     let proxy = start_proxy(test_config_with(&two_bots(&alpha_cert, &beta_cert))).await;
+    let gopher_at = proxy.addr(Listener::Gopher);
+    let gemini_at = proxy.addr(Listener::Gemini);
 
     for (bot, cert, from, user, allowed, refused) in [
         ("alpha", &alpha_cert, "127.0.0.2", "alice", "/a", "/b"),
         ("beta", &beta_cert, "127.0.0.3", "bob", "/b", "/a"),
     ] {
         // By certificate, from the default bot's address.
-        let (header, body) = gemini_as(
-            proxy.addr(Listener::Gemini),
-            &capsule.url(allowed),
-            "127.0.0.1",
-            Some(cert),
-        )
-        .await;
+        let (header, body) =
+            gemini_as(gemini_at, &capsule.url(allowed), "127.0.0.1", Some(cert)).await;
         assert_eq!(
             (header.as_str(), body.as_slice()),
             ("20 text/gemini", &b"page"[..]),
             "{bot}"
         );
-        let (header, _) = gemini_as(
-            proxy.addr(Listener::Gemini),
-            &capsule.url(refused),
-            "127.0.0.1",
-            Some(cert),
-        )
-        .await;
+        let (header, _) =
+            gemini_as(gemini_at, &capsule.url(refused), "127.0.0.1", Some(cert)).await;
         let token = if bot == "alpha" {
             "alphabot"
         } else {
@@ -111,35 +103,15 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
         );
 
         // By address, on both listeners.
-        let (header, _) = gemini_as(
-            proxy.addr(Listener::Gemini),
-            &capsule.url(allowed),
-            from,
-            None,
-        )
-        .await;
+        let (header, _) = gemini_as(gemini_at, &capsule.url(allowed), from, None).await;
         assert_eq!(header, "20 text/gemini", "{bot} from {from}");
-        let (header, _) = gemini_as(
-            proxy.addr(Listener::Gemini),
-            &capsule.url(refused),
-            from,
-            None,
-        )
-        .await;
+        let (header, _) = gemini_as(gemini_at, &capsule.url(refused), from, None).await;
         assert!(header.starts_with("53 "), "{bot} from {from}: {header}");
-        let answer = gopher_from(
-            proxy.addr(Listener::Gopher),
-            hole.url(&format!("0{allowed}")).as_bytes(),
-            from,
-        )
-        .await;
+        let answer =
+            gopher_from(gopher_at, hole.url(&format!("0{allowed}")).as_bytes(), from).await;
         assert_eq!(answer, b"page\r\n", "{bot} from {from}");
-        let answer = gopher_from(
-            proxy.addr(Listener::Gopher),
-            hole.url(&format!("0{refused}")).as_bytes(),
-            from,
-        )
-        .await;
+        let answer =
+            gopher_from(gopher_at, hole.url(&format!("0{refused}")).as_bytes(), from).await;
         assert!(first_line(&answer).starts_with("3403 Forbidden"), "{bot}");
 
         // By SOCKS5 user, from the default bot's address: the user wins.
@@ -162,13 +134,7 @@ async fn two_bots_get_their_own_answers_by_user_certificate_and_address() {
         }
     }
     // The default bot: only `*` applies, both refused.
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.1",
-        None,
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.1", None).await;
     assert!(
         header.starts_with("53 ") && header.contains("anonbot"),
         "{header}"
@@ -219,15 +185,11 @@ agent = "anybot"
 "#,
     ))
     .await;
+    let gopher_at = proxy.addr(Listener::Gopher);
+    let gemini_at = proxy.addr(Listener::Gemini);
     let outsider = "127.0.0.1";
 
-    let (header, body) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        outsider,
-        None,
-    )
-    .await;
+    let (header, body) = gemini_as(gemini_at, &capsule.url("/a"), outsider, None).await;
     assert!(header.starts_with("53 "), "{header}");
     assert!(
         header.contains("127.0.0.1 is not in access.allow_from"),
@@ -236,21 +198,10 @@ agent = "anybot"
     assert!(body.is_empty());
     // With a certificate, too.
     let cert = client_cert("anyone");
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        outsider,
-        Some(&cert),
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), outsider, Some(&cert)).await;
     assert!(header.starts_with("53 "), "{header}");
 
-    let answer = gopher_from(
-        proxy.addr(Listener::Gopher),
-        hole.url("0/a").as_bytes(),
-        outsider,
-    )
-    .await;
+    let answer = gopher_from(gopher_at, hole.url("0/a").as_bytes(), outsider).await;
     assert!(
         first_line(&answer)
             .starts_with("3403 Forbidden: client 127.0.0.1 is not in access.allow_from"),
@@ -267,20 +218,9 @@ agent = "anybot"
     }
 
     // The one admitted address is served.
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/c"),
-        "127.0.0.2",
-        None,
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/c"), "127.0.0.2", None).await;
     assert_eq!(header, "20 text/gemini");
-    let answer = gopher_from(
-        proxy.addr(Listener::Gopher),
-        hole.url("0/c").as_bytes(),
-        "127.0.0.2",
-    )
-    .await;
+    let answer = gopher_from(gopher_at, hole.url("0/c").as_bytes(), "127.0.0.2").await;
     assert_eq!(answer, b"page\r\n");
 
     // Nothing of the outsiders reached either origin: the only requests are
@@ -309,36 +249,19 @@ async fn required_certificates_are_checked_with_gemini_statuses() {
         two_bots(&alpha_cert, &beta_cert)
     );
     let proxy = start_proxy(test_config_with(&config)).await;
+    let gemini_at = proxy.addr(Listener::Gemini);
     let stranger = client_cert("stranger");
 
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.1",
-        None,
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.1", None).await;
     assert!(header.starts_with("60 "), "{header}");
     // An address that picks alpha is not enough without the certificate.
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.2",
-        None,
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.2", None).await;
     assert!(header.starts_with("60 "), "{header}");
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.1",
-        Some(&stranger),
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.1", Some(&stranger)).await;
     assert!(header.starts_with("61 "), "{header}");
     assert!(header.contains(&stranger.fingerprint), "{header}");
     let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
+        gemini_at,
         &capsule.url("/a"),
         "127.0.0.1",
         Some(&alpha_cert),
@@ -593,22 +516,17 @@ async fn outsiders_holding_connections_do_not_crowd_out_clients() {
     config.limits.max_connections_per_client = 4;
     config.limits.request_timeout = Duration::from_secs(30);
     let proxy = start_proxy(config).await;
+    let gemini_at = proxy.addr(Listener::Gemini);
     let mut outsiders = Vec::new();
     for _ in 0..10 {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         // A connection past the cap may already be reset when connect returns.
-        if let Ok(stream) = socket.connect(proxy.addr(Listener::Gemini)).await {
+        if let Ok(stream) = socket.connect(gemini_at).await {
             outsiders.push(stream);
         }
     }
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/c"),
-        "127.0.0.2",
-        None,
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/c"), "127.0.0.2", None).await;
     assert_eq!(header, "20 text/gemini");
     // Served while the outsiders' first connections are still held open.
     let mut buf = [0u8; 16];

@@ -19,41 +19,31 @@ async fn counters_move_by_exactly_what_happened() {
     )
     .await;
     let proxy = start_proxy(test_config()).await;
+    let gopher_at = proxy.addr(Listener::Gopher);
+    let gemini_at = proxy.addr(Listener::Gemini);
 
     // Gemini: two allowed, one disallowed, one malformed.
     assert_eq!(
-        gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
-            .await
-            .0,
+        gemini(gemini_at, &capsule.url("/a")).await.0,
         "20 text/gemini"
     );
     assert_eq!(
-        gemini(proxy.addr(Listener::Gemini), &capsule.url("/b"))
-            .await
-            .0,
+        gemini(gemini_at, &capsule.url("/b")).await.0,
         "20 text/gemini"
     );
-    assert!(
-        gemini(proxy.addr(Listener::Gemini), &capsule.url("/private/x"))
-            .await
-            .0
-            .starts_with("53")
-    );
-    assert!(gemini(proxy.addr(Listener::Gemini), "not a url")
+    assert!(gemini(gemini_at, &capsule.url("/private/x"))
         .await
         .0
-        .starts_with("59"));
+        .starts_with("53"));
+    assert!(gemini(gemini_at, "not a url").await.0.starts_with("59"));
     // Gopher: one allowed, one disallowed.
     assert_eq!(
-        gopher(proxy.addr(Listener::Gopher), hole.url("0/page").as_bytes()).await,
+        gopher(gopher_at, hole.url("0/page").as_bytes()).await,
         b"text\r\n"
     );
-    assert!(gopher(
-        proxy.addr(Listener::Gopher),
-        hole.url("0/private/x").as_bytes()
-    )
-    .await
-    .starts_with(b"3403"));
+    assert!(gopher(gopher_at, hole.url("0/private/x").as_bytes())
+        .await
+        .starts_with(b"3403"));
 
     let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     let expect = [
@@ -122,12 +112,13 @@ async fn counters_move_by_exactly_what_happened() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_and_not_found() {
     let proxy = start_proxy(test_config()).await;
+    let admin_at = proxy.addr(Listener::Admin);
     assert_eq!(
-        http_get(proxy.addr(Listener::Admin), "/healthz").await,
+        http_get(admin_at, "/healthz").await,
         (200, "ok\n".to_string())
     );
-    assert_eq!(http_get(proxy.addr(Listener::Admin), "/nope").await.0, 404);
-    let (status, body) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
+    assert_eq!(http_get(admin_at, "/nope").await.0, 404);
+    let (status, body) = http_get(admin_at, "/metrics").await;
     assert_eq!(status, 200);
     assert!(body.contains("# TYPE robots_proxy_requests_total counter"));
 }
@@ -140,23 +131,18 @@ async fn per_host_series_is_opt_in_and_capped() {
     let mut config = test_config();
     config.metrics_per_host = Some(1);
     let proxy = start_proxy(config).await;
+    let gemini_at = proxy.addr(Listener::Gemini);
     let port = capsule.addr.port();
     assert_eq!(
-        gemini(
-            proxy.addr(Listener::Gemini),
-            &format!("gemini://127.0.0.1:{port}/")
-        )
-        .await
-        .0,
+        gemini(gemini_at, &format!("gemini://127.0.0.1:{port}/"))
+            .await
+            .0,
         "20 text/gemini"
     );
     assert_eq!(
-        gemini(
-            proxy.addr(Listener::Gemini),
-            &format!("gemini://localhost:{port}/")
-        )
-        .await
-        .0,
+        gemini(gemini_at, &format!("gemini://localhost:{port}/"))
+            .await
+            .0,
         "20 text/gemini"
     );
     let m = settled_metrics(proxy.addr(Listener::Admin)).await;
@@ -202,28 +188,20 @@ async fn errors_are_split_by_cause() {
         "[bot]\nagent = \"examplebot\"\n[socks5]\nusers = [{ name = \"alice\", password = \"a-pass\" }]\n",
     );
     let proxy = start_proxy(config).await;
+    let gemini_at = proxy.addr(Listener::Gemini);
 
-    let malformed = gemini(proxy.addr(Listener::Gemini), "not a url").await.0;
+    let malformed = gemini(gemini_at, "not a url").await.0;
     assert!(malformed.starts_with("59"), "{malformed}");
     // Port 25 is a line-based service: the proxy's own rule.
-    let rule = gemini(proxy.addr(Listener::Gemini), "gemini://127.0.0.1:25/")
-        .await
-        .0;
+    let rule = gemini(gemini_at, "gemini://127.0.0.1:25/").await.0;
     assert!(rule.starts_with("53"), "{rule}");
-    let unreachable = gemini(
-        proxy.addr(Listener::Gemini),
-        &format!("gemini://127.0.0.1:{}/", gone.port()),
-    )
-    .await
-    .0;
+    let unreachable = gemini(gemini_at, &format!("gemini://127.0.0.1:{}/", gone.port()))
+        .await
+        .0;
     assert!(unreachable.starts_with("43"), "{unreachable}");
-    let upstream = gemini(proxy.addr(Listener::Gemini), &capsule.url("/page"))
-        .await
-        .0;
+    let upstream = gemini(gemini_at, &capsule.url("/page")).await.0;
     assert!(upstream.starts_with("43"), "{upstream}");
-    let disallowed = gemini(proxy.addr(Listener::Gemini), &capsule.url("/private/x"))
-        .await
-        .0;
+    let disallowed = gemini(gemini_at, &capsule.url("/private/x")).await.0;
     assert!(disallowed.starts_with("53"), "{disallowed}");
     // SOCKS5: a wrong password, and no password where one is needed.
     // (Each is counted before the proxy closes the connection: read to the end.)
@@ -315,22 +293,11 @@ async fn access_refusals_are_counted_by_reason() {
         listed.fingerprint
     ));
     let proxy = start_proxy(config).await;
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.1",
-        None,
-    )
-    .await;
+    let gemini_at = proxy.addr(Listener::Gemini);
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.1", None).await;
     assert!(header.starts_with("60"), "{header}");
     let stranger = client_cert("stranger");
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.1",
-        Some(&stranger),
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.1", Some(&stranger)).await;
     assert!(header.starts_with("61"), "{header}");
     let answer = gopher_from(
         proxy.addr(Listener::Gopher),
@@ -339,13 +306,7 @@ async fn access_refusals_are_counted_by_reason() {
     )
     .await;
     assert!(answer.starts_with(b"3"), "outside allow_from");
-    let (header, _) = gemini_as(
-        proxy.addr(Listener::Gemini),
-        &capsule.url("/a"),
-        "127.0.0.1",
-        Some(&listed),
-    )
-    .await;
+    let (header, _) = gemini_as(gemini_at, &capsule.url("/a"), "127.0.0.1", Some(&listed)).await;
     assert_eq!(header, "20 text/gemini");
 
     let m = settled_metrics(proxy.addr(Listener::Admin)).await;
