@@ -1,10 +1,9 @@
 //! The protocols the proxy serves to crawlers, each a unit of its own
 //! ([`crate::gemini`], [`crate::gopher`]: wire format, serving, robots.txt),
-//! named here once: the `protocol` label, the URL scheme, the listener. What is
+//! named here once: the `protocol` label and the URL scheme. What is
 //! shared below them: the line reader ([`line`]) and what first bytes say
 //! ([`sniff`]). Pure, but for the line reader.
 
-use crate::listener::Listener;
 use crate::target::Scheme;
 
 pub mod line;
@@ -34,14 +33,6 @@ impl Protocol {
     pub fn of(scheme: Scheme) -> Option<Protocol> {
         Protocol::ALL.iter().copied().find(|p| p.scheme() == scheme)
     }
-
-    /// The listener that serves it.
-    pub fn listener(self) -> Listener {
-        match self {
-            Protocol::Gemini => Listener::Gemini,
-            Protocol::Gopher => Listener::Gopher,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -49,11 +40,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_protocol_is_its_scheme_and_its_listener() {
+    fn each_protocol_is_its_scheme() {
         for &p in Protocol::ALL {
             assert_eq!(Protocol::of(p.scheme()), Some(p));
             assert_eq!(p.as_str(), p.scheme().as_str());
-            assert_eq!(p.as_str(), p.listener().as_str());
         }
         assert_eq!(Protocol::of(Scheme::Http), None);
         assert_eq!(Protocol::of(Scheme::Https), None);
