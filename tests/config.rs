@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use robots_proxy::cli::RunArgs;
+use clap::Parser;
+use robots_proxy::cli::{Cli, Command, RunArgs};
 use robots_proxy::config::RawConfig;
 use robots_proxy::listener::Listener;
 
@@ -248,6 +249,43 @@ fn absurd_values_are_refused_naming_the_key_and_the_bound() {
 
 /// The binary: `--check-config` exits 2 on an absurd value and names it, and
 /// prints SOCKS5 passwords as a placeholder.
+/// No listener of the table is left open to other machines by accident: each
+/// one crawlers use, put on every address while `access.allow_from` admits
+/// only this machine, is refused naming it, by its key and by its flag.
+#[test]
+fn every_crawler_listener_on_a_public_address_needs_allow_from() {
+    for &listener in Listener::ALL {
+        let spec = listener.spec();
+        if !spec.serves_crawlers {
+            continue;
+        }
+        let name = spec.key.strip_prefix("listen.").unwrap();
+        let expect = format!(
+            "access.allow_from: the {} listener is on 0.0.0.0:4000, reachable from other machines",
+            spec.title
+        );
+        let text =
+            format!("[listen]\n{name} = \"0.0.0.0:4000\"\n[gopher]\npublic_host = \"proxy.lan\"\n");
+        let err = RawConfig::parse(&text)
+            .unwrap()
+            .resolve(&RunArgs::default())
+            .expect_err(&text)
+            .to_string();
+        assert!(err.starts_with(&expect), "{text:?}: {err}");
+        let toml = "[gopher]\npublic_host = \"proxy.lan\"\n";
+        let cli = Cli::try_parse_from(["robots-proxy", "run", spec.flag, "0.0.0.0:4000"]).unwrap();
+        let Command::Run(flags) = cli.command else {
+            panic!("{}: not `run`", spec.flag)
+        };
+        let err = RawConfig::parse(toml)
+            .unwrap()
+            .resolve(&flags)
+            .expect_err(spec.flag)
+            .to_string();
+        assert!(err.starts_with(&expect), "{}: {err}", spec.flag);
+    }
+}
+
 #[test]
 fn check_config_refuses_absurd_values_and_redacts_passwords() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

@@ -66,17 +66,20 @@ async fn special_purpose_ranges_are_refused_by_any_spelling() {
 }
 
 /// The proxy never connects to one of its own listeners, whatever the
-/// spelling (with private upstreams allowed, loopback is otherwise fine).
+/// spelling (with private upstreams allowed, loopback is otherwise fine):
+/// each listener of the table is on here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_never_connects_to_itself() {
-    let proxy = start_proxy(test_config()).await;
+    let mut config = test_config();
+    config
+        .listen
+        .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
+    let proxy = start_proxy(config).await;
     let socks = proxy.addr(Listener::Socks5);
-    for port in [
-        proxy.addr(Listener::Gemini).port(),
-        proxy.addr(Listener::Gopher).port(),
-        proxy.addr(Listener::Admin).port(),
-        socks.port(),
-    ] {
+    // Every listener of the table, a new one included.
+    let own: Vec<u16> = proxy.listens.iter().map(|(_, addr)| addr.port()).collect();
+    assert_eq!(own.len(), Listener::ALL.len());
+    for port in own {
         for host in [
             "127.0.0.1",
             "[::ffff:127.0.0.1]",
