@@ -26,7 +26,7 @@ use robots_proxy::cli::RunArgs;
 use robots_proxy::config::{Config, RawConfig};
 use robots_proxy::listener::Listener;
 use robots_proxy::metrics::Metrics;
-use robots_proxy::politeness::Politeness;
+use robots_proxy::politeness::{Fleet, Politeness};
 use robots_proxy::server::Proxy;
 use robots_proxy::store::{OnUnavailable, Store, StoreConfig};
 use robots_proxy::target::{HostKey, Scheme, Server};
@@ -159,7 +159,10 @@ async fn gate_latency(unix: &str, tcp: &str) {
         )
         .await
         .unwrap();
-        gates.push((name, Politeness::shared(politeness.clone(), Some(store))));
+        gates.push((
+            name,
+            Politeness::with_turns(politeness.clone(), Box::new(Fleet::new(store))),
+        ));
     }
     let mut results: Vec<Vec<Duration>> = vec![Vec::new(); gates.len()];
     for round in 0..3 {

@@ -52,7 +52,7 @@ pub struct Upstream {
     /// `limits.upstream_mark`: `SO_MARK` on every upstream socket.
     mark: Option<u32>,
     /// host:port → SHA-256 of the certificate first seen (trust on first use),
-    /// kept across reloads and restarts (`pins.rs`).
+    /// kept across reloads and restarts (`pins/`).
     pins: Arc<Pins>,
     /// Where finished handshakes are counted (full or resumed).
     metrics: Option<Arc<Metrics>>,

@@ -19,12 +19,13 @@ use crate::bots::BotId;
 use crate::config::{OnUnreachable, RobotsConfig};
 use crate::fetch::{FetchOutcome, RobotsFetcher};
 use crate::robots::{BotProfile, Policy, RobotsTxt};
-use crate::store::{Kind, Record, RobotsTurn, Store, Stored};
 use crate::target::{HostKey, Server};
 
 mod entry;
-use entry::{newest, store_down, Good};
+mod fleet;
+use entry::Good;
 pub use entry::{Entry, Rules};
+pub use fleet::Fleet;
 
 /// How an entry came to be, for metrics and tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,8 +40,63 @@ pub struct RobotsCache {
     /// What a reload may change (`reconfigure`).
     settings: arc_swap::ArcSwap<Settings>,
     fetches: AtomicU64,
-    /// Fleet mode: outcomes shared through the store.
-    store: Option<Arc<Store>>,
+    /// Where a miss gets its outcome (chosen once, at start).
+    outcomes: Box<dyn Outcomes>,
+}
+
+/// An entry being made.
+pub type Making<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Entry> + Send + 'a>>;
+
+/// Where a host's robots.txt outcome comes from when this process has no
+/// fresh one: this process fetches ([`Local`]), or the fleet shares one fetch
+/// through the store ([`Fleet`]). One is chosen at start; the owner,
+/// [`RobotsCache`], does not ask which.
+pub trait Outcomes: Send + Sync {
+    /// The new entry for `miss.server`.
+    fn entry<'a>(&'a self, miss: Miss<'a>) -> Making<'a>;
+    /// Forgets `key`'s outcome wherever it is kept beyond this process.
+    fn forget<'a>(
+        &'a self,
+        key: &'a HostKey,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+}
+
+/// One miss: what the cache knows when it has no fresh entry for a server.
+pub struct Miss<'a> {
+    cache: &'a RobotsCache,
+    settings: &'a Settings,
+    server: &'a Server,
+    /// The bot named in the fetch, if any.
+    name: Option<&'a str>,
+    /// The entry that was no longer fresh.
+    previous: Option<&'a Entry>,
+}
+
+impl Miss<'_> {
+    /// This process fetches.
+    async fn fetch_here(&self) -> Entry {
+        let s = self.settings;
+        self.cache.fetches.fetch_add(1, Ordering::Relaxed);
+        let outcome = s.fetcher.fetch(self.server, self.name).await;
+        let good = self.previous.and_then(|p| p.good.clone());
+        s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
+    }
+}
+
+/// Outcomes fetched by this process alone.
+pub struct Local;
+
+impl Outcomes for Local {
+    fn entry<'a>(&'a self, miss: Miss<'a>) -> Making<'a> {
+        Box::pin(async move { miss.fetch_here().await })
+    }
+
+    fn forget<'a>(
+        &'a self,
+        _key: &'a HostKey,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The cache's settings: swapped whole by a reload.
@@ -138,58 +194,6 @@ impl Settings {
             .max(Duration::from_secs(1))
     }
 
-    /// What the fleet is told about an outcome.
-    fn record(&self, outcome: &FetchOutcome) -> Record {
-        let keep_good = self.config.ttl.saturating_add(self.config.max_stale);
-        let (kind, why, body, fresh_for) = match outcome {
-            FetchOutcome::Found(body) => (Kind::Found, "", body.clone(), self.config.ttl),
-            FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => {
-                (Kind::Missing, why.as_str(), Vec::new(), self.config.ttl)
-            }
-            FetchOutcome::Unreachable { why, retry_after } => (
-                Kind::Unreachable,
-                why.as_str(),
-                Vec::new(),
-                self.retry(*retry_after),
-            ),
-        };
-        Record {
-            kind,
-            why: why.to_string(),
-            body,
-            fresh_for,
-            keep_good,
-        }
-    }
-
-    /// A body the store kept, parsed, with when it was fetched.
-    fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<Good> {
-        let (body, age) = good?;
-        let at = Instant::now().checked_sub(age)?;
-        Some((Arc::new(RobotsTxt::parse(&body)), at, Arc::from(body)))
-    }
-
-    /// The entry for what another proxy fetched.
-    fn entry_from_stored(&self, stored: Stored, local_good: Option<Good>) -> Entry {
-        let fetched_ago = stored.good.as_ref().map(|(_, age)| *age);
-        let outcome = match stored.kind {
-            Kind::Found => match &stored.good {
-                Some((body, _)) => FetchOutcome::Found(body.clone()),
-                None => FetchOutcome::unreachable("the fleet's copy has no body"),
-            },
-            Kind::Missing => FetchOutcome::Missing(stored.why.clone()),
-            Kind::Unreachable => FetchOutcome::Unreachable {
-                why: stored.why.clone(),
-                retry_after: Some(stored.fresh_for),
-            },
-        };
-        let fetched = fetched_ago
-            .and_then(|age| Instant::now().checked_sub(age))
-            .unwrap_or_else(Instant::now);
-        let good = newest(local_good, self.good_from(stored.good));
-        self.entry_at(outcome, (fetched, stored.fresh_for), good)
-    }
-
     /// One robots.txt compiled for every bot.
     fn policies(&self, robots: &RobotsTxt) -> Box<[Policy]> {
         self.bots.iter().map(|b| robots.policy(b)).collect()
@@ -218,13 +222,14 @@ impl RobotsCache {
                 (0, Duration::from_secs(59)),
             )),
             fetches: AtomicU64::new(0),
-            store: None,
+            outcomes: Box::new(Local),
         }
     }
 
-    /// Fleet mode: one fetch per host for the whole fleet, the outcome shared
-    /// through `store`. `max_wait`: how long a fetch may wait for its turn.
-    pub fn with_store(mut self, store: Option<Arc<Store>>, max_wait: Duration) -> RobotsCache {
+    /// Misses get their outcome from `outcomes` (fleet mode: [`Fleet`], one
+    /// fetch per host for the whole fleet). `max_wait`: how long a fetch may
+    /// wait for its turn at the gate.
+    pub fn with_outcomes(mut self, outcomes: Box<dyn Outcomes>, max_wait: Duration) -> RobotsCache {
         let s = self.settings.load_full();
         self.reconfigure(
             s.fetcher.clone(),
@@ -232,7 +237,7 @@ impl RobotsCache {
             s.bots.clone(),
             (s.generation, max_wait),
         );
-        self.store = store;
+        self.outcomes = outcomes;
         self
     }
 
@@ -254,11 +259,6 @@ impl RobotsCache {
             bots,
             (generation, max_wait),
         )));
-    }
-
-    /// Fleet mode: the store.
-    pub fn store(&self) -> Option<&Arc<Store>> {
-        self.store.as_ref()
     }
 
     /// How many fetches were started (each may follow redirects).
@@ -296,13 +296,14 @@ impl RobotsCache {
                     .get(bot)
                     .map(|b| b.token())
                     .filter(|t| s.config.name_bot_in_request && !t.is_empty());
-                let entry = Arc::new(match &self.store {
-                    Some(store) => {
-                        self.shared_entry(s, store, server, name, previous.as_deref())
-                            .await
-                    }
-                    None => self.fetch(s, server, name, previous.as_deref()).await,
-                });
+                let miss = Miss {
+                    cache: self,
+                    settings: s,
+                    server,
+                    name,
+                    previous: previous.as_deref(),
+                };
+                let entry = Arc::new(self.outcomes.entry(miss).await);
                 if !matches!(entry.rules, Rules::StoreDown) {
                     self.entries.insert(key.clone(), entry.clone()).await;
                 }
@@ -317,59 +318,6 @@ impl RobotsCache {
         (entry, Lookup::Miss)
     }
 
-    /// This process fetches.
-    async fn fetch(
-        &self,
-        s: &Settings,
-        server: &Server,
-        name: Option<&str>,
-        previous: Option<&Entry>,
-    ) -> Entry {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
-        let outcome = s.fetcher.fetch(server, name).await;
-        let good = previous.and_then(|p| p.good.clone());
-        s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
-    }
-
-    /// Fleet mode: the fleet's fresh copy, else this process fetches (once
-    /// for the fleet: the others wait for its outcome) and shares what it got.
-    async fn shared_entry(
-        &self,
-        s: &Settings,
-        store: &Arc<Store>,
-        server: &Server,
-        name: Option<&str>,
-        previous: Option<&Entry>,
-    ) -> Entry {
-        if store.refuses() {
-            return store_down();
-        }
-        if !store.is_up() {
-            return self.fetch(s, server, name, previous).await;
-        }
-        let tag = format!("r/{}", server.name);
-        let deadline = Instant::now() + s.lock_hold;
-        let turn = store.robots_or_turn(&tag, s.lock_hold, deadline).await;
-        let local_good = previous.and_then(|p| p.good.clone());
-        match turn {
-            Ok(RobotsTurn::Fresh(stored)) => s.entry_from_stored(stored, local_good),
-            Ok(RobotsTurn::Fetch { lock, stored }) => {
-                let good = newest(local_good, stored.and_then(|st| s.good_from(st.good)));
-                self.fetches.fetch_add(1, Ordering::Relaxed);
-                let outcome = s.fetcher.fetch(server, name).await;
-                if store.refuses() {
-                    // The store went away during the fetch, which the gate
-                    // therefore refused: not an outcome to keep.
-                    return store_down();
-                }
-                let _ = lock.write(&s.record(&outcome)).await;
-                s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
-            }
-            Err(_) if store.refuses() => store_down(),
-            Err(_) => self.fetch(s, server, name, previous).await,
-        }
-    }
-
     pub fn on_unreachable(&self) -> OnUnreachable {
         self.settings.load().config.on_unreachable
     }
@@ -378,9 +326,7 @@ impl RobotsCache {
     /// fetches it again. In fleet mode the fleet's copy is forgotten too.
     /// Returns whether this proxy had it cached.
     pub async fn forget(&self, key: &HostKey) -> bool {
-        if let Some(store) = &self.store {
-            let _ = store.forget_robots(&format!("r/{key}")).await;
-        }
+        self.outcomes.forget(key).await;
         self.entries.remove(key).await.is_some()
     }
 

@@ -6,16 +6,63 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{GateBy, Politeness, SlowDown};
+use super::{GateBy, Permit, Politeness, SlowDown, Turn, Turns};
 use crate::store::{GateAsk, Lease, OnUnavailable, Store};
 use crate::target::Server;
 
 /// A request admitted by the shared gate: its lease, and what an upstream's
 /// "slow down" must name.
 pub(super) struct Shared {
+    store: Arc<Store>,
     lease: Lease,
     tag: String,
     delay: Duration,
+}
+
+impl Shared {
+    /// Tells the fleet the server said "slow down".
+    pub(super) async fn slow_down(&self, seconds: Option<Duration>, max_delay: Option<Duration>) {
+        let _ = self
+            .store
+            .slow_down(&self.tag, seconds, self.delay, max_delay)
+            .await;
+    }
+
+    /// Tells the fleet the server answered normally (a store call only when
+    /// the shared gate was backed off).
+    pub(super) async fn recovered(&self) {
+        if self.lease.backed_off() {
+            let _ = self.store.recovered(&self.tag).await;
+        }
+    }
+}
+
+/// Turns taken at the fleet's shared gate in the store.
+pub struct Fleet {
+    store: Arc<Store>,
+}
+
+impl Fleet {
+    pub fn new(store: Arc<Store>) -> Fleet {
+        Fleet { store }
+    }
+}
+
+impl Turns for Fleet {
+    fn admit<'a>(
+        &'a self,
+        gate: &'a Arc<Politeness>,
+        server: &'a Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Turn<'a> {
+        Box::pin(async move {
+            match self.admit_shared(gate, server, delay, hold).await {
+                Some(turn) => turn,
+                None => gate.admit_here(server, delay, hold).await,
+            }
+        })
+    }
 }
 
 /// The store's name for a server's gate. By address, the lowest of the
@@ -41,17 +88,18 @@ fn store_down(delay: Duration) -> SlowDown {
     }
 }
 
-impl Politeness {
+impl Fleet {
     /// The shared gate's answer, or `None` when this process's gate is to
     /// answer (the store is down and `on_unavailable = "local"`).
-    pub(super) async fn admit_shared(
-        self: &Arc<Self>,
-        store: &Arc<Store>,
+    async fn admit_shared(
+        &self,
+        gate: &Arc<Politeness>,
         server: &Server,
         delay: Option<Duration>,
         hold: Duration,
     ) -> Option<Result<super::Permit, SlowDown>> {
-        let config = self.config.load_full();
+        let config = gate.config.load_full();
+        let store = &self.store;
         let delay = delay.unwrap_or_else(|| config.delay_for(None));
         let local = store.config().on_unavailable == OnUnavailable::Local;
         if !store.is_up() {
@@ -71,42 +119,19 @@ impl Politeness {
         };
         let tag = fleet_tag(config.key, server);
         match store.admit(&tag, ask).await {
-            Ok(Ok(lease)) => Some(Ok(super::Permit {
-                gate: self.clone(),
+            Ok(Ok(lease)) => Some(Ok(Permit {
+                gate: gate.clone(),
                 id: 0,
-                shared: Some(Shared { lease, tag, delay }),
+                shared: Some(Shared {
+                    store: store.clone(),
+                    lease,
+                    tag,
+                    delay,
+                }),
             })),
             Ok(Err(retry_after)) => Some(Err(SlowDown { retry_after })),
             Err(_) if local => None,
             Err(_) => Some(Err(store_down(delay))),
-        }
-    }
-}
-
-impl super::Permit {
-    /// The upstream answered "slow down" (Gemini `44`): with a number, nothing
-    /// starts at this server before it has passed; without, its spacing
-    /// doubles. In fleet mode, for every proxy.
-    /// The fleet is told before the client hears the `44`, so a client
-    /// that retries at once through another proxy is held too.
-    pub async fn slow_down(&self, seconds: Option<Duration>) {
-        self.gate.slow_down(self.id, seconds);
-        if let (Some(shared), Some(store)) = (&self.shared, &self.gate.store) {
-            let max_delay = self.gate.config.load().max_delay;
-            let _ = store
-                .slow_down(&shared.tag, seconds, shared.delay, max_delay)
-                .await;
-        }
-    }
-
-    /// The upstream answered normally: a back-off ends (a store call only
-    /// when the shared gate was backed off).
-    pub async fn recovered(&self) {
-        self.gate.recovered(self.id);
-        if let (Some(shared), Some(store)) = (&self.shared, &self.gate.store) {
-            if shared.lease.backed_off() {
-                let _ = store.recovered(&shared.tag).await;
-            }
         }
     }
 }

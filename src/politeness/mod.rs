@@ -29,11 +29,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::Store;
 use crate::target::{HostKey, Server};
 
 mod fleet;
-pub use fleet::fleet_tag;
+pub use fleet::{fleet_tag, Fleet};
 
 /// What one gate stands for (`[politeness] key`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -253,8 +252,42 @@ pub struct Politeness {
     config: arc_swap::ArcSwap<PolitenessConfig>,
     gates: Mutex<Gates>,
     tickets: std::sync::atomic::AtomicU64,
-    /// Fleet mode: the shared gate answers first.
-    store: Option<Arc<Store>>,
+    /// Where requests take their turn (chosen once, at start).
+    turns: Box<dyn Turns>,
+}
+
+/// A turn being waited for.
+pub type Turn<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Permit, SlowDown>> + Send + 'a>>;
+
+/// Where a request takes its turn: at this process's gates ([`Local`]), or
+/// at the fleet's shared gate in the store ([`Fleet`]). One is chosen at
+/// start; the owner, [`Politeness`], does not ask which.
+pub trait Turns: Send + Sync {
+    /// Waits for this request's turn at `server`'s gate (see
+    /// [`Politeness::admit_holding`]).
+    fn admit<'a>(
+        &'a self,
+        gate: &'a Arc<Politeness>,
+        server: &'a Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Turn<'a>;
+}
+
+/// Turns taken at this process's own gates.
+pub struct Local;
+
+impl Turns for Local {
+    fn admit<'a>(
+        &'a self,
+        gate: &'a Arc<Politeness>,
+        server: &'a Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Turn<'a> {
+        Box::pin(gate.admit_here(server, delay, hold))
+    }
 }
 
 /// One sweep in progress: the gates there were when it began, not yet looked at.
@@ -292,6 +325,27 @@ impl Permit {
     pub fn gate(&self) -> GateId {
         self.id
     }
+
+    /// The upstream answered "slow down" (Gemini `44`): with a number, nothing
+    /// starts at this server before it has passed; without, its spacing
+    /// doubles. In fleet mode, for every proxy.
+    /// The fleet is told before the client hears the `44`, so a client
+    /// that retries at once through another proxy is held too.
+    pub async fn slow_down(&self, seconds: Option<Duration>) {
+        self.gate.slow_down(self.id, seconds);
+        if let Some(shared) = &self.shared {
+            let max_delay = self.gate.config.load().max_delay;
+            shared.slow_down(seconds, max_delay).await;
+        }
+    }
+
+    /// The upstream answered normally: a back-off ends.
+    pub async fn recovered(&self) {
+        self.gate.recovered(self.id);
+        if let Some(shared) = &self.shared {
+            shared.recovered().await;
+        }
+    }
 }
 
 impl Drop for Permit {
@@ -302,6 +356,16 @@ impl Drop for Permit {
             host.wake_head();
         }
     }
+}
+
+/// What a queued request waits for before it looks again.
+enum Wait {
+    /// Its turn's time.
+    Until(Instant),
+    /// Being woken: the head left, or a slot freed.
+    Woken,
+    /// Its gate is gone.
+    Gone,
 }
 
 /// Removes a waiter that gives up (or whose client went away) from its queue.
@@ -329,17 +393,18 @@ impl Drop for InQueue<'_> {
 }
 
 impl Politeness {
+    /// Gates kept by this process alone.
     pub fn new(config: PolitenessConfig) -> Arc<Politeness> {
-        Politeness::shared(config, None)
+        Politeness::with_turns(config, Box::new(Local))
     }
 
-    /// With a store: requests take their turn at the fleet's shared gate.
-    pub fn shared(config: PolitenessConfig, store: Option<Arc<Store>>) -> Arc<Politeness> {
+    /// Requests take their turn where `turns` says (fleet mode: [`Fleet`]).
+    pub fn with_turns(config: PolitenessConfig, turns: Box<dyn Turns>) -> Arc<Politeness> {
         Arc::new(Politeness {
             config: arc_swap::ArcSwap::from_pointee(config),
             gates: Mutex::new(Gates::default()),
             tickets: std::sync::atomic::AtomicU64::new(0),
-            store,
+            turns,
         })
     }
 
@@ -379,61 +444,25 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Result<Permit, SlowDown> {
+        self.turns.admit(self, server, delay, hold).await
+    }
+
+    /// The turn at this process's gate for `server`: queued behind the
+    /// requests ahead, or "slow down" at once when the wait would pass
+    /// `max_wait`.
+    pub(crate) async fn admit_here(
+        self: &Arc<Self>,
+        server: &Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Result<Permit, SlowDown> {
         // One admission, one config, whatever a reload does meanwhile.
         let config = self.config.load_full();
-        if let Some(store) = &self.store {
-            // Boxed: the fleet's admission (store round trips) is a large
-            // future, and inline it would size every local admission too.
-            if let Some(turn) = Box::pin(self.admit_shared(store, server, delay, hold)).await {
-                return turn;
-            }
-        }
         let ticket = self
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
-        let id = {
-            let mut gates = self.lock();
-            let id = gates.gate_for(config.key, server, config.default_delay);
-            let Some(host) = gates.hosts.get_mut(&id) else {
-                return Err(SlowDown {
-                    retry_after: Duration::from_secs(1),
-                });
-            };
-            let delay = delay.unwrap_or(host.delay);
-            host.hold = host.hold.max(hold).max(delay);
-            // Estimated wait: until this host's next start, then one spacing for
-            // each request ahead, shared among the concurrent slots.
-            let now = Instant::now();
-            let spacing = host.spacing(delay, config.max_delay);
-            let until_next = host
-                .next_start(delay, config.max_delay)
-                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-            let ahead = (host.queue.len()
-                + host
-                    .in_flight
-                    .saturating_sub(config.per_host_concurrency - 1))
-                as u32;
-            let estimate = if host.queue.is_empty() && host.in_flight < config.per_host_concurrency
-            {
-                until_next
-            } else {
-                until_next.saturating_add(
-                    spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
-                )
-            };
-            if estimate > config.max_wait {
-                return Err(SlowDown {
-                    retry_after: estimate,
-                });
-            }
-            host.queue.push_back(Waiter {
-                ticket,
-                wake: wake.clone(),
-                delay,
-            });
-            id
-        };
+        let id = self.enqueue(&config, server, (delay, hold), ticket, &wake)?;
         let mut place = InQueue {
             gate: self,
             id,
@@ -442,30 +471,8 @@ impl Politeness {
         };
         let deadline = after(Instant::now(), config.max_wait);
         loop {
-            let sleep_until = {
-                let mut gates = self.lock();
-                let Some(host) = gates.hosts.get_mut(&id) else {
-                    // Swept while we waited cannot happen (the queue was not empty);
-                    // start over defensively.
-                    return Err(SlowDown {
-                        retry_after: Duration::from_secs(1),
-                    });
-                };
-                let head = host.queue.front().filter(|w| w.ticket == ticket);
-                let at_head = head.is_some();
-                let delay = head.map_or(host.delay, |w| w.delay);
-                let now = Instant::now();
-                let next = host.next_start(delay, config.max_delay);
-                if at_head
-                    && host.in_flight < config.per_host_concurrency
-                    && next.is_none_or(|t| t <= now)
-                {
-                    host.queue.pop_front();
-                    host.in_flight += 1;
-                    host.last_start = Some(now);
-                    host.delay = delay;
-                    // The next in line may be able to go too (concurrency > 1, no delay).
-                    host.wake_head();
+            let sleep_until = match self.try_start(&config, id, ticket) {
+                Ok(()) => {
                     place.admitted = true;
                     return Ok(Permit {
                         gate: self.clone(),
@@ -473,13 +480,13 @@ impl Politeness {
                         shared: None,
                     });
                 }
-                // At the head, waiting only for time: sleep until then. Otherwise
-                // wait to be woken (the head left, or a slot freed).
-                if at_head && host.in_flight < config.per_host_concurrency {
-                    next
-                } else {
-                    None
+                Err(Wait::Gone) => {
+                    return Err(SlowDown {
+                        retry_after: Duration::from_secs(1),
+                    })
                 }
+                Err(Wait::Until(t)) => Some(t),
+                Err(Wait::Woken) => None,
             };
             let woken = async {
                 match sleep_until {
@@ -500,6 +507,86 @@ impl Politeness {
                     .max(Duration::from_secs(1));
                 return Err(SlowDown { retry_after });
             }
+        }
+    }
+
+    /// Joins the queue of `server`'s gate (made if new) and returns the gate;
+    /// or "slow down" when the estimated wait passes `max_wait`.
+    fn enqueue(
+        &self,
+        config: &PolitenessConfig,
+        server: &Server,
+        (delay, hold): (Option<Duration>, Duration),
+        ticket: u64,
+        wake: &Arc<Notify>,
+    ) -> Result<GateId, SlowDown> {
+        let mut gates = self.lock();
+        let id = gates.gate_for(config.key, server, config.default_delay);
+        let Some(host) = gates.hosts.get_mut(&id) else {
+            return Err(SlowDown {
+                retry_after: Duration::from_secs(1),
+            });
+        };
+        let delay = delay.unwrap_or(host.delay);
+        host.hold = host.hold.max(hold).max(delay);
+        // Estimated wait: until this host's next start, then one spacing for
+        // each request ahead, shared among the concurrent slots.
+        let now = Instant::now();
+        let spacing = host.spacing(delay, config.max_delay);
+        let until_next = host
+            .next_start(delay, config.max_delay)
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+        let ahead = (host.queue.len()
+            + host
+                .in_flight
+                .saturating_sub(config.per_host_concurrency - 1)) as u32;
+        let estimate = if host.queue.is_empty() && host.in_flight < config.per_host_concurrency {
+            until_next
+        } else {
+            until_next.saturating_add(
+                spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
+            )
+        };
+        if estimate > config.max_wait {
+            return Err(SlowDown {
+                retry_after: estimate,
+            });
+        }
+        host.queue.push_back(Waiter {
+            ticket,
+            wake: wake.clone(),
+            delay,
+        });
+        Ok(id)
+    }
+
+    /// Starts `ticket`'s request if its turn has come (at the head of the
+    /// queue, a slot free, the spacing past); else says what to wait for.
+    fn try_start(&self, config: &PolitenessConfig, id: GateId, ticket: u64) -> Result<(), Wait> {
+        let mut gates = self.lock();
+        // Swept while we waited cannot happen (the queue was not empty);
+        // give up defensively.
+        let host = gates.hosts.get_mut(&id).ok_or(Wait::Gone)?;
+        let head = host.queue.front().filter(|w| w.ticket == ticket);
+        let at_head = head.is_some();
+        let delay = head.map_or(host.delay, |w| w.delay);
+        let now = Instant::now();
+        let next = host.next_start(delay, config.max_delay);
+        let slot_free = host.in_flight < config.per_host_concurrency;
+        if at_head && slot_free && next.is_none_or(|t| t <= now) {
+            host.queue.pop_front();
+            host.in_flight += 1;
+            host.last_start = Some(now);
+            host.delay = delay;
+            // The next in line may be able to go too (concurrency > 1, no delay).
+            host.wake_head();
+            return Ok(());
+        }
+        // At the head, waiting only for time: sleep until then. Otherwise
+        // wait to be woken (the head left, or a slot freed).
+        match next {
+            Some(t) if at_head && slot_free => Err(Wait::Until(t)),
+            _ => Err(Wait::Woken),
         }
     }
 

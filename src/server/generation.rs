@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio_rustls::TlsAcceptor;
 
 use super::StartError;
-use crate::cache::RobotsCache;
+use crate::cache::{self, RobotsCache};
 use crate::config::Config;
 use crate::context::Context;
 use crate::egress::Reach;
@@ -18,8 +18,8 @@ use crate::gemini::robots::GeminiRobots;
 use crate::gopher::robots::GopherRobots;
 use crate::listener::{Listener, Listens};
 use crate::metrics::Metrics;
-use crate::pins::Pins;
-use crate::politeness::Politeness;
+use crate::pins::{self, Pins};
+use crate::politeness::{self, Politeness};
 use crate::slots::PerClient;
 use crate::store::Store;
 use crate::tls;
@@ -33,6 +33,8 @@ pub(super) struct Lasting {
     pub(super) robots: Arc<RobotsCache>,
     pub(super) politeness: Arc<Politeness>,
     pub(super) pins: Arc<Pins>,
+    /// Fleet mode: the store the gate, the cache and the pins share.
+    pub(super) store: Option<Arc<Store>>,
     pub(super) per_client: Arc<PerClient>,
     /// Where the listeners are bound: the proxy's own addresses, never an upstream.
     pub(super) listens: Listens,
@@ -113,6 +115,32 @@ impl Built {
     }
 }
 
+/// Where the gate's turns, the robots.txt outcomes and the pins are kept:
+/// this process, or the fleet's store. Chosen here, once; their owners never
+/// ask which.
+struct Backends {
+    turns: Box<dyn politeness::Turns>,
+    outcomes: Box<dyn cache::Outcomes>,
+    pins: Box<dyn pins::Keeper>,
+}
+
+impl Backends {
+    fn new(store: Option<&Arc<Store>>) -> Backends {
+        match store {
+            None => Backends {
+                turns: Box::new(politeness::Local),
+                outcomes: Box::new(cache::Local),
+                pins: Box::new(pins::Local),
+            },
+            Some(store) => Backends {
+                turns: Box::new(politeness::Fleet::new(store.clone())),
+                outcomes: Box::new(cache::Fleet::new(store.clone())),
+                pins: Box::new(pins::Fleet::new(store.clone())),
+            },
+        }
+    }
+}
+
 impl Lasting {
     /// What the first config builds and every later one keeps: the metrics,
     /// the store (fleet mode), the pins, the gates, the robots.txt cache; and
@@ -131,13 +159,14 @@ impl Lasting {
             }
             None => None,
         };
+        let backends = Backends::new(store.as_ref());
         let pins = Pins::open(&config.state_dir)
             .map_err(|source| StartError::Pins {
                 path: config.state_dir.join(crate::pins::JOURNAL),
                 source,
             })?
-            .with_store(store.clone());
-        let politeness = Politeness::shared(config.politeness.clone(), store.clone());
+            .with_keeper(backends.pins);
+        let politeness = Politeness::with_turns(config.politeness.clone(), backends.turns);
         let pins = Arc::new(pins);
         let built = Built::new(config, &listens, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(
@@ -146,13 +175,14 @@ impl Lasting {
                 config.robots.clone(),
                 config.bots.profiles(),
             )
-            .with_store(store, config.politeness.max_wait),
+            .with_outcomes(backends.outcomes, config.politeness.max_wait),
         );
         let lasting = Lasting {
             metrics,
             robots,
             politeness,
             pins,
+            store,
             per_client: PerClient::new(config.limits.max_connections_per_client),
             listens,
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),

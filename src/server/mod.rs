@@ -198,7 +198,7 @@ impl Proxy {
 
     /// Fleet mode: whether the store answered the last call (`None`: no store).
     pub fn store_is_up(&self) -> Option<bool> {
-        self.context().robots.store().map(|s| s.is_up())
+        self.lasting.store.as_ref().map(|s| s.is_up())
     }
 
     /// Stops accepting; requests in flight go on.
