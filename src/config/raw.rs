@@ -4,32 +4,33 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::listener::Listener;
 
 use super::ConfigError;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    // Sections in the order `--check-config` prints them.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<String>,
     #[serde(default)]
     pub listen: RawListen,
-    /// `None`: no `[bot]` section (with `[[bots]]`, no default bot).
-    pub bot: Option<RawBot>,
     #[serde(default)]
-    pub bots: Vec<RawNamedBot>,
-    #[serde(default)]
-    pub access: RawAccess,
-    #[serde(default)]
-    pub robots: RawRobots,
-    #[serde(default)]
-    pub limits: RawLimits,
-    #[serde(default)]
-    pub tls: RawTls,
+    pub socks5: RawSocks5,
     #[serde(default)]
     pub gopher: RawGopher,
+    #[serde(default)]
+    pub access: RawAccess,
+    /// `None`: no `[bot]` section (with `[[bots]]`, no default bot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot: Option<RawBot>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bots: Vec<RawNamedBot>,
+    #[serde(default)]
+    pub robots: RawRobots,
     #[serde(default)]
     pub politeness: RawPoliteness,
     #[serde(default)]
@@ -37,65 +38,90 @@ pub struct RawConfig {
     #[serde(default)]
     pub metrics: RawMetrics,
     #[serde(default)]
-    pub socks5: RawSocks5,
+    pub limits: RawLimits,
     #[serde(default)]
     pub store: RawStore,
     #[serde(default)]
     pub admin: RawAdmin,
+    #[serde(default)]
+    pub tls: RawTls,
 }
 
 /// `[admin]`: who may use the admin listener.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_from: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<Vec<String>>,
 }
 
 /// `[store]`: fleet mode.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawStore {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub on_unavailable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub per_host: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub per_host_limit: Option<usize>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPoliteness {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub default_delay: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_delay: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_delay: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub per_host_concurrency: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListen {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gemini: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gopher: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub socks5: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub transparent: Option<String>,
 }
 
@@ -110,40 +136,58 @@ impl RawListen {
             Listener::Admin => &self.metrics,
         }
     }
+
+    pub fn get_mut(&mut self, listener: Listener) -> &mut Option<String> {
+        match listener {
+            Listener::Gemini => &mut self.gemini,
+            Listener::Gopher => &mut self.gopher,
+            Listener::Socks5 => &mut self.socks5,
+            Listener::Transparent => &mut self.transparent,
+            Listener::Admin => &mut self.metrics,
+        }
+    }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSocks5 {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub users: Option<Vec<RawSocksUser>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub https_ports: Option<Vec<String>>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSocksUser {
     pub name: String,
     pub password: String,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawGopher {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub public_host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub public_port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub literal_selectors: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBot {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub virtual_agents: Option<Vec<String>>,
 }
 
 /// One `[[bots]]` entry.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawNamedBot {
     pub name: String,
@@ -158,44 +202,65 @@ pub struct RawNamedBot {
     pub clients: Vec<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAccess {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_from: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_client_cert: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRobots {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_stale: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub unreachable_retry: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub on_unreachable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fetch_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name_bot_in_request: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_grace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_private_upstreams: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_ports: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_mark: Option<i64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cert: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub hostnames: Option<Vec<String>>,
 }
 

@@ -52,7 +52,7 @@ impl OnUnavailable {
 }
 
 /// `[store]`, validated.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
     /// `redis://[user:password@]host:port/db` or `unix:///path/redis.sock`.
     pub url: String,
