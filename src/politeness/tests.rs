@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::target::Scheme;
+use tokio_util::sync::CancellationToken;
 
 /// A server known by name only (no addresses: keyed by its name).
 fn key(host: &str) -> Server {

@@ -1,0 +1,42 @@
+//! Where a request takes its turn: the seam between the gate's owner
+//! ([`Politeness`]) and its backends, this process's gates or the fleet's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Permit, Politeness, SlowDown};
+use crate::target::Server;
+
+/// A turn being waited for.
+pub type Turn<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Permit, SlowDown>> + Send + 'a>>;
+
+/// Where a request takes its turn: at this process's gates ([`Local`]), or
+/// at the fleet's shared gate in the store ([`Fleet`]). One is chosen at
+/// start; the owner, [`Politeness`], does not ask which.
+pub trait Turns: Send + Sync {
+    /// Waits for this request's turn at `server`'s gate (see
+    /// [`Politeness::admit_holding`]).
+    fn admit<'a>(
+        &'a self,
+        gate: &'a Arc<Politeness>,
+        server: &'a Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Turn<'a>;
+}
+
+/// Turns taken at this process's own gates.
+pub struct Local;
+
+impl Turns for Local {
+    fn admit<'a>(
+        &'a self,
+        gate: &'a Arc<Politeness>,
+        server: &'a Server,
+        delay: Option<Duration>,
+        hold: Duration,
+    ) -> Turn<'a> {
+        Box::pin(gate.admit_here(server, delay, hold))
+    }
+}
