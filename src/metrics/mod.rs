@@ -3,10 +3,7 @@
 //! plain handle: counting on the request path is an atomic add, with no label
 //! lookup and no lock.
 
-use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
-};
+use prometheus::{Encoder, Histogram, IntCounter, IntCounterVec, IntGauge, Registry};
 
 use arc_swap::ArcSwap;
 
@@ -15,7 +12,9 @@ use crate::bots::BotId;
 use crate::fate::{Class, Fate};
 
 mod labels;
+mod register;
 pub use labels::*;
+use register::{build_info, reloads, Clients, Reg, Robots, Store, Upstream};
 
 /// The series labelled by bot, resolved once per set of bots (at start and
 /// at each reload that changes them).
@@ -105,42 +104,14 @@ impl Metrics {
     /// for up to `limit` hosts.
     pub fn with(bots: &[&str], per_host_limit: Option<usize>) -> Metrics {
         let registry = Registry::new();
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
-            let v = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry
-                .register(Box::new(v.clone()))
-                .expect("unique metric");
-            v
-        };
-        let counter = |name: &str, help: &str| {
-            let c = IntCounter::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
-        };
-        let gauge = |name: &str, help: &str| {
-            let g = IntGauge::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("unique metric");
-            g
-        };
-        let histogram = |name: &str, help: &str| {
-            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(seconds_buckets()))
-                .expect("valid metric");
-            registry
-                .register(Box::new(h.clone()))
-                .expect("unique metric");
-            h
-        };
-
-        let requests_vec = counter_vec(
+        let reg = Reg(&registry);
+        build_info(&reg);
+        let requests_vec = reg.counter_vec(
             "robots_proxy_requests_total",
             "Requests by bot, protocol and decision (allowed, disallowed, slowed, error).",
             &["bot", "protocol", "decision"],
         );
-        let outcomes_vec = counter_vec(
+        let outcomes_vec = reg.counter_vec(
             "robots_proxy_request_outcomes_total",
             "Requests by bot, protocol and outcome: allowed, disallowed, slow-down, and the \
              causes of decision=\"error\": malformed, access, proxy-rule, robots-unreachable, \
@@ -148,188 +119,48 @@ impl Metrics {
             &["bot", "protocol", "outcome"],
         );
         let by_bot = ArcSwap::from_pointee(BotSeries::resolve(&requests_vec, &outcomes_vec, bots));
-        let access_vec = counter_vec(
-            "robots_proxy_access_refusals_total",
-            "Clients refused by the access rules, by reason (address, no-certificate, unknown-certificate, no-bot).",
-            &["reason"],
-        );
-        let socks_auth_vec = counter_vec(
-            "robots_proxy_socks5_auth_failures_total",
-            "SOCKS5 clients that failed to authenticate, by reason (bad-credentials; no-method; throttled: the client had spent its failed logins, its password was not checked).",
-            &["reason"],
-        );
-        let reloads_vec = counter_vec(
-            "robots_proxy_config_reloads_total",
-            "Config reloads (SIGHUP), by result (success, failure).",
-            &["result"],
-        );
-        let build_info = IntGaugeVec::new(
-            Opts::new(
-                "robots_proxy_build_info",
-                "Always 1; the labels say which build runs.",
-            ),
-            &["version"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(build_info.clone()))
-            .expect("unique metric");
-        build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
-            .set(1);
-        #[cfg(target_os = "linux")]
-        registry
-            .register(Box::new(
-                prometheus::process_collector::ProcessCollector::for_self(),
-            ))
-            .expect("unique metric");
-        let fetch_vec = counter_vec(
-            "robots_proxy_robots_fetches_total",
-            "robots.txt fetches by protocol and outcome (found, missing, unreachable, redirect-limit).",
-            &["protocol", "outcome"],
-        );
-        let robots_fetches = series(Protocol::ALL, |p| {
-            series(FetchKind::ALL, |o| {
-                fetch_vec.with_label_values(&[p.as_str(), o.as_str()])
-            })
-        });
-        let open_vec = IntGaugeVec::new(
-            Opts::new(
-                "robots_proxy_connections_open",
-                "Client connections open, by listener.",
-            ),
-            &["listener"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(open_vec.clone()))
-            .expect("unique metric");
-        let status_vec = counter_vec(
-            "robots_proxy_upstream_gemini_status_total",
-            "Gemini answers relayed, by status class (1x input … 6x certificate).",
-            &["class"],
-        );
-
-        let rejected_vec = counter_vec(
-            "robots_proxy_connections_rejected_total",
-            "Connections closed without serving a request, by listener and reason (destination, not-redirected, http, https, client-cap, full, access).",
-            &["listener", "reason"],
-        );
-
-        let truncated_vec = counter_vec(
-            "robots_proxy_upstream_truncated_total",
-            "Answers whose upstream failed mid-body; the client connection was cut (no TLS close_notify, or a TCP reset) so it can tell.",
-            &["protocol"],
-        );
-
-        let store_errors_vec = counter_vec(
-            "robots_proxy_store_errors_total",
-            "Calls to the fleet store that failed or passed their deadline, by operation (gate, slow-down, robots, pin, ping).",
-            &["op"],
-        );
-        let store_errors = series(StoreOp::ALL, |o| {
-            store_errors_vec.with_label_values(&[o.as_str()])
-        });
-        let store_events_vec = counter_vec(
-            "robots_proxy_store_events_total",
-            "What the fleet store did besides failing a call: junk (a value in the proxy's keys that is no number in bounds; the request slowed), restart (the store came back as another server), lease-lost (a reserved start the store forgot; asked again), cancelled (a reservation given up on, taken back).",
-            &["event"],
-        );
-        let store_events = series(StoreEvent::ALL, |e| {
-            store_events_vec.with_label_values(&[e.as_str()])
-        });
-
-        let handshakes_vec = counter_vec(
-            "robots_proxy_tls_handshakes_total",
-            "Finished TLS handshakes, by side (listener: crawlers to the proxy; upstream: the proxy to capsules) and kind (full, resumed).",
-            &["side", "kind"],
-        );
-        let tls_handshakes = series(TlsSide::ALL, |s| {
-            series(HandshakeKind::ALL, |k| {
-                handshakes_vec.with_label_values(&[s.as_str(), k.as_str()])
-            })
-        });
-
-        let rejected = series(Listener::ALL, |l| {
-            series(Rejection::ALL, |r| {
-                rejected_vec.with_label_values(&[l.as_str(), r.as_str()])
-            })
-        });
-        let truncated = series(Protocol::ALL, |p| {
-            truncated_vec.with_label_values(&[p.as_str()])
-        });
-
+        let clients = Clients::new(&reg);
+        let robots = Robots::new(&reg);
+        let upstream = Upstream::new(&reg);
+        let store = Store::new(&reg);
+        let (reloads, config_last_reload_successful) = reloads(&reg);
         Metrics {
-            rejected,
-            truncated,
+            rejected: clients.rejected,
+            connections_open: clients.open,
+            access_refusals: clients.access_refusals,
+            socks5_auth_failures: clients.socks5_auth_failures,
+            tls_handshakes: clients.tls_handshakes,
             requests_vec,
             outcomes_vec,
             by_bot,
-            access_refusals: series(AccessRefusal::ALL, |r| {
-                access_vec.with_label_values(&[r.as_str()])
-            }),
-            socks5_auth_failures: series(SocksAuthFailure::ALL, |r| {
-                socks_auth_vec.with_label_values(&[r.as_str()])
-            }),
-            reloads: ["success", "failure"].map(|r| reloads_vec.with_label_values(&[r])),
-            config_last_reload_successful: {
-                let g = gauge(
-                    "robots_proxy_config_last_reload_successful",
-                    "1 when the last config reload succeeded (or none was tried), 0 when it failed.",
-                );
-                g.set(1);
-                g
-            },
-            robots_fetches,
-            cache_hits: counter(
-                "robots_proxy_robots_cache_hits_total",
-                "robots.txt cache lookups answered from the cache.",
-            ),
-            cache_misses: counter(
-                "robots_proxy_robots_cache_misses_total",
-                "robots.txt cache lookups that needed a fetch.",
-            ),
-            cache_entries: gauge(
-                "robots_proxy_robots_cache_entries",
-                "Hosts in the robots.txt cache.",
-            ),
-            cache_bytes: gauge(
-                "robots_proxy_robots_cache_bytes",
-                "Weight of the robots.txt cache, in bytes.",
-            ),
-            politeness_wait: histogram(
+            reloads,
+            config_last_reload_successful,
+            robots_fetches: robots.fetches,
+            cache_hits: robots.hits,
+            cache_misses: robots.misses,
+            cache_entries: robots.entries,
+            cache_bytes: robots.bytes,
+            politeness_wait: reg.histogram(
                 "robots_proxy_politeness_wait_seconds",
                 "Time requests waited for their host's turn.",
+                seconds_buckets(),
             ),
-            politeness_hosts: gauge(
+            politeness_hosts: reg.gauge(
                 "robots_proxy_politeness_hosts",
                 "Hosts whose spacing the proxy remembers.",
             ),
-            politeness_waiting: gauge(
+            politeness_waiting: reg.gauge(
                 "robots_proxy_politeness_waiting",
                 "Requests waiting for their host's turn.",
             ),
-            upstream_first_byte: histogram(
-                "robots_proxy_upstream_first_byte_seconds",
-                "From connecting upstream to its first byte.",
-            ),
-            upstream_duration: histogram(
-                "robots_proxy_upstream_duration_seconds",
-                "From connecting upstream to the end of the relayed answer.",
-            ),
-            bytes_to_client: counter(
-                "robots_proxy_relayed_to_client_bytes_total",
-                "Bytes relayed from upstreams to clients.",
-            ),
-            bytes_to_upstream: counter(
-                "robots_proxy_relayed_to_upstream_bytes_total",
-                "Bytes sent to upstreams.",
-            ),
-            connections_open: series(Listener::ALL, |l| open_vec.with_label_values(&[l.as_str()])),
-            gemini_status: ["1x", "2x", "3x", "4x", "5x", "6x"]
-                .map(|c| status_vec.with_label_values(&[c])),
+            truncated: upstream.truncated,
+            upstream_first_byte: upstream.first_byte,
+            upstream_duration: upstream.duration,
+            bytes_to_client: upstream.to_client,
+            bytes_to_upstream: upstream.to_upstream,
+            gemini_status: upstream.gemini_status,
             per_host: per_host_limit.map(|limit| PerHost {
-                requests: counter_vec(
+                requests: reg.counter_vec(
                     "robots_proxy_host_requests_total",
                     "Requests by target host (turned on by metrics.per_host; hosts past the limit count as `other`).",
                     &["host", "decision"],
@@ -337,29 +168,10 @@ impl Metrics {
                 named: std::sync::Mutex::new(std::collections::HashSet::new()),
                 limit,
             }),
-            store_errors,
-            store_events,
-            tls_handshakes,
-            store_seconds: Histogram::with_opts(
-                HistogramOpts::new(
-                    "robots_proxy_store_seconds",
-                    "Time each call to the fleet store took, failed ones included.",
-                )
-                .buckets(vec![
-                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                    0.5, 1.0, 2.5,
-                ]),
-            )
-            .inspect(|h| {
-                registry
-                    .register(Box::new(h.clone()))
-                    .expect("unique metric");
-            })
-            .expect("valid metric"),
-            store_up: gauge(
-                "robots_proxy_store_up",
-                "1 while the fleet store answers; 0 while it does not, or when there is none.",
-            ),
+            store_errors: store.errors,
+            store_events: store.events,
+            store_seconds: store.seconds,
+            store_up: store.up,
             registry,
         }
     }
