@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::context::{Context, Live};
 use crate::listener::{Listener, Listens};
 use crate::metrics::Rejection;
-use crate::slots::{self, PerClient};
+use crate::slots::{self, ClientSlot, PerClient};
 use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
 
@@ -315,19 +315,7 @@ async fn accept_loop(
         let ctx = live.load_full();
         let admitted = kind.admits(&ctx.config.access, peer.ip());
         let Some(client_slot) = per_client.try_take(peer.ip()) else {
-            ctx.metrics.rejected(kind.listener(), Rejection::ClientCap);
-            if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
-                last_warned = Some(tokio::time::Instant::now());
-                tracing::warn!(
-                    client = %peer.ip(),
-                    listener = %kind.listener().as_str(),
-                    cap = ctx.config.limits.max_connections_per_client,
-                    "a client at limits.max_connections_per_client; its further connections are closed at once"
-                );
-            }
-            // A reset frees the socket at once (no TIME_WAIT on our side).
-            let _ = stream.set_zero_linger();
-            drop(stream);
+            over_client_cap(stream, peer, kind.listener(), &ctx, &mut last_warned);
             continue;
         };
         // At the cap, this connection waits for a slot and the listener accepts no
@@ -344,58 +332,111 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let kind = kind.clone();
         let open = ctx.metrics.connection(kind.listener());
+        let held = (permit, open);
         if !admitted {
-            // Outside access.allow_from: the protocol's refusal, nothing read,
-            // fetched or sent upstream (docs/architecture.md, "Access").
-            ctx.metrics.rejected(kind.listener(), Rejection::Access);
-            ctx.metrics
-                .access_refused(&crate::access::Denied::Address(peer.ip()));
             let logged = outsiders.note();
-            tracker.spawn(async move {
-                let asked = turn_away(kind.clone(), stream, peer, &ctx).await;
-                if let Some(suppressed) = logged {
-                    tracing::info!(
-                        client = %peer,
-                        listener = %kind.listener().as_str(),
-                        asked = asked.as_deref().unwrap_or(""),
-                        suppressed,
-                        "client outside access.allow_from refused"
-                    );
-                }
-                drop(permit);
-                drop(client_slot);
-                drop(open);
-            });
+            tracker.spawn(outsider(
+                kind,
+                (stream, peer),
+                ctx,
+                (held, client_slot),
+                logged,
+            ));
             continue;
         }
-        // A task per connection of its own listener's size: a task is as large
-        // as its future, and one future matching on the kind would make every
-        // held Gopher request as large as a SOCKS5 one (tests/footprint.rs).
-        // The per-client place is given back when the answer is complete
-        // (`slots::answered`), the rest when the connection ends.
-        let held = (permit, open);
-        let slot = client_slot;
-        match kind {
-            Kind::Gemini => {
-                let acceptor = ctx.gemini_tls.clone();
-                let serve = crate::gemini::serve::serve(stream, peer, acceptor, ctx);
-                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
-            }
-            Kind::Gopher => {
-                let serve = crate::gopher::serve::serve(stream, peer, ctx);
-                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
-            }
-            Kind::Socks(ca) => {
-                let serve = crate::socks5::serve::serve(stream, peer, ctx, ca);
-                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
-            }
-            Kind::Transparent(ca, kernel) => {
-                let serve =
-                    crate::transparent::serve::serve(stream, peer, ctx, (ca, kernel.original));
-                tracker.spawn(holding(held, slots::holding_client(slot, serve)))
-            }
-        };
+        serve(kind, (stream, peer), ctx, (held, client_slot), &tracker);
     }
+}
+
+/// What an accepted connection holds until it ends: its place under the
+/// connection cap, and its count in `connections_open`.
+type Held = (
+    tokio::sync::OwnedSemaphorePermit,
+    crate::metrics::ConnectionGuard,
+);
+
+/// A client at its cap of connections: this one is closed at once, with a
+/// warning at most once a second.
+fn over_client_cap(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Listener,
+    ctx: &Context,
+    last_warned: &mut Option<tokio::time::Instant>,
+) {
+    ctx.metrics.rejected(listener, Rejection::ClientCap);
+    if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
+        *last_warned = Some(tokio::time::Instant::now());
+        tracing::warn!(
+            client = %peer.ip(),
+            listener = %listener.as_str(),
+            cap = ctx.config.limits.max_connections_per_client,
+            "a client at limits.max_connections_per_client; its further connections are closed at once"
+        );
+    }
+    // A reset frees the socket at once (no TIME_WAIT on our side).
+    let _ = stream.set_zero_linger();
+}
+
+/// A client outside access.allow_from: the protocol's refusal, nothing read,
+/// fetched or sent upstream (docs/architecture.md, "Access"); logged when
+/// `logged` (with how many were not).
+fn outsider(
+    kind: Kind,
+    (stream, peer): (TcpStream, SocketAddr),
+    ctx: Arc<Context>,
+    held: (Held, ClientSlot),
+    logged: Option<u64>,
+) -> impl std::future::Future<Output = ()> {
+    ctx.metrics.rejected(kind.listener(), Rejection::Access);
+    ctx.metrics
+        .access_refused(&crate::access::Denied::Address(peer.ip()));
+    async move {
+        let asked = turn_away(kind.clone(), stream, peer, &ctx).await;
+        if let Some(suppressed) = logged {
+            tracing::info!(
+                client = %peer,
+                listener = %kind.listener().as_str(),
+                asked = asked.as_deref().unwrap_or(""),
+                suppressed,
+                "client outside access.allow_from refused"
+            );
+        }
+        drop(held);
+    }
+}
+
+/// Serves an admitted connection on a task of its own listener's size: a
+/// task is as large as its future, and one future matching on the kind would
+/// make every held Gopher request as large as a SOCKS5 one
+/// (tests/footprint.rs). The per-client place is given back when the answer
+/// is complete (`slots::answered`), the rest when the connection ends.
+fn serve(
+    kind: Kind,
+    (stream, peer): (TcpStream, SocketAddr),
+    ctx: Arc<Context>,
+    (held, slot): (Held, ClientSlot),
+    tracker: &TaskTracker,
+) {
+    match kind {
+        Kind::Gemini => {
+            let acceptor = ctx.gemini_tls.clone();
+            let serve = crate::gemini::serve::serve(stream, peer, acceptor, ctx);
+            tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+        }
+        Kind::Gopher => {
+            let serve = crate::gopher::serve::serve(stream, peer, ctx);
+            tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+        }
+        Kind::Socks(ca) => {
+            let serve = crate::socks5::serve::serve(stream, peer, ctx, ca);
+            tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+        }
+        Kind::Transparent(ca, kernel) => {
+            let serve = crate::transparent::serve::serve(stream, peer, ctx, (ca, kernel.original));
+            tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+        }
+    };
 }
 
 /// Serves one connection, then gives back what it held: its slot under the
