@@ -4,8 +4,12 @@
 //! ```sh
 //! cargo run --release --example gemini_load -- \
 //!     --direct 127.0.0.1:PORT --proxy 127.0.0.1:1965 --url gemini://localhost:PORT/ \
-//!     [--relay 127.0.0.1:HAPROXY_PORT] [--clients 16] [--seconds 5] [--rounds 3] [--resume]
+//!     [--relay 127.0.0.1:HAPROXY_PORT] [--baseline 127.0.0.1:OTHER_PROXY] \
+//!     [--clients 16] [--seconds 5] [--rounds 3] [--resume]
 //! ```
+//!
+//! `--baseline`: another robots-proxy (an older build: `benches/compare.sh`),
+//! sent what the proxy is sent.
 //!
 //! Each round runs the direct, the relayed (a TLS-terminating, re-encrypting
 //! relay such as HAProxy, when `--relay` is given) and the proxied load one
@@ -31,6 +35,7 @@ struct Args {
     seconds: u64,
     rounds: usize,
     relay: Option<SocketAddr>,
+    baseline: Option<SocketAddr>,
     resume: bool,
 }
 
@@ -43,6 +48,7 @@ fn args() -> Args {
         seconds: 5,
         rounds: 3,
         relay: None,
+        baseline: None,
         resume: false,
     };
     let mut it = std::env::args().skip(1);
@@ -60,6 +66,7 @@ fn args() -> Args {
             "--seconds" => a.seconds = value.parse().expect("--seconds N"),
             "--rounds" => a.rounds = value.parse().expect("--rounds N"),
             "--relay" => a.relay = Some(value.parse().expect("--relay ADDR")),
+            "--baseline" => a.baseline = Some(value.parse().expect("--baseline ADDR")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -176,6 +183,9 @@ async fn main() {
     let mut ways = vec![("direct", a.direct)];
     if let Some(relay) = a.relay {
         ways.push(("relay", relay));
+    }
+    if let Some(baseline) = a.baseline {
+        ways.push(("baseline", baseline));
     }
     ways.push(("proxied", a.proxy));
     // Warm the proxy's robots.txt cache and the servers' session state.

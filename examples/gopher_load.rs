@@ -5,8 +5,12 @@
 //! ```sh
 //! cargo run --release --example gopher_load -- \
 //!     --direct 127.0.0.1:70 --relay 127.0.0.1:7071 --proxy 127.0.0.1:7070 \
-//!     --small /hello.txt --big /docs/blob.bin [--requests 300] [--big-requests 30] [--rounds 3]
+//!     --small /hello.txt --big /docs/blob.bin [--requests 300] [--big-requests 30] [--rounds 3] \
+//!     [--baseline 127.0.0.1:OTHER_PROXY]
 //! ```
+//!
+//! `--baseline`: another robots-proxy (an older build: `benches/compare.sh`),
+//! sent what the proxy is sent.
 //!
 //! Latency: `--requests` × `--rounds` requests for the small selector, one
 //! connection each, the ways interleaved request by request; p50, p99
@@ -24,6 +28,7 @@ use tokio::net::TcpStream;
 struct Args {
     direct: SocketAddr,
     relay: Option<SocketAddr>,
+    baseline: Option<SocketAddr>,
     proxy: SocketAddr,
     small: String,
     big: String,
@@ -37,6 +42,7 @@ fn args() -> Args {
     let mut a = Args {
         direct: "127.0.0.1:70".parse().unwrap(),
         relay: None,
+        baseline: None,
         proxy: "127.0.0.1:7070".parse().unwrap(),
         small: "/".into(),
         big: "/".into(),
@@ -51,6 +57,7 @@ fn args() -> Args {
         match flag.as_str() {
             "--direct" => a.direct = v.parse().expect("--direct ADDR"),
             "--relay" => a.relay = Some(v.parse().expect("--relay ADDR")),
+            "--baseline" => a.baseline = Some(v.parse().expect("--baseline ADDR")),
             "--proxy" => a.proxy = v.parse().expect("--proxy ADDR"),
             "--small" => a.small = v,
             "--big" => a.big = v,
@@ -68,6 +75,7 @@ fn args() -> Args {
 enum Way {
     Direct,
     Relay,
+    Baseline,
     Proxy,
 }
 
@@ -76,6 +84,7 @@ impl Way {
         match self {
             Way::Direct => "direct",
             Way::Relay => "socat",
+            Way::Baseline => "baseline",
             Way::Proxy => "proxied",
         }
     }
@@ -86,6 +95,10 @@ async fn fetch(a: &Args, way: Way, selector: &str) -> std::io::Result<usize> {
     let (addr, line) = match way {
         Way::Direct => (a.direct, selector.to_string()),
         Way::Relay => (a.relay.expect("a relay"), selector.to_string()),
+        Way::Baseline => (
+            a.baseline.expect("a baseline"),
+            format!("gopher://{}/0{selector}", a.direct),
+        ),
         Way::Proxy => (a.proxy, format!("gopher://{}/0{selector}", a.direct)),
     };
     let mut s = TcpStream::connect(addr).await?;
@@ -108,9 +121,10 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let a = args();
-    let ways: Vec<Way> = [Way::Direct, Way::Relay, Way::Proxy]
+    let ways: Vec<Way> = [Way::Direct, Way::Relay, Way::Baseline, Way::Proxy]
         .into_iter()
         .filter(|w| *w != Way::Relay || a.relay.is_some())
+        .filter(|w| *w != Way::Baseline || a.baseline.is_some())
         .collect();
     let n = ways.len();
     for &way in &ways {
