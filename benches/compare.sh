@@ -27,15 +27,8 @@ done
 # shellcheck source=../tests/interop/common.sh
 . tests/interop/common.sh
 agate=$(find_agate)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  git worktree remove --force "$work/base" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+start_work
+cleanup_more() { git worktree remove --force "$work/base" 2>/dev/null || true; }
 
 target=$(pwd)/target
 git worktree add --detach --quiet "$work/base" "$base"

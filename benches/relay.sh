@@ -30,14 +30,7 @@ done
 . tests/interop/common.sh
 need haproxy haproxy gophernicus gophernicus socat socat openssl openssl
 agate=$(find_agate)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  [ -n "${KEEP_WORK:-}" ] && echo "work dir kept: $work" || rm -rf "$work"
-}
-trap cleanup EXIT
+start_work
 cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load \
   --example gopher_instant
 

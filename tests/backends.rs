@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use redis_server::RedisServer;
 use robots_proxy::cache::{self, Lookup, RobotsCache, Rules};
-use robots_proxy::config::{OnUnreachable, RobotsConfig};
+use robots_proxy::config::RobotsConfig;
 use robots_proxy::fetch::{FetchFuture, FetchOutcome, RobotsFetcher};
 use robots_proxy::metrics::Metrics;
 use robots_proxy::pins::{self, Mismatch, Pins};
@@ -143,15 +143,7 @@ impl RobotsFetcher for Counting {
 }
 
 fn robots_config() -> RobotsConfig {
-    RobotsConfig {
-        ttl: Duration::from_secs(3600),
-        cache_bytes: 1 << 20,
-        max_stale: Duration::from_secs(86400),
-        unreachable_retry: Duration::from_secs(60),
-        on_unreachable: OnUnreachable::Disallow,
-        fetch_timeout: Duration::from_secs(5),
-        name_bot_in_request: false,
-    }
+    common::test_config().robots
 }
 
 /// Robots.txt outcomes: a miss fetches once and the rules hold; the next

@@ -1,4 +1,4 @@
-# Helpers shared by tests/interop/run and benches/relay.sh (sourced).
+# Helpers shared by tests/interop/run, benches/relay.sh and benches/compare.sh (sourced).
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -33,4 +33,18 @@ find_agate() { # the agate binary; installed from crates.io on first use
     agate=$tools/bin/agate
   fi
   echo "$agate"
+}
+
+start_work() { # sets $work (a temp dir) and pids=(); on exit, kills and reaps
+  # the pids, runs `cleanup_more` if defined, and removes $work (kept with KEEP_WORK=1)
+  work=$(mktemp -d)
+  pids=()
+  trap _end_work EXIT
+}
+
+_end_work() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if declare -F cleanup_more > /dev/null; then cleanup_more; fi
+  if [ -n "${KEEP_WORK:-}" ]; then echo "work dir kept: $work"; else rm -rf "$work"; fi
 }
