@@ -38,9 +38,17 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::TransparentRules(args) => transparent_rules(args),
         Command::Completions(args) => {
-            let mut cli = Cli::command();
-            clap_complete::generate(args.shell, &mut cli, "robots-proxy", &mut io::stdout());
-            ExitCode::SUCCESS
+            // Written whole, then copied out: a reader that stops early
+            // (`| head`) is not an error worth a panic.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "robots-proxy", &mut script);
+            match io::Write::write_all(&mut io::stdout(), &script) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                    eprintln!("robots-proxy completions: {e}");
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Command::Man(args) => man(args),
     }

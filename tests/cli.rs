@@ -499,4 +499,16 @@ fn man_pages_and_completions_describe_the_real_command_line() {
     assert!(script.contains("--transparent-listen") && script.contains("transparent-rules"));
     let (code, _, _) = run(&["completions", "tcsh"]);
     assert_eq!(code, Some(2), "an unknown shell is a usage error");
+    // A reader that stops at once (`| head -1`, `| grep -q`): no panic.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
