@@ -4,16 +4,15 @@
 //! "slow down" for every request (`refuse`), or this process fetches on its
 //! own (`local`).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::entry::{newest, store_down, Good};
-use super::{Entry, Making, Miss, Outcomes, Settings};
+use super::{Entry, Miss, Outcomes, Settings};
 use crate::fetch::FetchOutcome;
 use crate::robots::RobotsTxt;
 use crate::store::{Kind, Record, RobotsTurn, Store, Stored};
@@ -64,11 +63,11 @@ impl Fleet {
 }
 
 impl Outcomes for Fleet {
-    fn entry<'a>(&'a self, miss: Miss<'a>) -> Making<'a> {
+    fn entry<'a>(&'a self, miss: Miss<'a>) -> BoxFuture<'a, Entry> {
         Box::pin(self.shared_entry(miss))
     }
 
-    fn forget<'a>(&'a self, key: &'a HostKey) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    fn forget<'a>(&'a self, key: &'a HostKey) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let _ = self.store.forget_robots(&format!("r/{key}")).await;
         })

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -44,21 +45,15 @@ pub struct RobotsCache {
     outcomes: Box<dyn Outcomes>,
 }
 
-/// An entry being made.
-pub type Making<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Entry> + Send + 'a>>;
-
 /// Where a host's robots.txt outcome comes from when this process has no
 /// fresh one: this process fetches ([`Local`]), or the fleet shares one fetch
 /// through the store ([`Fleet`]). One is chosen at start; the owner,
 /// [`RobotsCache`], does not ask which.
 pub trait Outcomes: Send + Sync {
     /// The new entry for `miss.server`.
-    fn entry<'a>(&'a self, miss: Miss<'a>) -> Making<'a>;
+    fn entry<'a>(&'a self, miss: Miss<'a>) -> BoxFuture<'a, Entry>;
     /// Forgets `key`'s outcome wherever it is kept beyond this process.
-    fn forget<'a>(
-        &'a self,
-        key: &'a HostKey,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+    fn forget<'a>(&'a self, key: &'a HostKey) -> BoxFuture<'a, ()>;
 }
 
 /// One miss: what the cache knows when it has no fresh entry for a server.
@@ -87,14 +82,11 @@ impl Miss<'_> {
 pub struct Local;
 
 impl Outcomes for Local {
-    fn entry<'a>(&'a self, miss: Miss<'a>) -> Making<'a> {
+    fn entry<'a>(&'a self, miss: Miss<'a>) -> BoxFuture<'a, Entry> {
         Box::pin(async move { miss.fetch_here().await })
     }
 
-    fn forget<'a>(
-        &'a self,
-        _key: &'a HostKey,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+    fn forget<'a>(&'a self, _key: &'a HostKey) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 }

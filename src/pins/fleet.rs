@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Book, Keeper, Kept, Mismatch};
+use futures_util::future::BoxFuture;
+
+use super::{Book, Keeper, Mismatch};
 use crate::store::Store;
 
 /// Pins shared by the fleet through the store.
@@ -25,7 +27,7 @@ impl Keeper for Fleet {
         host: &'a str,
         port: u16,
         seen: &'a str,
-    ) -> Kept<'a, Result<(), Mismatch>> {
+    ) -> BoxFuture<'a, Result<(), Mismatch>> {
         Box::pin(async move {
             let fleet = if self.store.is_up() {
                 self.store.pin(host, port, seen).await.ok()
@@ -36,7 +38,7 @@ impl Keeper for Fleet {
         })
     }
 
-    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> Kept<'a, bool> {
+    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             if let Err(e) = self.store.forget_pin(host, port).await {
                 tracing::warn!(host, port, error = %e, "forgetting the fleet's pin failed");

@@ -13,9 +13,9 @@
 //! request path that met a new capsule: no fsync, so a crash can lose the last
 //! pins, which are then taken again on first use.
 
-use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
+
+use futures_util::future::BoxFuture;
 
 mod book;
 mod fleet;
@@ -35,9 +35,6 @@ pub struct Mismatch {
     pub pinned: String,
 }
 
-/// A future of a [`Keeper`].
-pub type Kept<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
 /// Who holds a capsule to its pin: this process's book ([`Local`]), or the
 /// fleet's store with the book standing in ([`Fleet`]). One is chosen at
 /// start; the owner, [`Pins`], does not ask which.
@@ -49,9 +46,9 @@ pub trait Keeper: Send + Sync {
         host: &'a str,
         port: u16,
         seen: &'a str,
-    ) -> Kept<'a, Result<(), Mismatch>>;
+    ) -> BoxFuture<'a, Result<(), Mismatch>>;
     /// Forgets `host:port`'s pin; whether this process had one.
-    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> Kept<'a, bool>;
+    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> BoxFuture<'a, bool>;
 }
 
 /// Pins kept by this process alone.
@@ -64,11 +61,11 @@ impl Keeper for Local {
         host: &'a str,
         port: u16,
         seen: &'a str,
-    ) -> Kept<'a, Result<(), Mismatch>> {
+    ) -> BoxFuture<'a, Result<(), Mismatch>> {
         Box::pin(std::future::ready(book.check(host, port, seen, None)))
     }
 
-    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> Kept<'a, bool> {
+    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(book.forget(host, port)))
     }
 }

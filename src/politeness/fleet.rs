@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{GateBy, Permit, Politeness, SlowDown, Turn, Turns};
+use futures_util::future::BoxFuture;
+
+use super::{GateBy, Permit, Politeness, SlowDown, Turns};
 use crate::store::{GateAsk, Lease, OnUnavailable, Store};
 use crate::target::Server;
 
@@ -55,7 +57,7 @@ impl Turns for Fleet {
         server: &'a Server,
         delay: Option<Duration>,
         hold: Duration,
-    ) -> Turn<'a> {
+    ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(async move {
             match self.admit_shared(gate, server, delay, hold).await {
                 Some(turn) => turn,

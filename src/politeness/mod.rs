@@ -35,7 +35,7 @@ mod sweep;
 mod turns;
 pub use fleet::{fleet_tag, Fleet};
 pub use sweep::{Sweep, SWEEP_SLICE};
-pub use turns::{Local, Turn, Turns};
+pub use turns::{Local, Turns};
 
 /// What one gate stands for (`[politeness] key`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

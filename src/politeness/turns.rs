@@ -4,12 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use super::{Permit, Politeness, SlowDown};
 use crate::target::Server;
-
-/// A turn being waited for.
-pub type Turn<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Permit, SlowDown>> + Send + 'a>>;
 
 /// Where a request takes its turn: at this process's gates ([`Local`]), or
 /// at the fleet's shared gate in the store ([`Fleet`]). One is chosen at
@@ -23,7 +21,7 @@ pub trait Turns: Send + Sync {
         server: &'a Server,
         delay: Option<Duration>,
         hold: Duration,
-    ) -> Turn<'a>;
+    ) -> BoxFuture<'a, Result<Permit, SlowDown>>;
 }
 
 /// Turns taken at this process's own gates.
@@ -36,7 +34,7 @@ impl Turns for Local {
         server: &'a Server,
         delay: Option<Duration>,
         hold: Duration,
-    ) -> Turn<'a> {
+    ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(gate.admit_here(server, delay, hold))
     }
 }
