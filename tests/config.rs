@@ -318,6 +318,15 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
     assert!(!stdout.contains("hunter2-secret"), "{stdout}");
     assert!(stdout.contains("(redacted)"), "{stdout}");
 
+    let token = run(
+        "token.toml",
+        "[admin]\ntoken = \"hunter4-secret-0123456789\"\n",
+    );
+    assert_eq!(token.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&token.stdout);
+    assert!(!stdout.contains("hunter4-secret"), "{stdout}");
+    assert!(stdout.contains("token = \"<redacted>\""), "{stdout}");
+
     let store = run(
         "store.toml",
         "[store]\nurl = \"redis://:hunter3-secret@127.0.0.1:6379/1\"\n",

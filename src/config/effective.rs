@@ -20,8 +20,13 @@ fn strings<T: ToString>(items: &[T]) -> Vec<String> {
     items.iter().map(|i| i.to_string()).collect()
 }
 
-/// What stands for a secret in the redacted print.
-const REDACTED: &str = "(redacted)";
+/// `value`, or in the redacted print what stands for it (`hidden`).
+fn secret(value: &str, redact: bool, hidden: impl FnOnce(&str) -> String) -> String {
+    match redact {
+        true => hidden(value),
+        false => value.to_string(),
+    }
+}
 
 impl Config {
     /// What `run --check-config` prints: [`Config::to_toml`] with SOCKS5
@@ -46,10 +51,6 @@ impl RawConfig {
     /// The file that resolves to `config` (with no flags); `redact` replaces
     /// secrets with a placeholder.
     pub fn effective(config: &Config, redact: bool) -> RawConfig {
-        let secret = |s: &str| match redact {
-            true => REDACTED.to_string(),
-            false => s.to_string(),
-        };
         let default = config.bots.default_bot();
         let bots = config.bots.all().iter().enumerate();
         RawConfig {
@@ -120,7 +121,7 @@ impl RawConfig {
                         .iter()
                         .map(|(name, password)| RawSocksUser {
                             name: name.clone(),
-                            password: secret(password),
+                            password: secret(password, redact, |_| "(redacted)".into()),
                         })
                         .collect(),
                 ),
@@ -129,10 +130,7 @@ impl RawConfig {
             store: match &config.store {
                 None => RawStore::default(),
                 Some(st) => RawStore {
-                    url: Some(match redact {
-                        true => crate::store::redacted(&st.url),
-                        false => st.url.clone(),
-                    }),
+                    url: Some(secret(&st.url, redact, crate::store::redacted)),
                     prefix: Some(st.prefix.clone()),
                     on_unavailable: Some(st.on_unavailable.as_str().to_string()),
                     timeout: d(st.timeout),
@@ -140,10 +138,8 @@ impl RawConfig {
                 },
             },
             admin: RawAdmin {
-                token: config.admin.token.as_deref().map(|t| match redact {
-                    true => "<redacted>".to_string(),
-                    false => t.to_string(),
-                }),
+                token: (config.admin.token.as_deref())
+                    .map(|t| secret(t, redact, |_| "<redacted>".into())),
                 allow_from: config.admin.allow_from.as_deref().map(strings),
                 hosts: Some(config.admin.hosts.clone()),
             },
