@@ -188,12 +188,24 @@ echo "fleet: store restarted mid-burst: gophernicus saw $rstamps connections, sm
 check "fleet: across a store restart every client was served in the end (after slow-downs)" $all_served
 check "fleet: store restarted empty mid-burst, no two starts at gophernicus closer than 0.5 s minus jitter (smallest $rmin s)" \
   awk -v g="$rmin" -v n="$rstamps" 'BEGIN { exit !(n >= 12 && g >= 0.45) }'
-restart_seen() {
+restart_counts() { # each proxy's count of store restarts seen, space-separated
   local m
   for m in "${fleet_metrics[@]}"; do
-    curl -s "http://127.0.0.1:$m/metrics" | grep -q 'robots_proxy_store_events_total{event="restart"} 1' || return 1
+    curl -s --max-time 5 "http://127.0.0.1:$m/metrics" |
+      awk '$1 == "robots_proxy_store_events_total{event=\"restart\"}" { n = $2 } END { printf "%d ", n + 0 }'
   done
 }
-deadline=$((SECONDS + 10))
+restart_seen() { # every proxy counted the restart (a count above 1 is printed, not failed)
+  local counts
+  counts=$(restart_counts)
+  ! grep -qw 0 <<< "$counts"
+}
+# Each proxy's health check asks the store once a second; on a loaded machine a
+# reconnect can take a few of those.
+deadline=$((SECONDS + 30))
 until restart_seen || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+echo "fleet: restarts counted by each proxy: $(restart_counts)"
+if ! restart_seen; then
+  for i in 1 2 3; do echo "proxy $i:"; grep -i 'fleet store' "$work/fleet-proxy-$i.log" | tail -5; done
+fi
 check "fleet: each proxy saw the store restart" restart_seen
