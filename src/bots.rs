@@ -7,6 +7,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::addr::{unmapped, Prefix};
+use crate::bot_limits::BotLimits;
 use crate::robots::BotProfile;
 
 /// The SHA-256 of a client certificate (its DER bytes), as Gemini clients and
@@ -67,6 +68,8 @@ pub struct Bot {
     pub client_certs: Vec<Fingerprint>,
     /// Client address ranges.
     pub clients: Vec<Prefix>,
+    /// What the operator allows it beyond robots.txt.
+    pub limits: BotLimits,
 }
 
 impl Bot {
@@ -78,6 +81,7 @@ impl Bot {
             socks5_users: Vec::new(),
             client_certs: Vec::new(),
             clients: Vec::new(),
+            limits: BotLimits::default(),
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod access;
 pub mod addr;
 pub mod admin;
 pub mod admission;
+pub mod bot_limits;
 pub mod bots;
 pub mod cache;
 pub mod check;

@@ -204,6 +204,37 @@ pub enum Busy {
     /// The proxy is shutting down: a request still waiting for its turn is
     /// answered rather than cut off.
     ShuttingDown,
+    /// One of the bot's own limits (`[bot]`, `[[bots]]`) holds it longer.
+    Limit(BotLimit),
+}
+
+/// A bot's limit that holds a request, as its answer names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BotLimit {
+    /// `concurrency`: this many of its requests are in flight at the server.
+    Concurrency(usize),
+    /// `rate`: its starts across all servers.
+    Rate(crate::bot_limits::Rate),
+    /// `daily_requests_per_server`: its starts at the server in 24 hours.
+    DailyBudget(u32),
+    /// `quiet_hours`: no starts now.
+    QuietHours,
+}
+
+impl fmt::Display for BotLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BotLimit::Concurrency(n) => write!(f, "this bot's concurrency = {n} at this server"),
+            BotLimit::Rate(rate) => write!(f, "this bot's rate = {rate}"),
+            BotLimit::DailyBudget(n) => {
+                write!(
+                    f,
+                    "this bot's daily_requests_per_server = {n}, used up here"
+                )
+            }
+            BotLimit::QuietHours => f.write_str("this bot's quiet_hours"),
+        }
+    }
 }
 
 impl fmt::Display for SlowDown {
@@ -213,6 +244,7 @@ impl fmt::Display for SlowDown {
             Busy::Turn => Ok(()),
             Busy::StoreDown => f.write_str(" (the fleet's store does not answer)"),
             Busy::ShuttingDown => f.write_str(" (the proxy is shutting down)"),
+            Busy::Limit(limit) => write!(f, " ({limit})"),
         }
     }
 }

@@ -4,26 +4,43 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
 use crate::bots::BotId;
 use crate::cache::Entry;
 use crate::refusal::Refusal;
 use crate::target::{Server, Target};
 
-/// What a limit is asked: who, what, where (resolved), and robots.txt's word
-/// on the host (its Crawl-delay for this bot).
+/// What a limit is asked: who, what, where (resolved), robots.txt's word on
+/// the host (its Crawl-delay for this bot), and how long it may be held.
 pub struct Asked<'a> {
     pub bot: BotId,
     pub target: &'a Target,
     pub server: &'a Server,
     pub robots: &'a Entry,
+    /// A limit may hold the request until then (`politeness.max_wait` from
+    /// when it was asked); past it, the answer is "slow down".
+    pub deadline: Instant,
 }
 
+/// What a limit keeps for a request it let through (a place counted, a slot
+/// taken) until the request ends. Dropped before [`Held::started`], what it
+/// counted is given back: a request refused later (at the gate) spends no
+/// budget.
+pub trait Held: Send + Sync {
+    /// The request's turn came: it starts now.
+    fn started(&mut self) {}
+}
+
+/// A limit's word on a request it lets through: what it keeps, if anything.
+pub type Hold = Option<Box<dyn Held>>;
+
 /// One limit on what a bot may fetch beyond robots.txt: it lets a request
-/// through or refuses it with its own [`Refusal`]. Asked after robots.txt and
-/// before the gate, so a refused request takes no turn.
+/// through (possibly after a wait, keeping a [`Hold`]) or refuses it with
+/// its own [`Refusal`]. Asked after robots.txt and before the gate, so a
+/// refused request takes no turn.
 pub trait Limit: Send + Sync {
-    fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<(), Refusal>>;
+    fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>>;
 }
 
 /// The limits of one configuration, asked in order; the first refusal wins.
@@ -35,10 +52,26 @@ impl Limits {
         Limits(limits)
     }
 
-    pub(super) async fn check(&self, asked: &Asked<'_>) -> Result<(), Refusal> {
+    pub(super) async fn check(&self, asked: &Asked<'_>) -> Result<Holds, Refusal> {
+        let mut holds = Holds::default();
         for limit in &self.0 {
-            limit.check(asked).await?;
+            // A refusal drops what earlier limits kept: given back.
+            if let Some(held) = limit.check(asked).await? {
+                holds.0.push(held);
+            }
         }
-        Ok(())
+        Ok(holds)
+    }
+}
+
+/// What the limits keep for an admitted request, until it ends.
+#[derive(Default)]
+pub struct Holds(Vec<Box<dyn Held>>);
+
+impl Holds {
+    pub(super) fn started(&mut self) {
+        for held in &mut self.0 {
+            held.started();
+        }
     }
 }

@@ -28,7 +28,7 @@ use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Ru
 use crate::target::{HostKey, Server, Target};
 
 pub mod limit;
-pub use limit::{Asked, Limit, Limits};
+pub use limit::{Asked, Held, Hold, Holds, Limit, Limits};
 
 /// A request the proxy may send now: where to (the addresses that were checked
 /// and gated), and its politeness slot (held until the answer has been relayed).
@@ -37,6 +37,8 @@ pub struct Admitted {
     pub permit: Permit,
     /// How long it waited for its turn.
     pub waited: Duration,
+    /// What the bot's limits keep for it (a slot in flight) until it ends.
+    pub holds: Holds,
 }
 
 /// A request turned away, and the server it named when that was known
@@ -60,21 +62,28 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         Ok(entry) => entry,
         Err(refusal) => return Err(refused(refusal, server)),
     };
+    let asked_at = Instant::now();
     let asked = Asked {
         bot,
         target,
         server: &server,
         robots: &entry,
+        deadline: crate::politeness::after(asked_at, ctx.politeness.config().max_wait),
     };
-    if let Err(refusal) = ctx.limits.check(&asked).await {
-        return Err(refused(refusal, server));
-    }
+    let mut holds = match ctx.limits.check(&asked).await {
+        Ok(holds) => holds,
+        Err(refusal) => return Err(refused(refusal, server)),
+    };
     match turn(ctx, &server, bot, &entry).await {
-        Ok((permit, waited)) => Ok(Admitted {
-            server,
-            permit,
-            waited,
-        }),
+        Ok((permit, _)) => {
+            holds.started();
+            Ok(Admitted {
+                server,
+                permit,
+                waited: asked_at.elapsed(),
+                holds,
+            })
+        }
         Err(refusal) => Err(refused(refusal, server)),
     }
 }
@@ -154,8 +163,8 @@ pub async fn robots_txt(
     Ok(entry)
 }
 
-/// Step 4: the host's turn. Spaced by this bot's Crawl-delay from the last
-/// start by any bot; the gate remembers the server as long as the longest of
+/// Step 4: the host's turn. Spaced by this bot's Crawl-delay (at least its
+/// `min_delay`) from the last start by any bot; the gate remembers the server as long as the longest of
 /// its bots' spacings (docs/architecture.md, "Several bots").
 pub async fn turn(
     ctx: &Context,
@@ -164,10 +173,15 @@ pub async fn turn(
     entry: &Entry,
 ) -> Result<(Permit, Duration), Refusal> {
     let spacing = ctx.politeness.config();
-    let delay = spacing.delay_for(entry.crawl_delay(bot));
+    // Each bot's floor (`min_delay`) under what robots.txt asks of it.
+    let bots = ctx.config.bots.all();
+    let floor = |id: BotId| bots.get(id).map_or(Duration::ZERO, |b| b.limits.min_delay);
+    let delay = spacing.delay_for(entry.crawl_delay(bot)).max(floor(bot));
     let hold = entry
         .crawl_delays()
-        .map(|d| spacing.delay_for(d))
+        .enumerate()
+        .map(|(id, d)| spacing.delay_for(d).max(floor(id)))
+        .chain(bots.iter().map(|b| b.limits.min_delay))
         .fold(delay, Duration::max);
     let asked = Instant::now();
     // A shutdown answers a request still waiting (its place in the queue is

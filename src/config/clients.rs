@@ -1,9 +1,12 @@
 //! The resolvers of `[access]`, `[bot]` and `[[bots]]`: who may use the proxy,
 //! and as which bot. Every user, certificate and range picks one bot only.
 
+use super::raw::RawBotLimits;
+use super::values::{bound, count, duration};
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
 use crate::addr::Prefix;
+use crate::bot_limits::{BotLimits, DayWindow, Rate};
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
 use crate::listener::Listens;
@@ -91,7 +94,11 @@ pub(super) fn bots(
         if !valid_bot_name(&name) {
             return Err(invalid("bot.name", bad_name(&name)));
         }
-        bots.push(Bot::named(&name, profile));
+        let mut bot = Bot::named(&name, profile);
+        if let Some(section) = &raw.bot {
+            bot.limits = bot_limits(&BOT_KEYS, &section.limits())?;
+        }
+        bots.push(bot);
     }
     let has_default = !bots.is_empty();
     for entry in &raw.bots {
@@ -122,6 +129,7 @@ pub(super) fn bots(
             true => Ok(user.to_string()),
             false => Err(format!("{user:?} is not a [socks5] users entry")),
         };
+        bot.limits = bot_limits(&BOTS_KEYS, &entry.limits()).map_err(|e| in_bot(name, e))?;
         bot.socks5_users = claim(
             ("bots.socks5_users", name),
             &entry.socks5_users,
@@ -246,4 +254,86 @@ pub(super) fn access(raw: &RawConfig, listen: &Listens) -> Result<Access, Config
         }
     }
     Ok(access)
+}
+
+/// The keys of a bot's limits, as an error names them.
+struct LimitKeys {
+    min_delay: &'static str,
+    concurrency: &'static str,
+    rate: &'static str,
+    daily_requests_per_server: &'static str,
+    quiet_hours: &'static str,
+}
+
+const BOT_KEYS: LimitKeys = LimitKeys {
+    min_delay: "bot.min_delay",
+    concurrency: "bot.concurrency",
+    rate: "bot.rate",
+    daily_requests_per_server: "bot.daily_requests_per_server",
+    quiet_hours: "bot.quiet_hours",
+};
+
+const BOTS_KEYS: LimitKeys = LimitKeys {
+    min_delay: "bots.min_delay",
+    concurrency: "bots.concurrency",
+    rate: "bots.rate",
+    daily_requests_per_server: "bots.daily_requests_per_server",
+    quiet_hours: "bots.quiet_hours",
+};
+
+/// A bot's limits, each within its bound (`values::bound`).
+fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigError> {
+    let min_delay = duration(
+        keys.min_delay,
+        raw.min_delay,
+        std::time::Duration::ZERO,
+        bound::DELAY,
+    )?;
+    let concurrency = raw
+        .concurrency
+        .map(|n| count(keys.concurrency, Some(n), n, bound::PER_HOST_CONCURRENCY))
+        .transpose()?;
+    let rate = raw
+        .rate
+        .map(|r| Rate::parse(r).map_err(|e| invalid(keys.rate, e)))
+        .transpose()?;
+    let daily_requests_per_server = raw
+        .daily_requests_per_server
+        .map(|n| {
+            count(
+                keys.daily_requests_per_server,
+                Some(n),
+                n,
+                bound::DAILY_REQUESTS,
+            )
+        })
+        .transpose()?;
+    let quiet_hours = raw.quiet_hours.unwrap_or_default();
+    if quiet_hours.len() > bound::QUIET_HOURS {
+        return Err(invalid(
+            keys.quiet_hours,
+            format!(
+                "{} windows: at most {}",
+                quiet_hours.len(),
+                bound::QUIET_HOURS
+            ),
+        ));
+    }
+    let quiet_hours = quiet_hours
+        .iter()
+        .map(|w| DayWindow::parse(w).map_err(|e| invalid(keys.quiet_hours, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if DayWindow::cover_the_day(&quiet_hours) {
+        return Err(invalid(
+            keys.quiet_hours,
+            "the windows cover the whole day, so this bot could never start a request",
+        ));
+    }
+    Ok(BotLimits {
+        min_delay,
+        concurrency,
+        rate,
+        daily_requests_per_server,
+        quiet_hours,
+    })
 }

@@ -28,6 +28,26 @@ fn secret(value: &str, redact: bool, hidden: impl FnOnce(&str) -> String) -> Str
     }
 }
 
+/// A bot's limits as its section writes them (an unset one left out).
+struct LimitKeys {
+    min_delay: Option<String>,
+    concurrency: Option<usize>,
+    rate: Option<String>,
+    daily_requests_per_server: Option<u32>,
+    quiet_hours: Option<Vec<String>>,
+}
+
+fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
+    let l = &bot.limits;
+    LimitKeys {
+        min_delay: d(l.min_delay),
+        concurrency: l.concurrency,
+        rate: l.rate.map(|r| r.to_string()),
+        daily_requests_per_server: l.daily_requests_per_server,
+        quiet_hours: (!l.quiet_hours.is_empty()).then(|| strings(&l.quiet_hours)),
+    }
+}
+
 impl Config {
     /// What `run --check-config` prints: [`Config::to_toml`] with SOCKS5
     /// passwords, the admin token and the store's password replaced, so the
@@ -58,21 +78,35 @@ impl RawConfig {
             listen: listen(config),
             bot: default.map(|id| {
                 let bot = &config.bots.all()[id];
+                let l = limits_of(bot);
                 RawBot {
                     name: Some(bot.name.clone()),
                     agent: Some(bot.profile.token().to_string()),
                     virtual_agents: Some(bot.profile.virtual_agents().to_vec()),
+                    min_delay: l.min_delay,
+                    concurrency: l.concurrency,
+                    rate: l.rate,
+                    daily_requests_per_server: l.daily_requests_per_server,
+                    quiet_hours: l.quiet_hours,
                 }
             }),
             bots: bots
                 .filter(|(id, _)| Some(*id) != default)
-                .map(|(_, bot)| RawNamedBot {
-                    name: bot.name.clone(),
-                    agent: bot.profile.token().to_string(),
-                    virtual_agents: bot.profile.virtual_agents().to_vec(),
-                    socks5_users: bot.socks5_users.clone(),
-                    client_certs: strings(&bot.client_certs),
-                    clients: strings(&bot.clients),
+                .map(|(_, bot)| {
+                    let l = limits_of(bot);
+                    RawNamedBot {
+                        name: bot.name.clone(),
+                        agent: bot.profile.token().to_string(),
+                        virtual_agents: bot.profile.virtual_agents().to_vec(),
+                        socks5_users: bot.socks5_users.clone(),
+                        client_certs: strings(&bot.client_certs),
+                        clients: strings(&bot.clients),
+                        min_delay: l.min_delay,
+                        concurrency: l.concurrency,
+                        rate: l.rate,
+                        daily_requests_per_server: l.daily_requests_per_server,
+                        quiet_hours: l.quiet_hours,
+                    }
                 })
                 .collect(),
             access: RawAccess {

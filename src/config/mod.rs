@@ -97,6 +97,9 @@ pub struct Config {
     pub store: Option<crate::store::StoreConfig>,
     /// `[admin]`: who may use the admin listener (its token, clients, names).
     pub admin: crate::access::AdminAccess,
+    /// Where the time of day comes from (quiet hours, daily budgets): the
+    /// system's clock; no file key (tests and embedders set another).
+    pub wall_clock: crate::bot_limits::WallClock,
 }
 
 impl Config {

@@ -184,6 +184,16 @@ pub struct RawBot {
     pub agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub virtual_agents: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_delay: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_requests_per_server: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet_hours: Option<Vec<String>>,
 }
 
 /// One `[[bots]]` entry.
@@ -200,6 +210,16 @@ pub struct RawNamedBot {
     pub client_certs: Vec<String>,
     #[serde(default)]
     pub clients: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_delay: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_requests_per_server: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet_hours: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -289,3 +309,31 @@ impl RawConfig {
         toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
     }
 }
+
+/// A bot's limits as the file writes them, in `[bot]` or a `[[bots]]` entry
+/// (the same keys in both; serde's `flatten` cannot deny unknown keys).
+pub struct RawBotLimits<'a> {
+    pub min_delay: Option<&'a str>,
+    pub concurrency: Option<usize>,
+    pub rate: Option<&'a str>,
+    pub daily_requests_per_server: Option<u32>,
+    pub quiet_hours: Option<&'a [String]>,
+}
+
+macro_rules! raw_bot_limits {
+    ($t:ty) => {
+        impl $t {
+            pub fn limits(&self) -> RawBotLimits<'_> {
+                RawBotLimits {
+                    min_delay: self.min_delay.as_deref(),
+                    concurrency: self.concurrency,
+                    rate: self.rate.as_deref(),
+                    daily_requests_per_server: self.daily_requests_per_server,
+                    quiet_hours: self.quiet_hours.as_deref(),
+                }
+            }
+        }
+    };
+}
+raw_bot_limits!(RawBot);
+raw_bot_limits!(RawNamedBot);

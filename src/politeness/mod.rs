@@ -58,7 +58,7 @@ impl GateBy {
 
 /// What a gate is found by: an address, or a name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Alias {
+pub enum Alias {
     Addr(SocketAddr),
     Name(HostKey),
 }
@@ -184,8 +184,9 @@ impl Host {
     }
 }
 
-/// The names that find `server`'s gate: its addresses, or its name.
-fn aliases(by: GateBy, server: &Server) -> Vec<Alias> {
+/// The names a server goes by at the gate (`key`): each of its addresses
+/// (IPv4-mapped read as IPv4), or its name when keyed by host or unresolved.
+pub fn aliases(by: GateBy, server: &Server) -> Vec<Alias> {
     match by {
         GateBy::Address if !server.addrs.is_empty() => server
             .addrs

@@ -105,6 +105,8 @@ enum Field {
     Allow,
     Disallow,
     CrawlDelay,
+    /// `Request-rate: n/period`: read as a Crawl-delay of `period / n`.
+    RequestRate,
     Sitemap,
     Other,
 }
@@ -137,6 +139,7 @@ fn field(name: &[u8]) -> Field {
         b"allow" => Field::Allow,
         b"virtual-agent" => Field::VirtualAgent,
         b"crawl-delay" => Field::CrawlDelay,
+        b"request-rate" => Field::RequestRate,
         b"sitemap" => Field::Sitemap,
         _ => Field::Other,
     }
@@ -209,6 +212,35 @@ fn parse_delay(value: &[u8]) -> Option<f64> {
     }
     let secs: f64 = std::str::from_utf8(value).ok()?.parse().ok()?;
     (secs.is_finite() && secs >= 0.0).then_some(secs)
+}
+
+/// A `Request-rate` value (the 1996 extended standard, still deployed):
+/// `n/period`, the period in seconds or with a unit (`s`, `m`, `h`, `d`),
+/// perhaps followed by a time of day it applies in (read as always: the
+/// stricter reading). As a spacing: `period / n` seconds. Anything else is
+/// ignored, as a bad `Crawl-delay` is.
+fn parse_request_rate(value: &[u8]) -> Option<f64> {
+    let value = value.split(|&b| b == b' ' || b == b'\t').next()?;
+    let text = std::str::from_utf8(value).ok()?;
+    let (n, period) = text.split_once('/')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: f64 = n.parse().ok()?;
+    let unit_at = period
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(period.len());
+    let (number, unit) = period.split_at(unit_at);
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return None,
+    };
+    let period = parse_delay(number.as_bytes())? * scale;
+    let secs = period / n;
+    (n >= 1.0 && secs.is_finite()).then_some(secs)
 }
 
 /// Gives a run of agent lines the crawl-delay that followed them, if any.
@@ -333,7 +365,8 @@ impl RobotsTxt {
                         }
                     }
                 }
-                Field::Allow | Field::Disallow | Field::CrawlDelay if groups.is_empty() => {}
+                Field::Allow | Field::Disallow | Field::CrawlDelay | Field::RequestRate
+                    if groups.is_empty() => {}
                 f @ (Field::Allow | Field::Disallow) => {
                     group_has_rules = true;
                     // An empty value is no rule: `Disallow:` allows everything.
@@ -356,12 +389,13 @@ impl RobotsTxt {
                         g.rules.end = end;
                     }
                 }
-                Field::CrawlDelay => {
-                    if groups.is_empty() {
-                        continue;
-                    }
+                f @ (Field::CrawlDelay | Field::RequestRate) => {
                     after_delay = true;
-                    if let Some(secs) = parse_delay(value) {
+                    let secs = match f {
+                        Field::CrawlDelay => parse_delay(value),
+                        _ => parse_request_rate(value),
+                    };
+                    if let Some(secs) = secs {
                         // Two delays for one agent: the larger is the safe reading.
                         run_delay = Some(run_delay.map_or(secs, |d| d.max(secs)));
                     }
@@ -580,6 +614,41 @@ mod tests {
         let r = RobotsTxt::parse(b"user-agent: a\ndisallow:\nuser-agent: b\ndisallow: /\n");
         assert_eq!(r.groups.len(), 2);
         assert!(rules(&r, 0).is_empty());
+    }
+
+    #[test]
+    fn request_rate_is_a_crawl_delay_of_period_over_n() {
+        let cases: &[(&str, Option<f64>)] = &[
+            ("1/5", Some(5.0)),
+            ("1/10s", Some(10.0)),
+            ("2/1m", Some(30.0)),
+            ("60/1h", Some(60.0)),
+            ("1/1d", Some(86_400.0)),
+            ("1/10s 1300-1659", Some(10.0)),
+            ("4/1", Some(0.25)),
+            ("0/5", None),
+            ("-1/5", None),
+            ("1/-5", None),
+            ("1/5y", None),
+            ("1/", None),
+            ("/5", None),
+            ("1/inf", None),
+            ("1/NaN", None),
+            ("five", None),
+            ("", None),
+        ];
+        for (value, want) in cases {
+            let r = RobotsTxt::parse(format!("user-agent: a\nrequest-rate: {value}\n").as_bytes());
+            assert_eq!(delays(&r, 0), [*want], "request-rate {value:?}");
+        }
+        // With a Crawl-delay, in either order: the stricter (longer) spacing.
+        let r = RobotsTxt::parse(b"User-agent: a\nCrawl-delay: 3\nRequest-rate: 1/10\n");
+        assert_eq!(delays(&r, 0), [Some(10.0)]);
+        let r = RobotsTxt::parse(b"User-agent: a\nRequest-rate: 1/2\nCrawl-delay: 3\n");
+        assert_eq!(delays(&r, 0), [Some(3.0)]);
+        // Before any group: nobody's.
+        let r = RobotsTxt::parse(b"Request-rate: 1/10\nUser-agent: a\nDisallow: /x\n");
+        assert_eq!(delays(&r, 0), [None]);
     }
 
     #[test]

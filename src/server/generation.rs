@@ -42,6 +42,8 @@ pub(super) struct Lasting {
     pub(super) recent: Arc<crate::recent::Recent>,
     pub(super) started: std::time::Instant,
     pub(super) guesses: Arc<crate::guesses::Guesses>,
+    /// What the bots' own limits have counted (in flight, starts).
+    pub(super) ledger: Arc<crate::bot_limits::Ledger>,
     /// Cancelled when the proxy shuts down: requests waiting for their turn
     /// are answered "slow down" then, not cut at the end of the grace.
     pub(super) shutdown: tokio_util::sync::CancellationToken,
@@ -188,6 +190,9 @@ impl Lasting {
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             recent: Arc::new(crate::recent::Recent::new()),
             guesses: Arc::default(),
+            ledger: crate::bot_limits::Ledger::new(crate::bot_limits::Clock::new(
+                config.wall_clock,
+            )),
             shutdown,
             started: std::time::Instant::now(),
             reloading: Arc::new(tokio::sync::Mutex::new(())),
@@ -228,6 +233,8 @@ impl Lasting {
                 config.gopher_public_port.unwrap_or(gopher.port()),
             )
         });
+        let limits =
+            crate::bot_limits::steps(&config.bots, self.politeness.config().key, &self.ledger);
         Arc::new(Context {
             config,
             upstream: built.upstream,
@@ -243,7 +250,7 @@ impl Lasting {
             listens: self.listens,
             started: self.started,
             guesses: self.guesses.clone(),
-            limits: crate::admission::Limits::default(),
+            limits,
             shutdown: self.shutdown.clone(),
         })
     }

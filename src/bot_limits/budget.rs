@@ -1,0 +1,338 @@
+//! `daily_requests_per_server = N`: at most N starts of one bot at one server
+//! in any 24 hours. Starts are counted in 5-minute buckets of the wall clock;
+//! a bucket leaves the count 24 hours after it ends, so a start is counted at
+//! least 24 hours (at most 24 h 5 min): never more than N in any 24 hours.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use super::{wait_for, Blocked, Ledger};
+use crate::admission::{Asked, Held, Hold, Limit};
+use crate::politeness::{aliases, Alias, GateBy};
+use crate::refusal::{BotLimit, Refusal};
+
+/// Seconds per bucket.
+const BUCKET: u64 = 300;
+const DAY: u64 = 86_400;
+
+/// The most a budget may be.
+pub const MAX_BUDGET: u32 = 1_000_000;
+
+type Key = (String, Alias);
+
+/// One bot's starts at one server alias: counts per bucket, oldest first,
+/// and the requests that passed this step and have not started yet.
+#[derive(Default)]
+struct Counts {
+    buckets: VecDeque<(u64, u32)>,
+    pending: u32,
+}
+
+impl Counts {
+    /// Drops the buckets that have left the window at `now` (seconds).
+    fn prune(&mut self, now: u64) {
+        while self.buckets.front().is_some_and(|&(b, _)| expiry(b) <= now) {
+            self.buckets.pop_front();
+        }
+    }
+
+    fn used(&self) -> u32 {
+        self.buckets
+            .iter()
+            .map(|&(_, n)| n)
+            .fold(self.pending, u32::saturating_add)
+    }
+
+    /// When `room` more starts may be made: the end of the bucket whose
+    /// leaving frees that many; `None` if the pending requests alone fill it.
+    fn room_at(&self, room: u32) -> Option<u64> {
+        let mut freed = 0u32;
+        for &(b, n) in &self.buckets {
+            freed = freed.saturating_add(n);
+            if freed >= room {
+                return Some(expiry(b));
+            }
+        }
+        None
+    }
+}
+
+/// When a bucket's starts stop counting.
+fn expiry(bucket: u64) -> u64 {
+    (bucket + 1) * BUCKET + DAY
+}
+
+#[derive(Default)]
+struct Inner {
+    counts: HashMap<Key, Counts>,
+    /// Keys in the order their newest bucket expires, to forget them without
+    /// a scan: `(expiry, key)`, one per bucket made.
+    expiring: VecDeque<(u64, Key)>,
+}
+
+impl Inner {
+    fn forget_expired(&mut self, now: u64) {
+        while let Some((at, _)) = self.expiring.front() {
+            if *at > now {
+                break;
+            }
+            let Some((_, key)) = self.expiring.pop_front() else {
+                break;
+            };
+            if let Some(c) = self.counts.get_mut(&key) {
+                c.prune(now);
+                if c.buckets.is_empty() && c.pending == 0 {
+                    self.counts.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// Every bot's counts at every server.
+#[derive(Default)]
+pub(super) struct Book(Mutex<Inner>);
+
+impl Book {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts (and requests about to start) of `bot` at the server these
+    /// aliases name, at `unix`.
+    pub(super) fn used(&self, bot: &str, aliases: &[Alias], unix: Duration) -> u32 {
+        let now = unix.as_secs();
+        let mut inner = self.lock();
+        inner.forget_expired(now);
+        let mut most = 0;
+        for a in aliases {
+            if let Some(c) = inner.counts.get_mut(&(bot.to_string(), a.clone())) {
+                c.prune(now);
+                most = most.max(c.used());
+            }
+        }
+        most
+    }
+
+    /// Counts one more request if the budget has room at every alias; else
+    /// when it will (seconds since the epoch).
+    fn take(
+        &self,
+        bot: &str,
+        aliases: &[Alias],
+        budget: u32,
+        unix: Duration,
+    ) -> Result<(), Option<u64>> {
+        let now = unix.as_secs();
+        let mut inner = self.lock();
+        inner.forget_expired(now);
+        let keys: Vec<Key> = aliases
+            .iter()
+            .map(|a| (bot.to_string(), a.clone()))
+            .collect();
+        // Each full alias's time; if any is unknown (its pending requests
+        // alone fill it), so is the answer.
+        let mut full: Vec<Option<u64>> = Vec::new();
+        for key in &keys {
+            if let Some(c) = inner.counts.get_mut(key) {
+                c.prune(now);
+                let used = c.used();
+                if used >= budget {
+                    full.push(c.room_at(used - budget + 1));
+                }
+            }
+        }
+        if !full.is_empty() {
+            let at: Option<Vec<u64>> = full.into_iter().collect();
+            return Err(at.and_then(|at| at.into_iter().max()));
+        }
+        for key in keys {
+            inner.counts.entry(key).or_default().pending += 1;
+        }
+        Ok(())
+    }
+
+    /// A counted request started at `unix` (`true`) or gave up.
+    fn settle(&self, bot: &str, aliases: &[Alias], started: Option<Duration>) {
+        let mut inner = self.lock();
+        for a in aliases {
+            let key = (bot.to_string(), a.clone());
+            let Some(c) = inner.counts.get_mut(&key) else {
+                continue;
+            };
+            c.pending = c.pending.saturating_sub(1);
+            match started {
+                Some(unix) => {
+                    let bucket = unix.as_secs() / BUCKET;
+                    match c.buckets.back_mut() {
+                        Some((b, n)) if *b == bucket => *n = n.saturating_add(1),
+                        _ => {
+                            c.buckets.push_back((bucket, 1));
+                            inner.expiring.push_back((expiry(bucket), key));
+                        }
+                    }
+                }
+                None if c.pending == 0 && c.buckets.is_empty() => {
+                    inner.counts.remove(&key);
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// The step: each bot's budget, by bot id.
+pub(super) struct DailyBudget {
+    names: Vec<String>,
+    budgets: Vec<Option<u32>>,
+    key: GateBy,
+    ledger: Arc<Ledger>,
+}
+
+impl DailyBudget {
+    pub(super) fn new(
+        names: Vec<String>,
+        budgets: Vec<Option<u32>>,
+        key: GateBy,
+        ledger: Arc<Ledger>,
+    ) -> DailyBudget {
+        DailyBudget {
+            names,
+            budgets,
+            key,
+            ledger,
+        }
+    }
+}
+
+impl Limit for DailyBudget {
+    fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
+        Box::pin(async move {
+            let (Some(Some(budget)), Some(name)) =
+                (self.budgets.get(asked.bot), self.names.get(asked.bot))
+            else {
+                return Ok(None);
+            };
+            let aliases = aliases(self.key, asked.server);
+            let clock = *self.ledger.clock();
+            let book = &self.ledger.budget;
+            wait_for(
+                &self.ledger,
+                asked.deadline,
+                BotLimit::DailyBudget(*budget),
+                || {
+                    book.take(name, &aliases, *budget, clock.unix())
+                        .map_err(|at| match at {
+                            Some(at) => Blocked::Until(clock.instant_at(Duration::from_secs(at))),
+                            None => Blocked::Released,
+                        })
+                },
+            )
+            .await?;
+            Ok(Some(Box::new(Budgeted {
+                ledger: self.ledger.clone(),
+                bot: name.clone(),
+                aliases,
+                started: false,
+            }) as Box<dyn Held>))
+        })
+    }
+}
+
+/// A request counted against its bot's budget at a server.
+struct Budgeted {
+    ledger: Arc<Ledger>,
+    bot: String,
+    aliases: Vec<Alias>,
+    started: bool,
+}
+
+impl Held for Budgeted {
+    fn started(&mut self) {
+        self.started = true;
+        let now = self.ledger.clock().unix();
+        self.ledger
+            .budget
+            .settle(&self.bot, &self.aliases, Some(now));
+        self.ledger.changed.notify_waiters();
+    }
+}
+
+impl Drop for Budgeted {
+    fn drop(&mut self) {
+        if !self.started {
+            self.ledger.budget.settle(&self.bot, &self.aliases, None);
+            self.ledger.changed.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::HostKey;
+
+    fn alias(port: u16) -> Alias {
+        Alias::Addr(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    #[test]
+    fn a_day_holds_at_most_the_budget_and_frees_a_day_later() {
+        let book = Book::default();
+        let a = [alias(1965)];
+        let t0 = Duration::from_secs(20_000 * DAY + 3600 + 17);
+        for _ in 0..3 {
+            book.take("bot", &a, 3, t0).unwrap();
+            book.settle("bot", &a, Some(t0));
+        }
+        // The fourth waits until the bucket of the first three ends, a day later.
+        let until = book.take("bot", &a, 3, t0).unwrap_err().unwrap();
+        assert!(
+            until >= t0.as_secs() + DAY && until <= t0.as_secs() + DAY + BUCKET,
+            "{until}"
+        );
+        assert_eq!(book.used("bot", &a, t0), 3);
+        assert!(book
+            .take("bot", &a, 3, Duration::from_secs(until - 1))
+            .is_err());
+        assert!(book.take("bot", &a, 3, Duration::from_secs(until)).is_ok());
+    }
+
+    #[test]
+    fn aliases_share_a_budget_and_bots_do_not() {
+        let book = Book::default();
+        let t = Duration::from_secs(20_000 * DAY);
+        // `localhost` (two addresses), then one of them alone.
+        let both = [alias(1), alias(2)];
+        book.take("bot", &both, 1, t).unwrap();
+        book.settle("bot", &both, Some(t));
+        assert!(book.take("bot", &[alias(2)], 1, t).is_err());
+        assert!(book.take("other", &[alias(2)], 1, t).is_ok());
+        let name = Alias::Name(HostKey {
+            scheme: crate::target::Scheme::Gemini,
+            host: "localhost".into(),
+            port: 1965,
+        });
+        assert!(book.take("bot", &[name], 1, t).is_ok());
+    }
+
+    #[test]
+    fn a_request_that_gives_up_gives_back_and_is_forgotten() {
+        let book = Book::default();
+        let a = [alias(70)];
+        let t = Duration::from_secs(20_000 * DAY);
+        book.take("bot", &a, 1, t).unwrap();
+        assert_eq!(book.take("bot", &a, 1, t), Err(None));
+        book.settle("bot", &a, None);
+        assert!(book.lock().counts.is_empty());
+        book.take("bot", &a, 1, t).unwrap();
+        book.settle("bot", &a, Some(t));
+        // A day and a bucket later, nothing of it is left.
+        book.used("bot", &a, t + Duration::from_secs(DAY + BUCKET));
+        let inner = book.lock();
+        assert!(inner.counts.is_empty() && inner.expiring.is_empty());
+    }
+}

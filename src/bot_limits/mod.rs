@@ -1,0 +1,191 @@
+//! A bot's own limits, set by the operator beyond what robots.txt asks
+//! (`[bot]` and `[[bots]]`: `min_delay`, `concurrency`, `rate`,
+//! `daily_requests_per_server`, `quiet_hours`). Each is one
+//! [`admission::Limit`](crate::admission::Limit) step, asked after robots.txt
+//! and before the gate (docs/architecture.md, "Adding a limit"); `min_delay`
+//! is a floor under the bot's spacing at the gate itself.
+//!
+//! A request a limit holds waits (within `politeness.max_wait`) like a queued
+//! request; one it cannot wait for is answered "slow down" with the seconds
+//! until it could start, naming the limit. What the limits count ([`Ledger`])
+//! lasts across reloads; a bot is known by its name.
+//!
+//! A server is what the gate calls one ([`crate::politeness::aliases`]):
+//! with `key = "address"`, every address a name resolves to, so `localhost`,
+//! `127.0.0.1` and `[::1]` share a budget as they share a gate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::admission::{Limit, Limits};
+use crate::bots::Bots;
+use crate::refusal::{BotLimit, Busy, Refusal, SlowDown};
+
+mod budget;
+mod clock;
+mod hours;
+mod inflight;
+mod rate;
+
+pub use budget::MAX_BUDGET;
+pub use clock::{Clock, WallClock};
+pub use hours::DayWindow;
+pub use rate::Rate;
+
+/// One bot's limits, as configured (every one off by default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BotLimits {
+    /// A floor under this bot's spacing at each server (`min_delay`).
+    pub min_delay: Duration,
+    /// Requests of this bot in flight per server, at most.
+    pub concurrency: Option<usize>,
+    /// This bot's starts across all servers, at most.
+    pub rate: Option<Rate>,
+    /// Starts per server in any 24 hours, at most.
+    pub daily_requests_per_server: Option<u32>,
+    /// No starts in these windows of the UTC day.
+    pub quiet_hours: Vec<DayWindow>,
+}
+
+/// What the limits have counted: in flight, starts, per bot and server.
+/// Owned by the process (kept across reloads), shared by every generation's
+/// limit steps.
+pub struct Ledger {
+    clock: Clock,
+    /// Woken when anything counted is given back or started: a request
+    /// waiting on a count looks again.
+    changed: Notify,
+    inflight: inflight::Book,
+    rate: rate::Book,
+    budget: budget::Book,
+}
+
+impl Ledger {
+    pub fn new(clock: Clock) -> Arc<Ledger> {
+        Arc::new(Ledger {
+            clock,
+            changed: Notify::new(),
+            inflight: inflight::Book::default(),
+            rate: rate::Book::default(),
+            budget: budget::Book::default(),
+        })
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Starts of `bot` at the server `aliases` name in the last 24 hours, and
+    /// in flight there now (the status page).
+    pub fn usage(
+        &self,
+        bot: &str,
+        server: &crate::target::Server,
+        key: crate::politeness::GateBy,
+    ) -> (u32, usize) {
+        let aliases = crate::politeness::aliases(key, server);
+        (
+            self.budget.used(bot, &aliases, self.clock.unix()),
+            self.inflight.count(bot, &aliases),
+        )
+    }
+}
+
+/// The limit steps of one configuration, over the process's ledger: only
+/// those some bot sets, in the order they are asked (the cheapest first, and
+/// a count reserved last so a request held by an earlier one holds nothing).
+pub fn steps(bots: &Bots, key: crate::politeness::GateBy, ledger: &Arc<Ledger>) -> Limits {
+    let all = bots.all();
+    let names: Vec<String> = all.iter().map(|b| b.name.clone()).collect();
+    let mut steps: Vec<Arc<dyn Limit>> = Vec::new();
+    let quiet: Vec<Vec<DayWindow>> = all.iter().map(|b| b.limits.quiet_hours.clone()).collect();
+    if quiet.iter().any(|q| !q.is_empty()) {
+        steps.push(Arc::new(hours::QuietHours::new(quiet, ledger.clone())));
+    }
+    let concurrency: Vec<Option<usize>> = all.iter().map(|b| b.limits.concurrency).collect();
+    if concurrency.iter().any(Option::is_some) {
+        steps.push(Arc::new(inflight::Concurrency::new(
+            names.clone(),
+            concurrency,
+            key,
+            ledger.clone(),
+        )));
+    }
+    let rates: Vec<Option<Rate>> = all.iter().map(|b| b.limits.rate).collect();
+    if rates.iter().any(Option::is_some) {
+        steps.push(Arc::new(rate::RateLimit::new(
+            names.clone(),
+            rates,
+            ledger.clone(),
+        )));
+    }
+    let budgets: Vec<Option<u32>> = all
+        .iter()
+        .map(|b| b.limits.daily_requests_per_server)
+        .collect();
+    if budgets.iter().any(Option::is_some) {
+        steps.push(Arc::new(budget::DailyBudget::new(
+            names,
+            budgets,
+            key,
+            ledger.clone(),
+        )));
+    }
+    Limits::new(steps)
+}
+
+/// Why a count cannot be taken now.
+enum Blocked {
+    /// It can at this time (a start leaves the window).
+    Until(Instant),
+    /// When something counted is given back (a request in flight ends).
+    Released,
+}
+
+/// Asks `take` until it succeeds, waiting between tries for the time it names
+/// or for the ledger to change, up to `deadline`; a wait past the deadline is
+/// answered "slow down" at once, naming `limit`.
+async fn wait_for<T>(
+    ledger: &Ledger,
+    deadline: Instant,
+    limit: BotLimit,
+    mut take: impl FnMut() -> Result<T, Blocked>,
+) -> Result<T, Refusal> {
+    loop {
+        let changed = ledger.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let now = Instant::now();
+        let woken = match take() {
+            Ok(taken) => return Ok(taken),
+            Err(Blocked::Until(t)) if t > deadline => {
+                return Err(slow_down(limit, t.saturating_duration_since(now)))
+            }
+            Err(Blocked::Until(t)) => {
+                tokio::time::timeout_at(deadline, async {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(t) => {}
+                        () = changed => {}
+                    }
+                })
+                .await
+            }
+            Err(Blocked::Released) => tokio::time::timeout_at(deadline, changed).await,
+        };
+        if woken.is_err() {
+            // The deadline passed with no count given back: ask again in a
+            // second (a request in flight ends at an unknown time).
+            return Err(slow_down(limit, Duration::from_secs(1)));
+        }
+    }
+}
+
+fn slow_down(limit: BotLimit, retry_after: Duration) -> Refusal {
+    Refusal::SlowDown(SlowDown {
+        retry_after: retry_after.max(Duration::from_secs(1)),
+        why: Busy::Limit(limit),
+    })
+}
