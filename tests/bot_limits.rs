@@ -378,3 +378,63 @@ fn silly_limits_are_refused_naming_the_key() {
         .to_string();
     assert!(err.contains("bots.rate") && err.contains("\"b\""), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_does_not_reset_a_budget() {
+    let origin = open_capsule().await;
+    let config = with_limits("daily_requests_per_server = 1");
+    let dir = config.state_dir.clone();
+    let proxy = start_proxy(config).await;
+    assert_eq!(
+        gemini(proxy.addr(Listener::Gemini), &origin.url("/1"))
+            .await
+            .0,
+        "20 text/gemini"
+    );
+    proxy.shutdown();
+    assert!(proxy.drained().await);
+    drop(proxy);
+    // The next process, on the same state directory.
+    let mut config = with_limits("daily_requests_per_server = 1");
+    config.state_dir = dir.clone();
+    let proxy = start_proxy(config).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/2")).await;
+    assert!(slow_down(&header) > 86_000, "{header}");
+    assert_eq!(origin.count("/2"), 0);
+    // What the file holds: the bot, the server, a bucket, one start.
+    let kept = std::fs::read_to_string(dir.join("budgets")).unwrap();
+    let line = format!("default\ta/127.0.0.1:{}\t", origin.addr.port());
+    assert!(
+        kept.starts_with(&line) && kept.trim_end().ends_with("\t1"),
+        "{kept:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_budget_file_is_read_for_what_it_holds() {
+    let origin = open_capsule().await;
+    let config = with_limits("daily_requests_per_server = 2");
+    std::fs::create_dir_all(&config.state_dir).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let port = origin.addr.port();
+    let lines = [
+        // Junk, binary, a bucket long past, a count of zero, too many fields…
+        "nonsense".to_string(),
+        "\u{0}\u{1}\u{2}".to_string(),
+        format!("default\ta/127.0.0.1:{port}\t{}\t5", now / 300 - 400),
+        format!("default\ta/127.0.0.1:{port}\t{}\t0", now / 300),
+        format!("default\ta/127.0.0.1:{port}\t{}\t1\t9", now / 300),
+        format!("default\ta/127.0.0.1:{port}\t{}\t99999999999", now / 300),
+        // …and one good line: one start of the two allowed.
+        format!("default\ta/127.0.0.1:{port}\t{}\t1", now / 300),
+    ];
+    std::fs::write(config.state_dir.join("budgets"), lines.join("\n")).unwrap();
+    let proxy = start_proxy(config).await;
+    let addr = proxy.addr(Listener::Gemini);
+    assert_eq!(gemini(addr, &origin.url("/1")).await.0, "20 text/gemini");
+    let (header, _) = gemini(addr, &origin.url("/2")).await;
+    assert!(slow_down(&header) > 80_000, "{header}");
+}

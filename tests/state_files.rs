@@ -66,7 +66,13 @@ fn fifo(path: &Path) {
 /// naming the path, instead of hanging with its listeners open.
 #[test]
 fn a_fifo_in_the_state_directory_is_refused_at_start() {
-    for name in ["pins", "gemini-key.pem", "gemini-cert.names", "ca-key.pem"] {
+    for name in [
+        "pins",
+        "gemini-key.pem",
+        "gemini-cert.names",
+        "ca-key.pem",
+        "budgets",
+    ] {
         let dir = state_dir();
         std::fs::create_dir_all(&dir).unwrap();
         fifo(&dir.join(name));

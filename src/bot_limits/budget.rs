@@ -155,6 +155,46 @@ impl Book {
         Ok(())
     }
 
+    /// A bucket read back from the state file (`false`: already past).
+    pub(super) fn restore(
+        &self,
+        bot: &str,
+        alias: Alias,
+        bucket: u64,
+        count: u32,
+        now: u64,
+    ) -> bool {
+        if expiry(bucket) <= now || count == 0 {
+            return false;
+        }
+        let key = (bot.to_string(), alias);
+        let mut inner = self.lock();
+        let counts = inner.counts.entry(key.clone()).or_default();
+        match counts.buckets.iter().position(|&(b, _)| b >= bucket) {
+            Some(i) if counts.buckets[i].0 == bucket => {
+                counts.buckets[i].1 = counts.buckets[i].1.saturating_add(count);
+                return true;
+            }
+            Some(i) => counts.buckets.insert(i, (bucket, count)),
+            None => counts.buckets.push_back((bucket, count)),
+        }
+        // `expiring` is in order: a restored bucket goes where its time is.
+        let at = expiry(bucket);
+        let i = inner.expiring.partition_point(|(t, _)| *t <= at);
+        inner.expiring.insert(i, (at, key));
+        true
+    }
+
+    /// Every bucket still counting at `now`: bot, server, bucket, count.
+    pub(super) fn each(&self, now: u64, mut f: impl FnMut(&str, &Alias, u64, u32)) {
+        let inner = self.lock();
+        for ((bot, alias), counts) in &inner.counts {
+            for &(bucket, n) in counts.buckets.iter().filter(|(b, _)| expiry(*b) > now) {
+                f(bot, alias, bucket, n);
+            }
+        }
+    }
+
     /// A counted request started at `unix` (`true`) or gave up.
     fn settle(&self, bot: &str, aliases: &[Alias], started: Option<Duration>) {
         let mut inner = self.lock();
@@ -257,6 +297,9 @@ impl Held for Budgeted {
         self.ledger
             .budget
             .settle(&self.bot, &self.aliases, Some(now));
+        self.ledger
+            .changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.ledger.changed.notify_waiters();
     }
 }

@@ -28,11 +28,13 @@ mod budget;
 mod clock;
 mod hours;
 mod inflight;
+mod keep;
 mod rate;
 
 pub use budget::MAX_BUDGET;
 pub use clock::{Clock, WallClock};
 pub use hours::DayWindow;
+pub use keep::FILE as BUDGETS_FILE;
 pub use rate::Rate;
 
 /// One bot's limits, as configured (every one off by default).
@@ -55,6 +57,11 @@ pub struct BotLimits {
 /// limit steps.
 pub struct Ledger {
     clock: Clock,
+    /// Where the budgets are kept across restarts (`None`: not kept).
+    path: Option<std::path::PathBuf>,
+    /// Starts counted so far, and as of the last write.
+    changes: std::sync::atomic::AtomicU64,
+    saved: std::sync::atomic::AtomicU64,
     /// Woken when anything counted is given back or started: a request
     /// waiting on a count looks again.
     changed: Notify,
@@ -64,9 +71,14 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub fn new(clock: Clock) -> Arc<Ledger> {
+    /// A ledger that starts empty; `path`: where [`Ledger::save`] keeps the
+    /// budgets.
+    pub fn new(clock: Clock, path: Option<std::path::PathBuf>) -> Arc<Ledger> {
         Arc::new(Ledger {
             clock,
+            path,
+            changes: Default::default(),
+            saved: Default::default(),
             changed: Notify::new(),
             inflight: inflight::Book::default(),
             rate: rate::Book::default(),

@@ -170,6 +170,14 @@ impl Lasting {
             .with_keeper(backends.pins);
         let politeness = Politeness::with_turns(config.politeness.clone(), backends.turns);
         let pins = Arc::new(pins);
+        let clock = crate::bot_limits::Clock::new(config.wall_clock);
+        let ledger =
+            crate::bot_limits::Ledger::open(&config.state_dir, clock).map_err(|source| {
+                StartError::Budgets {
+                    path: config.state_dir.join(crate::bot_limits::BUDGETS_FILE),
+                    source,
+                }
+            })?;
         let built = Built::new(config, &listens, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(
             RobotsCache::new(
@@ -190,9 +198,7 @@ impl Lasting {
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             recent: Arc::new(crate::recent::Recent::new()),
             guesses: Arc::default(),
-            ledger: crate::bot_limits::Ledger::new(crate::bot_limits::Clock::new(
-                config.wall_clock,
-            )),
+            ledger,
             shutdown,
             started: std::time::Instant::now(),
             reloading: Arc::new(tokio::sync::Mutex::new(())),

@@ -49,6 +49,11 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("state_dir: the daily budgets ({path}) cannot be read: {source}")]
+    Budgets {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A running proxy.
@@ -143,6 +148,8 @@ impl Proxy {
             .clone()
             .sweeper(std::time::Duration::from_secs(30), shutdown.clone());
         tracker.spawn(sweeper);
+        // The bots' daily budgets, written to the state directory now and then.
+        tracker.spawn(lasting.ledger.clone().keeper(shutdown.clone()));
         Ok(Proxy {
             listens,
             ca_cert_path,
@@ -210,9 +217,12 @@ impl Proxy {
     /// passed. Returns false when requests were cut off.
     pub async fn drained(&self) -> bool {
         self.tracker.close();
-        tokio::time::timeout(self.grace, self.tracker.wait())
+        let drained = tokio::time::timeout(self.grace, self.tracker.wait())
             .await
-            .is_ok()
+            .is_ok();
+        // What the requests of the grace spent.
+        self.lasting.ledger.save_or_warn();
+        drained
     }
 }
 
