@@ -7,7 +7,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use crate::addr::{unmapped, Prefix};
-use crate::bot_limits::BotLimits;
+use crate::bot_limits::values::BotLimits;
 use crate::robots::BotProfile;
 
 /// The SHA-256 of a client certificate (its DER bytes), as Gemini clients and

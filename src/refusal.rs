@@ -214,7 +214,7 @@ pub enum BotLimit {
     /// `concurrency`: this many of its requests are in flight at the server.
     Concurrency(usize),
     /// `rate`: its starts across all servers.
-    Rate(crate::bot_limits::Rate),
+    Rate(crate::bot_limits::values::Rate),
     /// `daily_requests_per_server`: its starts at the server in 24 hours.
     DailyBudget(u32),
     /// `quiet_hours`: no starts now.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use super::{wait_for, Blocked, Ledger};
+use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
 use crate::refusal::{BotLimit, Refusal};
@@ -18,8 +18,6 @@ use crate::refusal::{BotLimit, Refusal};
 const BUCKET: u64 = 300;
 const DAY: u64 = 86_400;
 
-/// The most a budget may be.
-pub const MAX_BUDGET: u32 = 1_000_000;
 
 type Key = (String, Alias);
 
@@ -226,34 +224,15 @@ impl Book {
 
 /// The step: each bot's budget, by bot id.
 pub(super) struct DailyBudget {
-    names: Vec<String>,
-    budgets: Vec<Option<u32>>,
-    key: GateBy,
-    ledger: Arc<Ledger>,
-}
-
-impl DailyBudget {
-    pub(super) fn new(
-        names: Vec<String>,
-        budgets: Vec<Option<u32>>,
-        key: GateBy,
-        ledger: Arc<Ledger>,
-    ) -> DailyBudget {
-        DailyBudget {
-            names,
-            budgets,
-            key,
-            ledger,
-        }
-    }
+    pub(super) budgets: PerBot<u32>,
+    pub(super) key: GateBy,
+    pub(super) ledger: Arc<Ledger>,
 }
 
 impl Limit for DailyBudget {
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
-            let (Some(Some(budget)), Some(name)) =
-                (self.budgets.get(asked.bot), self.names.get(asked.bot))
-            else {
+            let Some((name, budget)) = self.budgets.get(asked.bot) else {
                 return Ok(None);
             };
             let aliases = aliases(self.key, asked.server);
@@ -274,7 +253,7 @@ impl Limit for DailyBudget {
             .await?;
             Ok(Some(Box::new(Budgeted {
                 ledger: self.ledger.clone(),
-                bot: name.clone(),
+                bot: name.to_string(),
                 aliases,
                 started: false,
             }) as Box<dyn Held>))

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
-use super::{wait_for, Blocked, Ledger};
+use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
 use crate::refusal::{BotLimit, Refusal};
@@ -70,34 +70,15 @@ impl Book {
 
 /// The step: each bot's concurrency, by bot id.
 pub(super) struct Concurrency {
-    names: Vec<String>,
-    max: Vec<Option<usize>>,
-    key: GateBy,
-    ledger: Arc<Ledger>,
-}
-
-impl Concurrency {
-    pub(super) fn new(
-        names: Vec<String>,
-        max: Vec<Option<usize>>,
-        key: GateBy,
-        ledger: Arc<Ledger>,
-    ) -> Concurrency {
-        Concurrency {
-            names,
-            max,
-            key,
-            ledger,
-        }
-    }
+    pub(super) max: PerBot<usize>,
+    pub(super) key: GateBy,
+    pub(super) ledger: Arc<Ledger>,
 }
 
 impl Limit for Concurrency {
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
-            let (Some(Some(max)), Some(name)) =
-                (self.max.get(asked.bot), self.names.get(asked.bot))
-            else {
+            let Some((name, max)) = self.max.get(asked.bot) else {
                 return Ok(None);
             };
             let aliases = aliases(self.key, asked.server);
@@ -111,7 +92,7 @@ impl Limit for Concurrency {
             .await?;
             Ok(Some(Box::new(InFlight {
                 ledger: self.ledger.clone(),
-                bot: name.clone(),
+                bot: name.to_string(),
                 aliases,
             }) as Box<dyn Held>))
         })

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::admission::{Limit, Limits};
 use crate::bots::Bots;
+use crate::politeness::GateBy;
 use crate::refusal::{BotLimit, Busy, Refusal, SlowDown};
 
 mod budget;
@@ -30,27 +31,11 @@ mod hours;
 mod inflight;
 mod keep;
 mod rate;
+pub mod values;
 
-pub use budget::MAX_BUDGET;
 pub use clock::{Clock, WallClock};
-pub use hours::DayWindow;
 pub use keep::FILE as BUDGETS_FILE;
-pub use rate::Rate;
-
-/// One bot's limits, as configured (every one off by default).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BotLimits {
-    /// A floor under this bot's spacing at each server (`min_delay`).
-    pub min_delay: Duration,
-    /// Requests of this bot in flight per server, at most.
-    pub concurrency: Option<usize>,
-    /// This bot's starts across all servers, at most.
-    pub rate: Option<Rate>,
-    /// Starts per server in any 24 hours, at most.
-    pub daily_requests_per_server: Option<u32>,
-    /// No starts in these windows of the UTC day.
-    pub quiet_hours: Vec<DayWindow>,
-}
+pub use values::{BotLimits, DayWindow, Rate, MAX_BUDGET};
 
 /// What the limits have counted: in flight, starts, per bot and server.
 /// Owned by the process (kept across reloads), shared by every generation's
@@ -109,44 +94,46 @@ impl Ledger {
 /// The limit steps of one configuration, over the process's ledger: only
 /// those some bot sets, in the order they are asked (the cheapest first, and
 /// a count reserved last so a request held by an earlier one holds nothing).
-pub fn steps(bots: &Bots, key: crate::politeness::GateBy, ledger: &Arc<Ledger>) -> Limits {
-    let all = bots.all();
-    let names: Vec<String> = all.iter().map(|b| b.name.clone()).collect();
+pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
     let mut steps: Vec<Arc<dyn Limit>> = Vec::new();
-    let quiet: Vec<Vec<DayWindow>> = all.iter().map(|b| b.limits.quiet_hours.clone()).collect();
-    if quiet.iter().any(|q| !q.is_empty()) {
-        steps.push(Arc::new(hours::QuietHours::new(quiet, ledger.clone())));
+    let ledger = || ledger.clone();
+    if let Some(windows) = PerBot::of(bots, |l| {
+        (!l.quiet_hours.is_empty()).then(|| l.quiet_hours.clone())
+    }) {
+        steps.push(Arc::new(hours::QuietHours { windows, ledger: ledger() }));
     }
-    let concurrency: Vec<Option<usize>> = all.iter().map(|b| b.limits.concurrency).collect();
-    if concurrency.iter().any(Option::is_some) {
-        steps.push(Arc::new(inflight::Concurrency::new(
-            names.clone(),
-            concurrency,
-            key,
-            ledger.clone(),
-        )));
+    if let Some(max) = PerBot::of(bots, |l| l.concurrency) {
+        steps.push(Arc::new(inflight::Concurrency { max, key, ledger: ledger() }));
     }
-    let rates: Vec<Option<Rate>> = all.iter().map(|b| b.limits.rate).collect();
-    if rates.iter().any(Option::is_some) {
-        steps.push(Arc::new(rate::RateLimit::new(
-            names.clone(),
-            rates,
-            ledger.clone(),
-        )));
+    if let Some(rates) = PerBot::of(bots, |l| l.rate) {
+        steps.push(Arc::new(rate::RateLimit { rates, ledger: ledger() }));
     }
-    let budgets: Vec<Option<u32>> = all
-        .iter()
-        .map(|b| b.limits.daily_requests_per_server)
-        .collect();
-    if budgets.iter().any(Option::is_some) {
-        steps.push(Arc::new(budget::DailyBudget::new(
-            names,
-            budgets,
-            key,
-            ledger.clone(),
-        )));
+    if let Some(budgets) = PerBot::of(bots, |l| l.daily_requests_per_server) {
+        steps.push(Arc::new(budget::DailyBudget { budgets, key, ledger: ledger() }));
     }
     Limits::new(steps)
+}
+
+/// One limit's value for each bot that sets it, by bot id, with the bot's
+/// name (what its counts are kept under across reloads).
+struct PerBot<T> {
+    set: Vec<Option<(String, T)>>,
+}
+
+impl<T> PerBot<T> {
+    /// `None` when no bot sets it: the step is left out.
+    fn of(bots: &Bots, value: impl Fn(&BotLimits) -> Option<T>) -> Option<PerBot<T>> {
+        let set: Vec<_> = bots
+            .all()
+            .iter()
+            .map(|b| value(&b.limits).map(|v| (b.name.clone(), v)))
+            .collect();
+        set.iter().any(Option::is_some).then_some(PerBot { set })
+    }
+
+    fn get(&self, bot: crate::bots::BotId) -> Option<(&str, &T)> {
+        self.set.get(bot)?.as_ref().map(|(name, v)| (name.as_str(), v))
+    }
 }
 
 /// Why a count cannot be taken now.

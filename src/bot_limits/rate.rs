@@ -3,68 +3,16 @@
 //! spreading requests over many servers cannot beat it).
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{wait_for, Blocked, Ledger};
+use super::values::Rate;
+use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::refusal::{BotLimit, Refusal};
-
-/// The most starts a rate may allow in its window: the log holds one instant
-/// per start.
-pub const MAX_COUNT: u32 = 100_000;
-
-/// `N/s`, `N/min` or `N/h`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rate {
-    pub count: u32,
-    pub per: Duration,
-}
-
-impl Rate {
-    pub fn parse(text: &str) -> Result<Rate, String> {
-        let bad = || format!("{text:?} is not a rate (write e.g. \"10/s\", \"30/min\", \"500/h\")");
-        let (count, unit) = text.trim().split_once('/').ok_or_else(bad)?;
-        let count = count.trim();
-        if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let count: u32 = count
-            .parse()
-            .map_err(|_| format!("{text:?}: at most {MAX_COUNT} starts"))?;
-        let per = match unit.trim() {
-            "s" => Duration::from_secs(1),
-            "min" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            _ => return Err(bad()),
-        };
-        if count == 0 || count > MAX_COUNT {
-            return Err(format!("{text:?}: from 1 to {MAX_COUNT} starts"));
-        }
-        Ok(Rate { count, per })
-    }
-}
-
-impl fmt::Display for Rate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let unit = match self.per.as_secs() {
-            1 => "s",
-            60 => "min",
-            _ => "h",
-        };
-        write!(f, "{}/{unit}", self.count)
-    }
-}
-
-impl serde::Serialize for Rate {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
 
 /// One bot's starts in its window, oldest first, and the requests that have
 /// passed this step and not started yet (they count until they start or
@@ -120,31 +68,14 @@ impl Book {
 
 /// The step: each bot's rate, by bot id.
 pub(super) struct RateLimit {
-    names: Vec<String>,
-    rates: Vec<Option<Rate>>,
-    ledger: Arc<Ledger>,
-}
-
-impl RateLimit {
-    pub(super) fn new(
-        names: Vec<String>,
-        rates: Vec<Option<Rate>>,
-        ledger: Arc<Ledger>,
-    ) -> RateLimit {
-        RateLimit {
-            names,
-            rates,
-            ledger,
-        }
-    }
+    pub(super) rates: PerBot<Rate>,
+    pub(super) ledger: Arc<Ledger>,
 }
 
 impl Limit for RateLimit {
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
-            let (Some(Some(rate)), Some(name)) =
-                (self.rates.get(asked.bot), self.names.get(asked.bot))
-            else {
+            let Some((name, rate)) = self.rates.get(asked.bot) else {
                 return Ok(None);
             };
             let book = &self.ledger.rate;
@@ -154,7 +85,7 @@ impl Limit for RateLimit {
             .await?;
             Ok(Some(Box::new(Counted {
                 ledger: self.ledger.clone(),
-                bot: name.clone(),
+                bot: name.to_string(),
                 started: false,
             }) as Box<dyn Held>))
         })
@@ -189,33 +120,6 @@ impl Drop for Counted {
 mod tests {
     use super::*;
 
-    #[test]
-    fn rates_parse_and_print() {
-        assert_eq!(
-            Rate::parse("10/s").unwrap(),
-            Rate {
-                count: 10,
-                per: Duration::from_secs(1)
-            }
-        );
-        assert_eq!(Rate::parse(" 30 / min ").unwrap().to_string(), "30/min");
-        assert_eq!(Rate::parse("500/h").unwrap().per, Duration::from_secs(3600));
-        for bad in [
-            "",
-            "10",
-            "0/s",
-            "-1/s",
-            "1.5/s",
-            "10/d",
-            "10/sec",
-            "100001/s",
-            "99999999999/s",
-            "/s",
-            "+1/s",
-        ] {
-            assert!(Rate::parse(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_window_holds_at_most_count_starts() {
