@@ -18,7 +18,6 @@ use crate::refusal::{BotLimit, Refusal};
 const BUCKET: u64 = 300;
 const DAY: u64 = 86_400;
 
-
 type Key = (String, Alias);
 
 /// One bot's starts at one server alias: counts per bucket, oldest first,

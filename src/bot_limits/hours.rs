@@ -11,8 +11,6 @@ use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Hold, Limit};
 use crate::refusal::{BotLimit, Refusal};
 
-const DAY: u64 = 86_400;
-
 /// When the windows that hold `unix` have all ended (windows may overlap or
 /// follow each other): `None` if none holds it.
 fn quiet_for(windows: &[DayWindow], unix: Duration) -> Option<Duration> {
@@ -60,10 +58,11 @@ impl Limit for QuietHours {
 mod tests {
     use super::*;
 
+    const DAY: u64 = 86_400;
+
     fn at(h: u64, m: u64, s: u64) -> Duration {
         Duration::from_secs(20_000 * DAY + h * 3600 + m * 60 + s)
     }
-
 
     #[test]
     fn across_midnight() {

@@ -100,16 +100,30 @@ pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
     if let Some(windows) = PerBot::of(bots, |l| {
         (!l.quiet_hours.is_empty()).then(|| l.quiet_hours.clone())
     }) {
-        steps.push(Arc::new(hours::QuietHours { windows, ledger: ledger() }));
+        steps.push(Arc::new(hours::QuietHours {
+            windows,
+            ledger: ledger(),
+        }));
     }
     if let Some(max) = PerBot::of(bots, |l| l.concurrency) {
-        steps.push(Arc::new(inflight::Concurrency { max, key, ledger: ledger() }));
+        steps.push(Arc::new(inflight::Concurrency {
+            max,
+            key,
+            ledger: ledger(),
+        }));
     }
     if let Some(rates) = PerBot::of(bots, |l| l.rate) {
-        steps.push(Arc::new(rate::RateLimit { rates, ledger: ledger() }));
+        steps.push(Arc::new(rate::RateLimit {
+            rates,
+            ledger: ledger(),
+        }));
     }
     if let Some(budgets) = PerBot::of(bots, |l| l.daily_requests_per_server) {
-        steps.push(Arc::new(budget::DailyBudget { budgets, key, ledger: ledger() }));
+        steps.push(Arc::new(budget::DailyBudget {
+            budgets,
+            key,
+            ledger: ledger(),
+        }));
     }
     Limits::new(steps)
 }
@@ -132,7 +146,10 @@ impl<T> PerBot<T> {
     }
 
     fn get(&self, bot: crate::bots::BotId) -> Option<(&str, &T)> {
-        self.set.get(bot)?.as_ref().map(|(name, v)| (name.as_str(), v))
+        self.set
+            .get(bot)?
+            .as_ref()
+            .map(|(name, v)| (name.as_str(), v))
     }
 }
 

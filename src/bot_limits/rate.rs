@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
@@ -119,7 +118,7 @@ impl Drop for Counted {
 #[cfg(test)]
 mod tests {
     use super::*;
-
+    use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
     async fn a_window_holds_at_most_count_starts() {
