@@ -7,16 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
-/// Where the time of day comes from (`Config::wall_clock`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WallClock {
-    /// The system's clock, read when the proxy starts.
-    #[default]
-    System,
-    /// This many seconds after the Unix epoch when the proxy starts (tests,
-    /// or replaying a day).
-    StartingAt(Duration),
-}
+use super::values::WallClock;
 
 /// Seconds since the Unix epoch, now.
 #[derive(Clone, Copy, Debug)]

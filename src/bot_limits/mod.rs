@@ -33,9 +33,9 @@ mod keep;
 mod rate;
 pub mod values;
 
-pub use clock::{Clock, WallClock};
+pub use clock::Clock;
 pub use keep::FILE as BUDGETS_FILE;
-pub use values::{BotLimits, DayWindow, Rate, MAX_BUDGET};
+pub use values::{BotLimits, DayWindow, Rate, WallClock, MAX_BUDGET};
 
 /// What the limits have counted: in flight, starts, per bot and server.
 /// Owned by the process (kept across reloads), shared by every generation's

@@ -22,6 +22,17 @@ pub struct BotLimits {
     pub quiet_hours: Vec<DayWindow>,
 }
 
+/// Where the time of day comes from (`Config::wall_clock`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WallClock {
+    /// The system's clock, read when the proxy starts.
+    #[default]
+    System,
+    /// This many seconds after the Unix epoch when the proxy starts (tests,
+    /// or replaying a day).
+    StartingAt(Duration),
+}
+
 /// The most a daily budget may be.
 pub const MAX_BUDGET: u32 = 1_000_000;
 

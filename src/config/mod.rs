@@ -99,7 +99,7 @@ pub struct Config {
     pub admin: crate::access::AdminAccess,
     /// Where the time of day comes from (quiet hours, daily budgets): the
     /// system's clock; no file key (tests and embedders set another).
-    pub wall_clock: crate::bot_limits::WallClock,
+    pub wall_clock: crate::bot_limits::values::WallClock,
 }
 
 impl Config {

@@ -66,7 +66,7 @@ impl RawConfig {
             tls,
             store,
             admin,
-            wall_clock: crate::bot_limits::WallClock::System,
+            wall_clock: crate::bot_limits::values::WallClock::System,
         })
     }
 }

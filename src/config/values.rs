@@ -110,7 +110,7 @@ pub(super) mod bound {
     pub const PER_HOST_LIMIT: (usize, usize) = (1, 100_000);
     pub const STORE_TIMEOUT: Span = span(10, 60);
     pub const LEASE: Span = span(1000, 3600);
-    pub const DAILY_REQUESTS: (u32, u32) = (1, crate::bot_limits::MAX_BUDGET);
+    pub const DAILY_REQUESTS: (u32, u32) = (1, crate::bot_limits::values::MAX_BUDGET);
     /// Windows in one bot's `quiet_hours`.
     pub const QUIET_HOURS: usize = 24;
 }
