@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::values::DAY;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
@@ -16,7 +17,6 @@ use crate::refusal::{BotLimit, Refusal};
 
 /// Seconds per bucket.
 const BUCKET: u64 = 300;
-const DAY: u64 = 86_400;
 
 type Key = (String, Alias);
 
@@ -100,7 +100,8 @@ impl Book {
 
     /// Starts (and requests about to start) of `bot` at the server these
     /// aliases name, at `unix`.
-    pub(super) fn used(&self, bot: &str, aliases: &[Alias], unix: Duration) -> u32 {
+    #[cfg(test)]
+    fn used(&self, bot: &str, aliases: &[Alias], unix: Duration) -> u32 {
         let now = unix.as_secs();
         let mut inner = self.lock();
         inner.forget_expired(now);
@@ -124,12 +125,12 @@ impl Book {
         unix: Duration,
     ) -> Result<(), Option<u64>> {
         let now = unix.as_secs();
-        let mut inner = self.lock();
-        inner.forget_expired(now);
         let keys: Vec<Key> = aliases
             .iter()
             .map(|a| (bot.to_string(), a.clone()))
             .collect();
+        let mut inner = self.lock();
+        inner.forget_expired(now);
         // Each full alias's time; if any is unknown (its pending requests
         // alone fill it), so is the answer.
         let mut full: Vec<Option<u64>> = Vec::new();

@@ -57,8 +57,7 @@ impl Limit for QuietHours {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const DAY: u64 = 86_400;
+    use crate::bot_limits::values::DAY;
 
     fn at(h: u64, m: u64, s: u64) -> Duration {
         Duration::from_secs(20_000 * DAY + h * 3600 + m * 60 + s)

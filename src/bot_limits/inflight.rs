@@ -12,58 +12,62 @@ use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
 use crate::refusal::{BotLimit, Refusal};
 
-/// In flight per bot and server alias; an entry at zero is removed.
+/// In flight per bot, then per server alias; an entry at zero is removed
+/// (and a bot with none). Looked up by `&str` and `&Alias`: a request's
+/// check allocates nothing under the lock.
 #[derive(Default)]
-pub(super) struct Book(Mutex<HashMap<(String, Alias), usize>>);
+pub(super) struct Book(Mutex<HashMap<String, HashMap<Alias, usize>>>);
 
 impl Book {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Alias), usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<Alias, usize>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// In flight at the server these aliases name: the most any alias holds
-    /// (a request counts under each).
-    pub(super) fn count(&self, bot: &str, aliases: &[Alias]) -> usize {
-        let book = self.lock();
-        aliases
-            .iter()
-            .filter_map(|a| book.get(&(bot.to_string(), a.clone())))
-            .copied()
-            .max()
-            .unwrap_or(0)
-    }
-
+    /// Counts one more request of `bot` under each alias, if none already
+    /// holds `max` (a request counts under each alias of its server).
     fn take(&self, bot: &str, aliases: &[Alias], max: usize) -> Result<(), Blocked> {
         let mut book = self.lock();
-        let keys: Vec<(String, Alias)> = aliases
-            .iter()
-            .map(|a| (bot.to_string(), a.clone()))
-            .collect();
-        let most = keys
-            .iter()
-            .filter_map(|k| book.get(k))
-            .copied()
-            .max()
-            .unwrap_or(0);
+        let most = book.get(bot).map_or(0, |held| {
+            aliases
+                .iter()
+                .filter_map(|a| held.get(a))
+                .copied()
+                .max()
+                .unwrap_or(0)
+        });
         if most >= max {
             return Err(Blocked::Released);
         }
-        for k in keys {
-            *book.entry(k).or_insert(0) += 1;
+        let held = match book.get_mut(bot) {
+            Some(held) => held,
+            None => book.entry(bot.to_string()).or_default(),
+        };
+        for a in aliases {
+            match held.get_mut(a) {
+                Some(n) => *n += 1,
+                None => {
+                    held.insert(a.clone(), 1);
+                }
+            }
         }
         Ok(())
     }
 
     fn give_back(&self, bot: &str, aliases: &[Alias]) {
         let mut book = self.lock();
+        let Some(held) = book.get_mut(bot) else {
+            return;
+        };
         for a in aliases {
-            let key = (bot.to_string(), a.clone());
-            if let Some(n) = book.get_mut(&key) {
+            if let Some(n) = held.get_mut(a) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    book.remove(&key);
+                    held.remove(a);
                 }
             }
+        }
+        if held.is_empty() {
+            book.remove(bot);
         }
     }
 }

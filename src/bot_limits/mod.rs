@@ -74,21 +74,6 @@ impl Ledger {
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
-
-    /// Starts of `bot` at the server `aliases` name in the last 24 hours, and
-    /// in flight there now (the status page).
-    pub fn usage(
-        &self,
-        bot: &str,
-        server: &crate::target::Server,
-        key: crate::politeness::GateBy,
-    ) -> (u32, usize) {
-        let aliases = crate::politeness::aliases(key, server);
-        (
-            self.budget.used(bot, &aliases, self.clock.unix()),
-            self.inflight.count(bot, &aliases),
-        )
-    }
 }
 
 /// The limit steps of one configuration, over the process's ledger: only

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
-const DAY: u64 = 86_400;
+/// Seconds in a day.
+pub(super) const DAY: u64 = 86_400;
 
 /// One bot's limits, as configured (every one off by default).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
