@@ -25,7 +25,7 @@ pub enum CheckError {
     ReadTargets { path: String, source: io::Error },
     #[error("--robots - and --targets-from - cannot both read standard input")]
     BothStdin,
-    #[error("no targets: give TARGET arguments, --targets-from FILE, or --crawl-delay")]
+    #[error("no targets: give TARGET arguments, --targets-from FILE, --crawl-delay or --sha256")]
     NoTargets,
     #[error("writing output: {0}")]
     Write(#[from] io::Error),
@@ -54,7 +54,8 @@ pub fn run(
     if args.robots == "-" && args.targets_from.as_deref() == Some("-") {
         return Err(CheckError::BothStdin);
     }
-    if args.targets.is_empty() && args.targets_from.is_none() && !args.crawl_delay {
+    if args.targets.is_empty() && args.targets_from.is_none() && !args.crawl_delay && !args.sha256
+    {
         return Err(CheckError::NoTargets);
     }
     let robots_bytes = if args.robots == "-" {
@@ -71,6 +72,7 @@ pub fn run(
         .virtual_agents
         .iter()
         .fold(BotProfile::new(&args.agent), |b, v| b.with_virtual_agent(v));
+    let bot = args.content_usage.iter().fold(bot, |b, &u| b.with_use(u));
     let policy = robots.policy(&bot);
 
     let mut out = io::BufWriter::new(out);
@@ -109,6 +111,13 @@ pub fn run(
             (Format::Text, Some(secs)) => writeln!(out, "crawl-delay\t{secs}")?,
             (Format::Text, None) => writeln!(out, "crawl-delay\tnone")?,
             (Format::Json, _) => writeln!(out, "{}", json!({ "crawl_delay": delay }))?,
+        }
+    }
+    if args.sha256 {
+        let hex = crate::robots::sha256_hex(&robots_bytes);
+        match args.format {
+            Format::Text => writeln!(out, "sha256\t{hex}")?,
+            Format::Json => writeln!(out, "{}", json!({ "sha256": hex }))?,
         }
     }
     out.flush()?;
@@ -209,6 +218,9 @@ fn report(
             let rule = why.rule.map(|r| {
                 json!({ "kind": r.kind.as_str().to_ascii_lowercase(), "pattern": r.pattern, "line": r.line })
             });
+            let usage = why.usage.map(|p| {
+                json!({ "field": p.vocabulary.field(), "use": p.category.as_str(), "line": p.line, "text": p.to_string() })
+            });
             writeln!(
                 out,
                 "{}",
@@ -218,6 +230,7 @@ fn report(
                     "path": String::from_utf8_lossy(&path),
                     "group": group,
                     "rule": rule,
+                    "content_usage": usage,
                     "explanation": why.to_string().replace('\t', "; "),
                 })
             )

@@ -215,9 +215,22 @@ pub struct CheckArgs {
     #[arg(long = "virtual-agent", value_name = "NAME", value_parser = parse_virtual_agent)]
     pub virtual_agents: Vec<String>,
 
+    /// A use the bot declares for what it fetches (`train-ai`, `train-genai`,
+    /// `search`, `ai-input`; `ai-train` is `train-ai`), as `content_usage` in
+    /// its config: robots.txt's `Content-Usage` and `Content-Signal` lines
+    /// refusing it disallow a target. Repeatable.
+    #[arg(long = "content-usage", value_name = "USE", value_parser = crate::robots::Use::parse)]
+    pub content_usage: Vec<crate::robots::Use>,
+
     /// Also print `crawl-delay<TAB>SECONDS` (or `none`) for the bot.
     #[arg(long)]
     pub crawl_delay: bool,
+
+    /// Also print `sha256<TAB>HEX` of the robots.txt read: the digest a
+    /// decision's log line and the status page name, so a decision can be
+    /// reproduced from the very text it was made with.
+    #[arg(long)]
+    pub sha256: bool,
 
     /// Also print the group and the rule (with line numbers) that decided.
     #[arg(long)]

@@ -16,7 +16,7 @@ use crate::access::Denied;
 use crate::fate::Fate;
 use crate::gemini::wire as gemini;
 use crate::gopher::wire as gopher;
-use crate::robots::RuleKind;
+use crate::robots::{Preference, RuleKind};
 use crate::target::TargetError;
 use crate::upstream::UpstreamError;
 
@@ -120,6 +120,9 @@ pub struct Disallowed {
     /// The bot's product token, or "this bot" for a bot without one.
     pub bot: String,
     pub rule: Option<Rule>,
+    /// The preference (`Content-Usage`, `Content-Signal`) that refused one
+    /// of the bot's declared uses, when no rule disallowed it.
+    pub usage: Option<Preference>,
     /// Decided on a cached copy: the host is unreachable now.
     pub stale: bool,
 }
@@ -146,6 +149,9 @@ impl fmt::Display for Disallowed {
                 rule.pattern,
                 rule.line
             )?;
+        }
+        if let Some(usage) = &self.usage {
+            write!(f, ": {usage}")?;
         }
         if self.stale {
             f.write_str(" (cached copy; the host is unreachable now)")?;
@@ -279,6 +285,7 @@ mod tests {
                 pattern: "/private".into(),
                 line: 3,
             }),
+            usage: None,
             stale: true,
         };
         assert_eq!(

@@ -130,7 +130,8 @@ pub async fn robots_txt(
                 .map_err(|e| Refusal::Malformed(Malformed::Target(e)))?;
             if !decision.allowed() {
                 let token = ctx.config.bots.get(bot).profile.token();
-                let rule = policy.explain(&decision).rule.map(|r| Rule {
+                let why = policy.explain(&decision);
+                let rule = why.rule.map(|r| Rule {
                     kind: r.kind,
                     pattern: r.pattern.to_string(),
                     line: r.line,
@@ -143,6 +144,7 @@ pub async fn robots_txt(
                         token => token.to_string(),
                     },
                     rule,
+                    usage: why.usage,
                     stale: stale.is_some(),
                 }));
             }

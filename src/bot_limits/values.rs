@@ -21,6 +21,37 @@ pub struct BotLimits {
     pub daily_requests_per_server: Option<u32>,
     /// No starts in these windows of the UTC day.
     pub quiet_hours: Vec<DayWindow>,
+    /// Whether robots.txt and these limits are enforced, or only reported.
+    pub mode: Mode,
+}
+
+/// `mode`: what the proxy does with what robots.txt and the bot's limits
+/// would refuse or delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Refuse or delay it (the default).
+    #[default]
+    Enforce,
+    /// Relay it at once, and log and count what would have happened
+    /// (the address rules, access and input checks still apply).
+    Report,
+}
+
+impl Mode {
+    pub fn parse(text: &str) -> Result<Mode, String> {
+        match text {
+            "enforce" => Ok(Mode::Enforce),
+            "report" => Ok(Mode::Report),
+            _ => Err(format!("{text:?}: \"enforce\" or \"report\"")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Report => "report",
+        }
+    }
 }
 
 /// Where the time of day comes from (`Config::wall_clock`).

@@ -6,12 +6,12 @@ use super::values::{bound, count, duration};
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
 use crate::addr::Prefix;
-use crate::bot_limits::values::{BotLimits, DayWindow, Rate};
+use crate::bot_limits::values::{BotLimits, DayWindow, Mode, Rate};
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
 use crate::listener::Listens;
 use crate::metrics::NO_BOT;
-use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile};
+use crate::robots::{valid_product_token, valid_virtual_agent, BotProfile, Use};
 
 /// `[bot]`, `--agent` and `--virtual-agent`: the default bot's profile, or
 /// `None` when there is no default bot (`[[bots]]` without `[bot]` or flags).
@@ -97,6 +97,7 @@ pub(super) fn bots(
         let mut bot = Bot::named(&name, profile);
         if let Some(section) = &raw.bot {
             bot.limits = bot_limits(&BOT_KEYS, &section.limits())?;
+            bot.profile = declared_uses(&BOT_KEYS, &section.limits(), bot.profile)?;
         }
         bots.push(bot);
     }
@@ -130,6 +131,8 @@ pub(super) fn bots(
             false => Err(format!("{user:?} is not a [socks5] users entry")),
         };
         bot.limits = bot_limits(&BOTS_KEYS, &entry.limits()).map_err(|e| in_bot(name, e))?;
+        bot.profile = declared_uses(&BOTS_KEYS, &entry.limits(), bot.profile)
+            .map_err(|e| in_bot(name, e))?;
         bot.socks5_users = claim(
             ("bots.socks5_users", name),
             &entry.socks5_users,
@@ -263,6 +266,8 @@ struct LimitKeys {
     rate: &'static str,
     daily_requests_per_server: &'static str,
     quiet_hours: &'static str,
+    mode: &'static str,
+    content_usage: &'static str,
 }
 
 const BOT_KEYS: LimitKeys = LimitKeys {
@@ -271,6 +276,8 @@ const BOT_KEYS: LimitKeys = LimitKeys {
     rate: "bot.rate",
     daily_requests_per_server: "bot.daily_requests_per_server",
     quiet_hours: "bot.quiet_hours",
+    mode: "bot.mode",
+    content_usage: "bot.content_usage",
 };
 
 const BOTS_KEYS: LimitKeys = LimitKeys {
@@ -279,6 +286,8 @@ const BOTS_KEYS: LimitKeys = LimitKeys {
     rate: "bots.rate",
     daily_requests_per_server: "bots.daily_requests_per_server",
     quiet_hours: "bots.quiet_hours",
+    mode: "bots.mode",
+    content_usage: "bots.content_usage",
 };
 
 /// A bot's limits, each within its bound (`values::bound`).
@@ -329,11 +338,35 @@ fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigE
             "the windows cover the whole day, so this bot could never start a request",
         ));
     }
+    let mode = raw
+        .mode
+        .map(|m| Mode::parse(m).map_err(|e| invalid(keys.mode, e)))
+        .transpose()?
+        .unwrap_or_default();
     Ok(BotLimits {
         min_delay,
         concurrency,
         rate,
         daily_requests_per_server,
         quiet_hours,
+        mode,
+    })
+}
+
+/// The uses a bot declares (`content_usage`), added to its profile: robots.txt's
+/// preferences about them decide its requests too.
+fn declared_uses(
+    keys: &LimitKeys,
+    raw: &RawBotLimits,
+    profile: BotProfile,
+) -> Result<BotProfile, ConfigError> {
+    let uses = raw.content_usage.unwrap_or_default();
+    if uses.len() > 8 {
+        return Err(invalid(keys.content_usage, "at most 8 uses"));
+    }
+    uses.iter().try_fold(profile, |p, name| {
+        Use::parse(name)
+            .map(|u| p.with_use(u))
+            .map_err(|e| invalid(keys.content_usage, e))
     })
 }

@@ -7,6 +7,7 @@
 
 use super::raw::*;
 use super::{format_duration, Config, LogFormat, OnUnreachable};
+use crate::bot_limits::values::Mode;
 use crate::listener::Listener;
 use crate::spelling::SelectorReading;
 
@@ -35,6 +36,8 @@ struct LimitKeys {
     rate: Option<String>,
     daily_requests_per_server: Option<u32>,
     quiet_hours: Option<Vec<String>>,
+    mode: Option<String>,
+    content_usage: Option<Vec<String>>,
 }
 
 fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
@@ -45,6 +48,8 @@ fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
         rate: l.rate.map(|r| r.to_string()),
         daily_requests_per_server: l.daily_requests_per_server,
         quiet_hours: (!l.quiet_hours.is_empty()).then(|| strings(&l.quiet_hours)),
+        mode: (l.mode != Mode::Enforce).then(|| l.mode.as_str().to_string()),
+        content_usage: (!bot.profile.uses().is_empty()).then(|| strings(bot.profile.uses())),
     }
 }
 
@@ -88,6 +93,8 @@ impl RawConfig {
                     rate: l.rate,
                     daily_requests_per_server: l.daily_requests_per_server,
                     quiet_hours: l.quiet_hours,
+                    mode: l.mode,
+                    content_usage: l.content_usage,
                 }
             }),
             bots: bots
@@ -106,6 +113,8 @@ impl RawConfig {
                         rate: l.rate,
                         daily_requests_per_server: l.daily_requests_per_server,
                         quiet_hours: l.quiet_hours,
+                    mode: l.mode,
+                    content_usage: l.content_usage,
                     }
                 })
                 .collect(),

@@ -194,6 +194,10 @@ pub struct RawBot {
     pub daily_requests_per_server: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quiet_hours: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_usage: Option<Vec<String>>,
 }
 
 /// One `[[bots]]` entry.
@@ -220,6 +224,10 @@ pub struct RawNamedBot {
     pub daily_requests_per_server: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quiet_hours: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_usage: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -318,6 +326,8 @@ pub struct RawBotLimits<'a> {
     pub rate: Option<&'a str>,
     pub daily_requests_per_server: Option<u32>,
     pub quiet_hours: Option<&'a [String]>,
+    pub mode: Option<&'a str>,
+    pub content_usage: Option<&'a [String]>,
 }
 
 macro_rules! raw_bot_limits {
@@ -330,6 +340,8 @@ macro_rules! raw_bot_limits {
                     rate: self.rate.as_deref(),
                     daily_requests_per_server: self.daily_requests_per_server,
                     quiet_hours: self.quiet_hours.as_deref(),
+                    mode: self.mode.as_deref(),
+                    content_usage: self.content_usage.as_deref(),
                 }
             }
         }

@@ -403,6 +403,29 @@ impl RuleSet {
         }
     }
 
+    /// Every rule that matches `path` with the longest pattern, ties
+    /// included (for preferences, where equally specific lines combine).
+    pub(crate) fn longest_matches(
+        &self,
+        path: &[u8],
+        sig: Option<Sig>,
+        budget: &mut u64,
+    ) -> Vec<u32> {
+        let Some(best) = self.best(path, sig, budget) else {
+            return Vec::new();
+        };
+        let top = self.rules[best as usize].priority;
+        let path_sig = sig.unwrap_or_else(|| signature(path));
+        (0..self.rules.len())
+            .filter(|&i| {
+                let rule = &self.rules[i];
+                rule.priority == top
+                    && (i == best as usize || self.matches(rule, path, path_sig, budget))
+            })
+            .map(|i| i as u32)
+            .collect()
+    }
+
     pub(crate) fn rule(&self, index: u32) -> (&CompiledRule, &str) {
         let r = &self.rules[index as usize];
         // Patterns are in normal form, which is ASCII.

@@ -19,9 +19,21 @@ mod lines;
 mod matcher;
 mod parse;
 mod policy;
+pub mod usage;
 
-pub use parse::{normalize_pattern, AgentKind, RobotsTxt, RuleKind, PARSE_LIMIT};
+pub use parse::{normalize_pattern, AgentKind, RobotsTxt, RuleKind, VisitTime, PARSE_LIMIT};
+pub use usage::{Preference, Use};
 pub use policy::{
     valid_product_token, valid_virtual_agent, BotProfile, Decision, Explanation, GroupInfo, Policy,
     RuleInfo, Selected,
 };
+
+/// The SHA-256 of a robots.txt's bytes, in lower-case hex: what a
+/// decision's evidence names (the log line, the status page, `check --sha256`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

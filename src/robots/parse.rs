@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use super::encoding::{normalized_string, Mode};
 use super::lines::{Line, Lines};
+use super::usage::{self, Stated, Vocabulary};
 
 /// How many bytes of a robots.txt are parsed; the rest is ignored.
 pub const PARSE_LIMIT: usize = 500 * 1024;
@@ -80,6 +81,29 @@ pub(crate) struct Rule {
 pub(crate) struct Group {
     pub(crate) agents: std::ops::Range<u32>,
     pub(crate) rules: std::ops::Range<u32>,
+    pub(crate) usages: std::ops::Range<u32>,
+    pub(crate) visits: std::ops::Range<u32>,
+}
+
+/// A `Content-Usage:` or `Content-Signal:` line of a group: the paths it
+/// covers (`/` when it names none) and what it states.
+#[derive(Clone, Debug)]
+pub(crate) struct UsageLine {
+    pub(crate) pattern: Span,
+    pub(crate) wild: bool,
+    pub(crate) stated: Stated,
+    pub(crate) vocabulary: Vocabulary,
+    pub(crate) line: u32,
+}
+
+/// A `Visit-time: HHMM-HHMM` line of a group (UTC): visits only then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VisitTime {
+    /// Minutes after midnight, UTC: from (included), to (excluded); a `to`
+    /// before `from` crosses midnight.
+    pub from: u16,
+    pub to: u16,
+    pub line: u32,
 }
 
 /// A parsed robots.txt: parse once, then build a [`Policy`](super::Policy) per bot.
@@ -88,6 +112,8 @@ pub struct RobotsTxt {
     pub(crate) groups: Vec<Group>,
     pub(crate) agents: Vec<Agent>,
     pub(crate) rules: Vec<Rule>,
+    pub(crate) usages: Vec<UsageLine>,
+    pub(crate) visits: Vec<VisitTime>,
     /// Arena for agent names and patterns: one allocation instead of one per
     /// line, shared with the policies built from this file (they keep no copy).
     pub(crate) strings: Arc<Vec<u8>>,
@@ -107,6 +133,10 @@ enum Field {
     CrawlDelay,
     /// `Request-rate: n/period`: read as a Crawl-delay of `period / n`.
     RequestRate,
+    /// `Content-Usage:` (AIPREF) and `Content-Signal:` (Cloudflare).
+    Usage(Vocabulary),
+    /// `Visit-time: HHMM-HHMM` (the 1996 extended standard).
+    VisitTime,
     Sitemap,
     Other,
 }
@@ -140,6 +170,9 @@ fn field(name: &[u8]) -> Field {
         b"virtual-agent" => Field::VirtualAgent,
         b"crawl-delay" => Field::CrawlDelay,
         b"request-rate" => Field::RequestRate,
+        b"content-usage" => Field::Usage(Vocabulary::ContentUsage),
+        b"content-signal" => Field::Usage(Vocabulary::ContentSignal),
+        b"visit-time" => Field::VisitTime,
         b"sitemap" => Field::Sitemap,
         _ => Field::Other,
     }
@@ -243,6 +276,29 @@ fn parse_request_rate(value: &[u8]) -> Option<f64> {
     (n >= 1.0 && secs.is_finite()).then_some(secs)
 }
 
+/// A `Visit-time` value: `HHMM-HHMM` (or `HH:MM-HH:MM`), UTC; the two ends
+/// differ. Anything else is ignored, as a bad `Crawl-delay` is.
+fn parse_visit_time(value: &[u8]) -> Option<(u16, u16)> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (from, to) = text.split_once('-')?;
+    let minute = |t: &str| -> Option<u16> {
+        let t = t.trim();
+        let (h, m) = match t.split_once(':') {
+            Some(hm) => hm,
+            None if t.len() == 4 => t.split_at(2),
+            None => return None,
+        };
+        let digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(h) || !digits(m) {
+            return None;
+        }
+        let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
+        (h < 24 && m < 60).then_some(h * 60 + m)
+    };
+    let (from, to) = (minute(from)?, minute(to)?);
+    (from != to).then_some((from, to))
+}
+
 /// Gives a run of agent lines the crawl-delay that followed them, if any.
 fn give_delay(run: &mut [Agent], delay: Option<f64>) {
     if let Some(delay) = delay {
@@ -302,6 +358,8 @@ impl RobotsTxt {
         let mut groups: Vec<Group> = Vec::with_capacity(body.len() / 256 + 1);
         let mut agents: Vec<Agent> = Vec::with_capacity(body.len() / 64 + 1);
         let mut rules: Vec<Rule> = Vec::with_capacity(body.len() / 20 + 1);
+        let mut usages: Vec<UsageLine> = Vec::new();
+        let mut visits: Vec<VisitTime> = Vec::new();
         let mut field_lines = 0;
         // Whether the current group has had a rule line: the next agent line then
         // starts a new group instead of joining this one.
@@ -332,9 +390,13 @@ impl RobotsTxt {
                         give_delay(&mut agents[delay_run_start as usize..], run_delay.take());
                         let at_agent = agents.len() as u32;
                         let at_rule = rules.len() as u32;
+                        let at_usage = usages.len() as u32;
+                        let at_visit = visits.len() as u32;
                         groups.push(Group {
                             agents: at_agent..at_agent,
                             rules: at_rule..at_rule,
+                            usages: at_usage..at_usage,
+                            visits: at_visit..at_visit,
                         });
                         group_has_rules = false;
                         delay_run_start = at_agent;
@@ -365,8 +427,47 @@ impl RobotsTxt {
                         }
                     }
                 }
-                Field::Allow | Field::Disallow | Field::CrawlDelay | Field::RequestRate
+                Field::Allow
+                | Field::Disallow
+                | Field::CrawlDelay
+                | Field::RequestRate
+                | Field::Usage(_)
+                | Field::VisitTime
                     if groups.is_empty() => {}
+                Field::Usage(vocabulary) => {
+                    // A rule of its group, as Allow and Disallow are
+                    // (draft-ietf-aipref-attach): the next agent line starts
+                    // another group.
+                    group_has_rules = true;
+                    let Some((path, stated)) = usage::parse_line(vocabulary, value) else {
+                        continue;
+                    };
+                    let (pattern, wild) = push_pattern(&mut strings, path.unwrap_or(b"/"));
+                    usages.push(UsageLine {
+                        pattern,
+                        wild,
+                        stated,
+                        vocabulary,
+                        line: number,
+                    });
+                    let end = usages.len() as u32;
+                    if let Some(g) = groups.last_mut() {
+                        g.usages.end = end;
+                    }
+                }
+                Field::VisitTime => {
+                    if let Some((from, to)) = parse_visit_time(value) {
+                        visits.push(VisitTime {
+                            from,
+                            to,
+                            line: number,
+                        });
+                        let end = visits.len() as u32;
+                        if let Some(g) = groups.last_mut() {
+                            g.visits.end = end;
+                        }
+                    }
+                }
                 f @ (Field::Allow | Field::Disallow) => {
                     group_has_rules = true;
                     // An empty value is no rule: `Disallow:` allows everything.
@@ -408,6 +509,8 @@ impl RobotsTxt {
             groups,
             agents,
             rules,
+            usages,
+            visits,
             strings: Arc::new(strings),
             bytes_parsed,
             truncated,
@@ -454,6 +557,8 @@ impl RobotsTxt {
             + self.groups.capacity() * std::mem::size_of::<Group>()
             + self.agents.capacity() * std::mem::size_of::<Agent>()
             + self.rules.capacity() * std::mem::size_of::<Rule>()
+            + self.usages.capacity() * std::mem::size_of::<UsageLine>()
+            + self.visits.capacity() * std::mem::size_of::<VisitTime>()
     }
 }
 

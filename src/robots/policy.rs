@@ -12,13 +12,17 @@ use std::time::Duration;
 
 use super::encoding::{normalize, Mode, StackBuf};
 use super::matcher::{scan_normal_target, RuleSet, NO_SIGNATURE};
-use super::parse::{is_token_byte, AgentKind, Group, RobotsTxt, Rule, RuleKind};
+use super::parse::{is_token_byte, AgentKind, Group, RobotsTxt, Rule, RuleKind, VisitTime};
+use super::usage::{Preference, Stated, Use, Vocabulary};
 
 /// Who a request acts for: the bot's product token and its virtual agents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BotProfile {
     token: String,
     virtual_agents: Vec<String>,
+    /// What it does with what it fetches (`content_usage`): robots.txt's
+    /// preferences about these uses decide too.
+    uses: Vec<Use>,
 }
 
 impl BotProfile {
@@ -29,6 +33,7 @@ impl BotProfile {
         BotProfile {
             token: token.to_ascii_lowercase(),
             virtual_agents: Vec::new(),
+            uses: Vec::new(),
         }
     }
 
@@ -39,6 +44,19 @@ impl BotProfile {
             self.virtual_agents.push(name);
         }
         self
+    }
+
+    /// Declares a use of what it fetches (`train-ai`, `search`, …): a target
+    /// whose robots.txt preference refuses it is disallowed.
+    pub fn with_use(mut self, use_: Use) -> BotProfile {
+        if !self.uses.contains(&use_) {
+            self.uses.push(use_);
+        }
+        self
+    }
+
+    pub fn uses(&self) -> &[Use] {
+        &self.uses
     }
 
     pub fn token(&self) -> &str {
@@ -88,6 +106,27 @@ struct AgentRules {
     rules: RuleSet,
     /// The largest crawl-delay of the agent lines naming it.
     crawl_delay: Option<f64>,
+    /// Its `Content-Usage` / `Content-Signal` lines, when the bot declares a use.
+    usage: Option<UsageSet>,
+    /// Its `Visit-time` windows: visits only in one of them.
+    visits: Vec<VisitTime>,
+}
+
+/// A group's preference lines, compiled: matched as rules are (the longest
+/// path wins), one entry per distinct path.
+#[derive(Clone, Debug)]
+struct UsageSet {
+    /// Each rule's `line` is its entry's index.
+    paths: RuleSet,
+    entries: Vec<UsageEntry>,
+}
+
+/// The lines of one path: what they state together (the most restrictive
+/// of each), and each line, to name the one that decided.
+#[derive(Clone, Debug)]
+struct UsageEntry {
+    stated: Stated,
+    lines: Vec<(u32, Vocabulary, Stated)>,
 }
 
 /// The rules of one robots.txt for one bot, ready to decide many targets.
@@ -96,6 +135,8 @@ pub struct Policy {
     selected: Selected,
     sets: Vec<AgentRules>,
     crawl_delay: Option<f64>,
+    /// The bot's declared uses (its profile's).
+    uses: Vec<Use>,
 }
 
 /// Why a target was allowed or disallowed; explained by [`Policy::explain`].
@@ -110,6 +151,13 @@ enum Reason {
     Rule {
         set: u16,
         rule: u32,
+    },
+    /// Its rules allow it, and a preference refuses one of the bot's uses.
+    Usage {
+        set: u16,
+        entry: u32,
+        /// The category that stated it (perhaps the declared use's parent).
+        category: Use,
     },
 }
 
@@ -150,6 +198,8 @@ pub struct Explanation<'a> {
     pub allowed: bool,
     pub group: Option<GroupInfo<'a>>,
     pub rule: Option<RuleInfo<'a>>,
+    /// The preference that refused one of the bot's declared uses.
+    pub usage: Option<Preference>,
     /// True for `/robots.txt` itself.
     pub robots_txt_itself: bool,
 }
@@ -189,10 +239,11 @@ impl fmt::Display for Explanation<'_> {
         if self.robots_txt_itself {
             return write!(f, "robots.txt itself is always allowed");
         }
-        match (self.group, self.rule) {
-            (None, _) => write!(f, "no group applies to this bot"),
-            (Some(g), None) => write!(f, "{g}\tno rule matches"),
-            (Some(g), Some(r)) => write!(f, "{g}\t{r}"),
+        match (self.group, self.rule, self.usage) {
+            (None, _, _) => write!(f, "no group applies to this bot"),
+            (Some(g), _, Some(p)) => write!(f, "{g}\t{p}"),
+            (Some(g), None, None) => write!(f, "{g}\tno rule matches"),
+            (Some(g), Some(r), None) => write!(f, "{g}\t{r}"),
         }
     }
 }
@@ -200,8 +251,14 @@ impl fmt::Display for Explanation<'_> {
 impl RobotsTxt {
     /// Selects and compiles the groups that apply to `bot`.
     pub fn policy(&self, bot: &BotProfile) -> Policy {
+        let mut policy = self.select(bot);
+        policy.uses = bot.uses.clone();
+        policy
+    }
+
+    fn select(&self, bot: &BotProfile) -> Policy {
         let own = (!bot.token.is_empty())
-            .then(|| self.agent_rules(&bot.token, |kind| kind == AgentKind::User))
+            .then(|| self.agent_rules(&bot.token, |kind| kind == AgentKind::User, &bot.uses))
             .flatten();
         if let Some(own) = own {
             return Policy::new(Selected::OwnToken, vec![own]);
@@ -209,12 +266,12 @@ impl RobotsTxt {
         let virtuals: Vec<AgentRules> = bot
             .virtual_agents
             .iter()
-            .filter_map(|v| self.agent_rules(v, |_| true))
+            .filter_map(|v| self.agent_rules(v, |_| true, &bot.uses))
             .collect();
         if !virtuals.is_empty() {
             return Policy::new(Selected::VirtualAgents, virtuals);
         }
-        match self.agent_rules("*", |_| true) {
+        match self.agent_rules("*", |_| true, &bot.uses) {
             Some(star) => Policy::new(Selected::Star, vec![star]),
             None => Policy::allow_all(),
         }
@@ -222,7 +279,12 @@ impl RobotsTxt {
 
     /// The merged groups that name `name` in a namespace `kind_ok` accepts, if any,
     /// with their largest crawl-delay.
-    fn agent_rules(&self, name: &str, kind_ok: impl Fn(AgentKind) -> bool) -> Option<AgentRules> {
+    fn agent_rules(
+        &self,
+        name: &str,
+        kind_ok: impl Fn(AgentKind) -> bool,
+        uses: &[Use],
+    ) -> Option<AgentRules> {
         let names = |group: &Group| {
             self.agents[group.agents.start as usize..group.agents.end as usize]
                 .iter()
@@ -233,6 +295,8 @@ impl RobotsTxt {
         // The rules of the named groups, in file order: borrowed when one
         // group names the agent (the usual case), merged into a copy otherwise.
         let mut rules: Cow<[Rule]> = Cow::Borrowed(&[]);
+        let mut usages = Vec::new();
+        let mut visits = Vec::new();
         for group in &self.groups {
             let before = lines.len();
             for agent in names(group) {
@@ -248,6 +312,12 @@ impl RobotsTxt {
                 } else {
                     rules.to_mut().extend_from_slice(group_rules);
                 }
+                if !uses.is_empty() {
+                    usages.extend(group.usages.clone());
+                }
+                visits.extend_from_slice(
+                    &self.visits[group.visits.start as usize..group.visits.end as usize],
+                );
             }
         }
         if lines.is_empty() {
@@ -258,7 +328,40 @@ impl RobotsTxt {
             lines,
             rules: RuleSet::build(&self.strings, &rules),
             crawl_delay,
+            usage: (!usages.is_empty()).then(|| self.usage_set(&usages)),
+            visits,
         })
+    }
+
+    /// The preference lines `indices` (of [`RobotsTxt::usages`]), one entry
+    /// per distinct path.
+    fn usage_set(&self, indices: &[u32]) -> UsageSet {
+        let mut entries: Vec<UsageEntry> = Vec::new();
+        let mut rules: Vec<Rule> = Vec::new();
+        let mut by_path: std::collections::HashMap<&[u8], usize> = Default::default();
+        for &i in indices {
+            let u = &self.usages[i as usize];
+            let at = *by_path.entry(self.bytes(u.pattern)).or_insert_with(|| {
+                entries.push(UsageEntry {
+                    stated: Stated::default(),
+                    lines: Vec::new(),
+                });
+                rules.push(Rule {
+                    kind: RuleKind::Allow,
+                    pattern: u.pattern,
+                    wild: u.wild,
+                    line: (entries.len() - 1) as u32,
+                });
+                entries.len() - 1
+            });
+            let entry = &mut entries[at];
+            entry.stated = entry.stated.strictest(u.stated);
+            entry.lines.push((u.line, u.vocabulary, u.stated));
+        }
+        UsageSet {
+            paths: RuleSet::build(&self.strings, &rules),
+            entries,
+        }
     }
 }
 
@@ -270,8 +373,22 @@ impl Policy {
             + self
                 .sets
                 .iter()
-                .map(|s| s.name.capacity() + s.lines.capacity() * 4 + s.rules.heap_size())
+                .map(|s| {
+                    s.name.capacity()
+                        + s.lines.capacity() * 4
+                        + s.rules.heap_size()
+                        + s.visits.capacity() * std::mem::size_of::<VisitTime>()
+                        + s.usage.as_ref().map_or(0, |u| {
+                            u.paths.heap_size()
+                                + u.entries.capacity() * std::mem::size_of::<UsageEntry>()
+                                + u.entries
+                                    .iter()
+                                    .map(|e| e.lines.capacity() * 12)
+                                    .sum::<usize>()
+                        })
+                })
                 .sum::<usize>()
+            + self.uses.capacity()
     }
 }
 
@@ -287,6 +404,7 @@ impl Policy {
             selected,
             sets,
             crawl_delay,
+            uses: Vec::new(),
         }
     }
 
@@ -296,6 +414,7 @@ impl Policy {
             selected: Selected::Nothing,
             sets: Vec::new(),
             crawl_delay: None,
+            uses: Vec::new(),
         }
     }
 
@@ -376,9 +495,55 @@ impl Policy {
             }
             first.get_or_insert(decision);
         }
+        // Allowed by the rules: a preference may still refuse a declared use
+        // (a path the rules disallow is refused for that alone).
+        for (i, set) in self.sets.iter().enumerate() {
+            if let Some(refused) = self.usage_refusal(i as u16, set, path, sig, budget) {
+                return refused;
+            }
+        }
         first.unwrap_or(Decision {
             allowed: true,
             reason: Reason::NoGroup,
+        })
+    }
+
+    /// The first of the bot's declared uses that `set`'s preferences for
+    /// `path` refuse (the longest matching path's lines; lines of equally
+    /// long paths combine to the most restrictive).
+    fn usage_refusal(
+        &self,
+        set_index: u16,
+        set: &AgentRules,
+        path: &[u8],
+        sig: Option<u64>,
+        budget: &mut u64,
+    ) -> Option<Decision> {
+        let usage = set.usage.as_ref()?;
+        let matched = usage.paths.longest_matches(path, sig, budget);
+        let entry_of = |rule: u32| usage.paths.rule(rule).0.line;
+        let stated = matched
+            .iter()
+            .map(|&r| usage.entries[entry_of(r) as usize].stated)
+            .fold(Stated::default(), Stated::strictest);
+        self.uses.iter().find_map(|&use_| {
+            let (category, allowed) = stated.resolve(use_)?;
+            if allowed {
+                return None;
+            }
+            // The entry that said no, among the equally long paths.
+            let entry = matched
+                .iter()
+                .map(|&r| entry_of(r))
+                .find(|&e| usage.entries[e as usize].stated.get(category) == Some(false))?;
+            Some(Decision {
+                allowed: false,
+                reason: Reason::Usage {
+                    set: set_index,
+                    entry,
+                    category,
+                },
+            })
         })
     }
 
@@ -391,9 +556,32 @@ impl Policy {
                 lines: &s.lines,
             })
         };
+        let mut usage = None;
         let (group, rule) = match decision.reason {
             Reason::RobotsTxtItself | Reason::NoGroup => (None, None),
             Reason::NoMatchingRule { set } => (group(set), None),
+            Reason::Usage {
+                set,
+                entry,
+                category,
+            } => {
+                usage = self
+                    .sets
+                    .get(set as usize)
+                    .and_then(|s| s.usage.as_ref()?.entries.get(entry as usize))
+                    .and_then(|e| {
+                        e.lines
+                            .iter()
+                            .find(|(_, _, stated)| stated.get(category) == Some(false))
+                    })
+                    .map(|&(line, vocabulary, _)| Preference {
+                        vocabulary,
+                        category,
+                        allowed: false,
+                        line,
+                    });
+                (group(set), None)
+            }
             Reason::Rule { set, rule } => (
                 group(set),
                 self.sets.get(set as usize).map(|s| {
@@ -410,8 +598,47 @@ impl Policy {
             allowed: decision.allowed,
             group,
             rule,
+            usage,
             robots_txt_itself: decision.reason == Reason::RobotsTxtItself,
         }
+    }
+
+    /// When robots.txt's `Visit-time` keeps this bot away at `unix` (seconds
+    /// since the epoch, UTC): how long until it may visit, and a window it
+    /// waits for. Each applying group that has windows must be in one of
+    /// them; `None`: it may visit now.
+    pub fn visit_wait(&self, unix: Duration) -> Option<(Duration, VisitTime)> {
+        let day = 86_400;
+        let now = unix.as_secs() % day;
+        let sub = Duration::from_nanos(u64::from(unix.subsec_nanos()));
+        let mut longest: Option<(Duration, VisitTime)> = None;
+        for set in self.sets.iter().filter(|s| !s.visits.is_empty()) {
+            let inside = |w: &VisitTime| {
+                let (from, to) = (u64::from(w.from) * 60, u64::from(w.to) * 60);
+                match from < to {
+                    true => (from..to).contains(&now),
+                    false => now >= from || now < to,
+                }
+            };
+            if set.visits.iter().any(inside) {
+                continue;
+            }
+            // The window that opens first.
+            let soonest = set
+                .visits
+                .iter()
+                .map(|w| {
+                    let secs = (u64::from(w.from) * 60 + day - now) % day;
+                    (Duration::from_secs(secs).saturating_sub(sub), *w)
+                })
+                .min_by_key(|(d, _)| *d);
+            if let Some(wait) = soonest {
+                if longest.is_none_or(|(d, _)| wait.0 > d) {
+                    longest = Some(wait);
+                }
+            }
+        }
+        longest
     }
 
     /// Which rank of groups applies to the bot.
