@@ -137,6 +137,16 @@ impl Bots {
         &self.bots
     }
 
+    /// The names of the bots in report mode (`mode = "report"`): robots.txt
+    /// and their limits are logged for them, not enforced.
+    pub fn reporting(&self) -> Vec<&str> {
+        self.bots
+            .iter()
+            .filter(|b| b.limits.mode == crate::bot_limits::values::Mode::Report)
+            .map(|b| b.name.as_str())
+            .collect()
+    }
+
     /// Every bot's robots.txt profile, in order (what a cache entry is compiled for).
     pub fn profiles(&self) -> Vec<crate::robots::BotProfile> {
         self.bots.iter().map(|b| b.profile.clone()).collect()

@@ -58,6 +58,7 @@ pub mod protocol;
 pub mod proxy;
 pub mod recent;
 pub mod refusal;
+pub mod report;
 pub mod robots;
 pub mod server;
 pub mod slots;

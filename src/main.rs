@@ -178,6 +178,18 @@ fn start_logging(config: &Config) {
     }
 }
 
+/// Says which bots are in report mode, if any: nothing robots.txt or their
+/// limits would refuse is refused for them.
+fn report_mode(bots: &robots_proxy::bots::Bots) {
+    let reporting = bots.reporting();
+    if !reporting.is_empty() {
+        tracing::warn!(
+            report_mode = %reporting.join(","),
+            "bots in report mode: what robots.txt and their limits would refuse or delay is relayed at once, logged (would=, would_wait=) and counted (robots_proxy_report_only_total), not enforced"
+        );
+    }
+}
+
 /// What a started proxy logs: where it listens, its access rules, and what
 /// the drop-in listeners need from the operator.
 fn announce(proxy: &Proxy) {
@@ -206,6 +218,7 @@ fn announce(proxy: &Proxy) {
         require_client_cert = config.access.require_client_cert,
         "access rules"
     );
+    report_mode(&config.bots);
     if config.access.open_to_all() {
         tracing::warn!(
             allow_from = %allow_from.join(","),
@@ -323,6 +336,7 @@ async fn reload(proxy: &Proxy, args: &RunArgs) {
                 sha256 = %done.cert_fingerprint,
                 "config reloaded: new connections use it; connections in flight finish with the old one"
             );
+            report_mode(&context.config.bots);
         }
         Err(e) => {
             metrics.reloaded(false);

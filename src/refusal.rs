@@ -225,6 +225,8 @@ pub enum BotLimit {
     DailyBudget(u32),
     /// `quiet_hours`: no starts now.
     QuietHours,
+    /// robots.txt's `Visit-time`: no starts at this host until a window opens.
+    VisitTime(crate::robots::VisitTime),
 }
 
 impl fmt::Display for BotLimit {
@@ -239,6 +241,16 @@ impl fmt::Display for BotLimit {
                 )
             }
             BotLimit::QuietHours => f.write_str("this bot's quiet_hours"),
+            BotLimit::VisitTime(w) => {
+                let hm = |m: u16| format!("{:02}{:02}", m / 60, m % 60);
+                write!(
+                    f,
+                    "robots.txt's Visit-time: {}-{} UTC (line {})",
+                    hm(w.from),
+                    hm(w.to),
+                    w.line
+                )
+            }
         }
     }
 }

@@ -52,6 +52,15 @@ fn the_longest_path_wins_and_equal_paths_combine_to_the_strictest() {
     let (allowed, why) = decide(&p, "/open/closed/x");
     assert!(!allowed);
     assert!(why.ends_with("Content-Usage: train-ai=n (line 5)"), "{why}");
+    // Two paths of one length both matching: the strictest of the two.
+    let p = policy(
+        "User-agent: *\nContent-Usage: /a* train-ai=y\nContent-Usage: /ab train-ai=n\n",
+        TRAINER,
+    );
+    let (allowed, why) = decide(&p, "/abc");
+    assert!(!allowed);
+    assert!(why.ends_with("(line 3)"), "{why}");
+    assert!(decide(&p, "/ac").0);
     // Wildcards and `$` as in rules.
     let p = policy(
         "User-agent: *\nContent-Usage: /*.pdf$ train-ai=n\n",

@@ -36,6 +36,9 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
                 "name": b.name,
                 "agent": b.profile.token(),
                 "virtual_agents": b.profile.virtual_agents(),
+                "mode": b.limits.mode.as_str(),
+                "content_usage": b.profile.uses().iter().map(|u| u.as_str()).collect::<Vec<_>>(),
+                "limits": limits_in_force(&b.limits),
             })
         })
         .collect();
@@ -67,6 +70,28 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         "pins": ctx.upstream.pins().len(),
         "hosts": hosts,
     })
+}
+
+/// A bot's limits as the status page shows them: those set, by their keys.
+fn limits_in_force(l: &crate::bot_limits::BotLimits) -> Value {
+    let mut set = serde_json::Map::new();
+    if !l.min_delay.is_zero() {
+        set.insert("min_delay_seconds".into(), json!(secs(l.min_delay)));
+    }
+    if let Some(n) = l.concurrency {
+        set.insert("concurrency".into(), json!(n));
+    }
+    if let Some(rate) = l.rate {
+        set.insert("rate".into(), json!(rate.to_string()));
+    }
+    if let Some(n) = l.daily_requests_per_server {
+        set.insert("daily_requests_per_server".into(), json!(n));
+    }
+    if !l.quiet_hours.is_empty() {
+        let windows: Vec<String> = l.quiet_hours.iter().map(|w| w.to_string()).collect();
+        set.insert("quiet_hours".into(), json!(windows));
+    }
+    Value::Object(set)
 }
 
 /// One row of the hosts table.

@@ -2,6 +2,7 @@
 //! implements, and the [`Limits`] of one configuration, asked in order.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
@@ -9,6 +10,7 @@ use tokio::time::Instant;
 use crate::bots::BotId;
 use crate::cache::Entry;
 use crate::refusal::Refusal;
+use crate::report::Report;
 use crate::target::{Server, Target};
 
 /// What a limit is asked: who, what, where (resolved), robots.txt's word on
@@ -52,12 +54,26 @@ impl Limits {
         Limits(limits)
     }
 
-    pub(super) async fn check(&self, asked: &Asked<'_>) -> Result<Holds, Refusal> {
+    /// In report mode (`report`, with `max_wait`), a limit that would hold
+    /// the request (asked with a deadline of now: it waits for nothing) is
+    /// noted there instead, and the next limits are asked.
+    pub(super) async fn check(
+        &self,
+        asked: &Asked<'_>,
+        mut report: Option<(&mut Report, Duration)>,
+    ) -> Result<Holds, Refusal> {
         let mut holds = Holds::default();
         for limit in &self.0 {
-            // A refusal drops what earlier limits kept: given back.
-            if let Some(held) = limit.check(asked).await? {
-                holds.0.push(held);
+            match limit.check(asked).await {
+                Ok(Some(held)) => holds.0.push(held),
+                Ok(None) => {}
+                Err(refusal) => match report.as_mut() {
+                    Some((report, max_wait)) if crate::report::reportable(&refusal) => {
+                        report.held(refusal, *max_wait)
+                    }
+                    // A refusal drops what earlier limits kept: given back.
+                    _ => return Err(refusal),
+                },
             }
         }
         Ok(holds)

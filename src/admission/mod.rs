@@ -10,6 +10,10 @@
 //!    more [`Limit`] (docs/architecture.md, "Adding a limit");
 //! 4. [`turn`]: the host's turn at its gate, spaced by the bot's Crawl-delay.
 //!
+//! A bot in report mode (`mode = "report"`) goes through the same steps,
+//! but what robots.txt or its limits would refuse or delay is noted in its
+//! [`Report`] and the request goes on at once (`crate::report`).
+//!
 //! The steps count in the metrics what only they see (cache hits, the wait);
 //! the status page and the log line observe the result ([`Refused::server`],
 //! [`Admitted::server`]), never a step.
@@ -24,7 +28,9 @@ use crate::cache::{Entry, Lookup, Rules};
 use crate::config::OnUnreachable;
 use crate::context::Context;
 use crate::politeness::Permit;
+use crate::bot_limits::values::Mode;
 use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
+use crate::report::{Report, Would};
 use crate::target::{HostKey, Server, Target};
 
 pub mod limit;
@@ -39,6 +45,8 @@ pub struct Admitted {
     pub waited: Duration,
     /// What the bot's limits keep for it (a slot in flight) until it ends.
     pub holds: Holds,
+    /// Report mode: what robots.txt and the limits would have done instead.
+    pub report: Report,
 }
 
 /// A request turned away, and the server it named when that was known
@@ -58,23 +66,38 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         refusal,
         server: Some(server),
     };
-    let entry = match robots_txt(ctx, &server, bot, target).await {
-        Ok(entry) => entry,
-        Err(refusal) => return Err(refused(refusal, server)),
-    };
+    let reporting = ctx.config.bots.get(bot).limits.mode == Mode::Report;
+    let mut report = Report::default();
+    let entry = robots_entry(ctx, &server, bot).await;
+    if let Err(refusal) = robots_decide(ctx, &server, bot, target, &entry) {
+        if !(reporting && crate::report::reportable(&refusal)) {
+            return Err(refused(refusal, server));
+        }
+        report.add(Would::Refuse(refusal));
+    }
     let asked_at = Instant::now();
+    let max_wait = ctx.politeness.config().max_wait;
     let asked = Asked {
         bot,
         target,
         server: &server,
         robots: &entry,
-        deadline: crate::politeness::after(asked_at, ctx.politeness.config().max_wait),
+        // Report mode waits for nothing: a limit that would hold it says so.
+        deadline: match reporting {
+            true => asked_at,
+            false => crate::politeness::after(asked_at, max_wait),
+        },
     };
-    let mut holds = match ctx.limits.check(&asked).await {
+    let limits_report = reporting.then_some((&mut report, max_wait));
+    let mut holds = match ctx.limits.check(&asked, limits_report).await {
         Ok(holds) => holds,
         Err(refusal) => return Err(refused(refusal, server)),
     };
-    match turn(ctx, &server, bot, &entry).await {
+    let turn = match reporting {
+        false => turn(ctx, &server, bot, &entry).await,
+        true => turn_now(ctx, &server, bot, &entry, &mut report).await,
+    };
+    match turn {
         Ok((permit, _)) => {
             holds.started();
             Ok(Admitted {
@@ -82,6 +105,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
                 permit,
                 waited: asked_at.elapsed(),
                 holds,
+                report,
             })
         }
         Err(refusal) => Err(refused(refusal, server)),
@@ -109,7 +133,13 @@ pub async fn robots_txt(
     bot: BotId,
     target: &Target,
 ) -> Result<Arc<Entry>, Refusal> {
-    let key = &server.name;
+    let entry = robots_entry(ctx, server, bot).await;
+    robots_decide(ctx, server, bot, target, &entry).map(|()| entry)
+}
+
+/// The host's robots.txt entry (cached, fetched once), compiled for this
+/// request's configuration.
+async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> {
     // Boxed, as the relay: a robots.txt fetch's future (connect, TLS) is
     // large, and inline it would size every waiting connection's future.
     let (mut entry, lookup) = Box::pin(ctx.robots.rules(server, bot)).await;
@@ -122,6 +152,18 @@ pub async fn robots_txt(
         Lookup::Hit => ctx.metrics.cache_hits.inc(),
         Lookup::Miss => ctx.metrics.cache_misses.inc(),
     }
+    entry
+}
+
+/// What the entry says of this target for this bot.
+fn robots_decide(
+    ctx: &Context,
+    server: &Server,
+    bot: BotId,
+    target: &Target,
+    entry: &Entry,
+) -> Result<(), Refusal> {
+    let key = &server.name;
     match &entry.rules {
         Rules::Found { policies, stale } => {
             let policy = &policies[bot];
@@ -162,7 +204,7 @@ pub async fn robots_txt(
             }
         }
     }
-    Ok(entry)
+    Ok(())
 }
 
 /// Step 4: the host's turn. Spaced by this bot's Crawl-delay (at least its
@@ -174,17 +216,7 @@ pub async fn turn(
     bot: BotId,
     entry: &Entry,
 ) -> Result<(Permit, Duration), Refusal> {
-    let spacing = ctx.politeness.config();
-    // Each bot's floor (`min_delay`) under what robots.txt asks of it.
-    let bots = ctx.config.bots.all();
-    let floor = |id: BotId| bots.get(id).map_or(Duration::ZERO, |b| b.limits.min_delay);
-    let delay = spacing.delay_for(entry.crawl_delay(bot)).max(floor(bot));
-    let hold = entry
-        .crawl_delays()
-        .enumerate()
-        .map(|(id, d)| spacing.delay_for(d).max(floor(id)))
-        .chain(bots.iter().map(|b| b.limits.min_delay))
-        .fold(delay, Duration::max);
+    let (delay, hold) = spacing(ctx, bot, entry);
     let asked = Instant::now();
     // A shutdown answers a request still waiting (its place in the queue is
     // given back), rather than leave it to be cut at the end of the grace; a
@@ -208,6 +240,59 @@ pub async fn turn(
             why: Busy::Turn,
         })),
     }
+}
+
+/// This bot's spacing at the host (its Crawl-delay, at least its
+/// `min_delay`), and the longest of every bot's there (how long the gate
+/// remembers a start).
+fn spacing(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, Duration) {
+    let spacing = ctx.politeness.config();
+    // Each bot's floor (`min_delay`) under what robots.txt asks of it.
+    let bots = ctx.config.bots.all();
+    let floor = |id: BotId| bots.get(id).map_or(Duration::ZERO, |b| b.limits.min_delay);
+    let delay = spacing.delay_for(entry.crawl_delay(bot)).max(floor(bot));
+    let hold = entry
+        .crawl_delays()
+        .enumerate()
+        .map(|(id, d)| spacing.delay_for(d).max(floor(id)))
+        .chain(bots.iter().map(|b| b.limits.min_delay))
+        .fold(delay, Duration::max);
+    (delay, hold)
+}
+
+/// Step 4 in report mode: the turn is taken now, counted as a start at the
+/// gate (so bots that enforce keep their spacing after it); the wait it
+/// would have had goes in the report.
+async fn turn_now(
+    ctx: &Context,
+    server: &Server,
+    bot: BotId,
+    entry: &Entry,
+    report: &mut Report,
+) -> Result<(Permit, Duration), Refusal> {
+    let (delay, hold) = spacing(ctx, bot, entry);
+    let (permit, would_wait) = ctx
+        .politeness
+        .start_now(server, delay, hold)
+        .await
+        .map_err(|slow| {
+            Refusal::SlowDown(SlowDown {
+                retry_after: slow.retry_after,
+                why: Busy::StoreDown,
+            })
+        })?;
+    if !would_wait.is_zero() {
+        let robots_asks = ctx
+            .politeness
+            .config()
+            .delay_for(entry.crawl_delay(bot));
+        let why = match delay > robots_asks {
+            true => "min_delay",
+            false => "crawl_delay",
+        };
+        report.turn(would_wait, ctx.politeness.config().max_wait, why);
+    }
+    Ok((permit, would_wait))
 }
 
 /// Fleet mode with the store down and `on_unavailable = "refuse"`: "slow

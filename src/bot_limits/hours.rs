@@ -1,5 +1,6 @@
-//! Quiet hours: windows of the UTC day in which a bot starts nothing
-//! (`quiet_hours = ["22:00-06:00"]`; a window may cross midnight).
+//! Hours of the UTC day: the bot's quiet hours, in which it starts nothing
+//! (`quiet_hours = ["22:00-06:00"]`; a window may cross midnight), and
+//! robots.txt's `Visit-time`, outside which it starts nothing at that host.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use futures_util::future::BoxFuture;
 use super::values::DayWindow;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Hold, Limit};
+use crate::cache::Rules;
 use crate::refusal::{BotLimit, Refusal};
 
 /// When the windows that hold `unix` have all ended (windows may overlap or
@@ -47,6 +49,39 @@ impl Limit for QuietHours {
                 || match quiet_for(windows, clock.unix()) {
                     None => Ok(None),
                     Some(left) => Err(Blocked::Until(clock.instant_at(clock.unix() + left))),
+                },
+            )
+            .await
+        })
+    }
+}
+
+/// The step for robots.txt's `Visit-time` (asked for every bot: the
+/// windows are the host's, in the bot's policy).
+pub(super) struct VisitTimes {
+    pub(super) ledger: Arc<Ledger>,
+}
+
+impl Limit for VisitTimes {
+    fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
+        Box::pin(async move {
+            let Rules::Found { policies, .. } = &asked.robots.rules else {
+                return Ok(None);
+            };
+            let Some(policy) = policies.get(asked.bot) else {
+                return Ok(None);
+            };
+            let clock = *self.ledger.clock();
+            let Some((_, window)) = policy.visit_wait(clock.unix()) else {
+                return Ok(None);
+            };
+            wait_for(
+                &self.ledger,
+                asked.deadline,
+                BotLimit::VisitTime(window),
+                || match policy.visit_wait(clock.unix()) {
+                    None => Ok(None),
+                    Some((wait, _)) => Err(Blocked::Until(clock.instant_at(clock.unix() + wait))),
                 },
             )
             .await

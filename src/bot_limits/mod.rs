@@ -82,6 +82,7 @@ impl Ledger {
 pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
     let mut steps: Vec<Arc<dyn Limit>> = Vec::new();
     let ledger = || ledger.clone();
+    steps.push(Arc::new(hours::VisitTimes { ledger: ledger() }));
     if let Some(windows) = PerBot::of(bots, |l| {
         (!l.quiet_hours.is_empty()).then(|| l.quiet_hours.clone())
     }) {
@@ -186,7 +187,9 @@ async fn wait_for<T>(
 
 fn slow_down(limit: BotLimit, retry_after: Duration) -> Refusal {
     Refusal::SlowDown(SlowDown {
-        retry_after: retry_after.max(Duration::from_secs(1)),
+        // Exact: the answer rounds it up to whole seconds (at least 1), and
+        // report mode logs it as it is.
+        retry_after,
         why: Busy::Limit(limit),
     })
 }

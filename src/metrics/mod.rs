@@ -40,6 +40,8 @@ pub struct Metrics {
     requests_vec: IntCounterVec,
     outcomes_vec: IntCounterVec,
     by_bot: ArcSwap<BotSeries>,
+    /// Report mode: what would have been refused or delayed, by bot and reason.
+    report_only: IntCounterVec,
     /// By [`AccessRefusal`].
     access_refusals: Vec<IntCounter>,
     /// By [`SocksAuthFailure`].
@@ -172,8 +174,23 @@ impl Metrics {
             store_events: store.events,
             store_seconds: store.seconds,
             store_up: store.up,
+            report_only: reg.counter_vec(
+                "robots_proxy_report_only_total",
+                "Requests of bots in report mode that robots.txt or the bot's limits would have \
+                 refused or delayed, relayed at once, by bot and reason (disallowed, \
+                 content_usage, robots_unreachable, crawl_delay, min_delay, visit_time, or the \
+                 limit's key).",
+                &["bot", "reason"],
+            ),
             registry,
         }
+    }
+
+    /// A request of `bot`, in report mode, that `reason` would have refused
+    /// or delayed. The labels are bounded: a configured bot's name, and a
+    /// reason from a fixed set ([`crate::report::reason`]).
+    pub fn report_only(&self, bot: &str, reason: &str) {
+        self.report_only.with_label_values(&[bot, reason]).inc();
     }
 
     /// A call to the fleet store failed or passed its deadline.

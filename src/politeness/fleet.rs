@@ -65,6 +65,56 @@ impl Turns for Fleet {
             }
         })
     }
+
+    fn start_now<'a>(
+        &'a self,
+        gate: &'a Arc<Politeness>,
+        server: &'a Server,
+        delay: Duration,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<(Permit, Duration), SlowDown>> {
+        Box::pin(async move {
+            let config = gate.config.load_full();
+            let store = &self.store;
+            let local = store.config().on_unavailable == OnUnavailable::Local;
+            let down = || match local {
+                true => Ok(gate.start_here(server, delay, hold)),
+                false => Err(store_down(delay)),
+            };
+            if !store.is_up() {
+                return down();
+            }
+            let tag = fleet_tag(config.key, server);
+            match store.start_now(&tag, ask(&config, delay, hold)).await {
+                Ok(Ok((lease, would_wait))) => Ok((
+                    Permit {
+                        gate: gate.clone(),
+                        id: 0,
+                        shared: Some(Shared {
+                            store: store.clone(),
+                            lease,
+                            tag,
+                            delay,
+                        }),
+                    },
+                    would_wait,
+                )),
+                Ok(Err(retry_after)) => Err(SlowDown { retry_after }),
+                Err(_) => down(),
+            }
+        })
+    }
+}
+
+/// What a request asks the shared gate, under `config`.
+fn ask(config: &super::PolitenessConfig, delay: Duration, hold: Duration) -> GateAsk {
+    GateAsk {
+        delay,
+        hold: hold.max(delay),
+        max_wait: config.max_wait,
+        max_delay: config.max_delay,
+        concurrency: config.per_host_concurrency,
+    }
 }
 
 /// The store's name for a server's gate. By address, the lowest of the
@@ -112,15 +162,8 @@ impl Fleet {
                 Some(Err(store_down(delay)))
             };
         }
-        let ask = GateAsk {
-            delay,
-            hold: hold.max(delay),
-            max_wait: config.max_wait,
-            max_delay: config.max_delay,
-            concurrency: config.per_host_concurrency,
-        };
         let tag = fleet_tag(config.key, server);
-        match store.admit(&tag, ask).await {
+        match store.admit(&tag, ask(&config, delay, hold)).await {
             Ok(Ok(lease)) => Some(Ok(Permit {
                 gate: gate.clone(),
                 id: 0,

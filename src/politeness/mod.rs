@@ -177,6 +177,28 @@ impl Host {
         }
     }
 
+    /// Estimated wait of a request asking for `delay`: until this host's
+    /// next start, then one spacing for each request ahead, shared among the
+    /// concurrent slots.
+    fn estimate(&self, config: &PolitenessConfig, delay: Duration) -> Duration {
+        let now = Instant::now();
+        let spacing = self.spacing(delay, config.max_delay);
+        let until_next = self
+            .next_start(delay, config.max_delay)
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+        let ahead = (self.queue.len()
+            + self
+                .in_flight
+                .saturating_sub(config.per_host_concurrency - 1)) as u32;
+        if self.queue.is_empty() && self.in_flight < config.per_host_concurrency {
+            until_next
+        } else {
+            until_next.saturating_add(
+                spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
+            )
+        }
+    }
+
     fn wake_head(&self) {
         if let Some(head) = self.queue.front() {
             head.wake.notify_one();
@@ -391,6 +413,47 @@ impl Politeness {
         self.turns.admit(self, server, delay, hold).await
     }
 
+    /// A turn taken now, whatever the spacing and the queue (report mode):
+    /// counted as a start at `server`'s gate, so the requests after it keep
+    /// their spacing from it; with the wait it would have had.
+    pub async fn start_now(
+        self: &Arc<Self>,
+        server: &Server,
+        delay: Duration,
+        hold: Duration,
+    ) -> Result<(Permit, Duration), SlowDown> {
+        self.turns.start_now(self, server, delay, hold).await
+    }
+
+    /// [`Politeness::start_now`] at this process's gate.
+    pub(crate) fn start_here(
+        self: &Arc<Self>,
+        server: &Server,
+        delay: Duration,
+        hold: Duration,
+    ) -> (Permit, Duration) {
+        let config = self.config.load();
+        let mut gates = self.lock();
+        let id = gates.gate_for(config.key, server, config.default_delay);
+        let would_wait = match gates.hosts.get_mut(&id) {
+            Some(host) => {
+                host.hold = host.hold.max(hold).max(delay);
+                let would_wait = host.estimate(&config, delay);
+                host.in_flight += 1;
+                host.last_start = Some(Instant::now());
+                host.delay = delay;
+                would_wait
+            }
+            None => Duration::ZERO,
+        };
+        let permit = Permit {
+            gate: self.clone(),
+            id,
+            shared: None,
+        };
+        (permit, would_wait)
+    }
+
     /// The turn at this process's gate for `server`: queued behind the
     /// requests ahead, or "slow down" at once when the wait would pass
     /// `max_wait`.
@@ -473,24 +536,7 @@ impl Politeness {
         };
         let delay = delay.unwrap_or(host.delay);
         host.hold = host.hold.max(hold).max(delay);
-        // Estimated wait: until this host's next start, then one spacing for
-        // each request ahead, shared among the concurrent slots.
-        let now = Instant::now();
-        let spacing = host.spacing(delay, config.max_delay);
-        let until_next = host
-            .next_start(delay, config.max_delay)
-            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-        let ahead = (host.queue.len()
-            + host
-                .in_flight
-                .saturating_sub(config.per_host_concurrency - 1)) as u32;
-        let estimate = if host.queue.is_empty() && host.in_flight < config.per_host_concurrency {
-            until_next
-        } else {
-            until_next.saturating_add(
-                spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
-            )
-        };
+        let estimate = host.estimate(config, delay);
         if estimate > config.max_wait {
             return Err(SlowDown {
                 retry_after: estimate,

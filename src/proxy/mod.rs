@@ -194,7 +194,7 @@ where
         ctx.recent.resolved(&server.name, &server.addrs);
     }
     match admitted {
-        Some(Ok(admitted)) => {
+        Some(Ok(mut admitted)) => {
             // Boxed: the relay's state (upstream connection, TLS, buffers)
             // is allocated when relaying starts, so a connection waiting for
             // its turn holds only what waiting needs (tests/footprint.rs).
@@ -203,6 +203,7 @@ where
                 Err(refusal) => protocol.refuse(client.get_mut(), &refusal).await,
             };
             outcome.waited = admitted.waited;
+            outcome.report = std::mem::take(&mut admitted.report);
             outcome
         }
         Some(Err(refused)) => protocol.refuse(client.get_mut(), &refused.refusal).await,

@@ -7,6 +7,7 @@ use super::{Conn, Context};
 use crate::bots::BotId;
 use crate::fate::Fate;
 use crate::protocol::Protocol;
+use crate::report::Report;
 use crate::target::{HostKey, Target};
 
 /// What happened to one request, for the log line.
@@ -22,6 +23,8 @@ pub struct Outcome {
     /// The upstream failed mid-answer: the connection is cut rather than
     /// closed cleanly, so the client can tell the answer is incomplete.
     pub cut: bool,
+    /// Report mode: what robots.txt and the bot's limits would have done.
+    pub report: Report,
 }
 
 impl Outcome {
@@ -33,6 +36,7 @@ impl Outcome {
             bytes: 0,
             waited: Duration::ZERO,
             cut: false,
+            report: Report::default(),
         }
     }
 }
@@ -68,6 +72,11 @@ pub fn log(
         ctx.recent.finished(&key, outcome.fate, &outcome.detail);
     }
     metrics.bytes_to_client.inc_by(outcome.bytes);
+    if let Some(bot) = bot {
+        for would in outcome.report.iter() {
+            metrics.report_only(&ctx.config.bots.get(bot).name, would.reason());
+        }
+    }
     let (host, path) = match target {
         Some(t) => {
             let path = String::from_utf8_lossy(t.matched_path());
@@ -88,6 +97,8 @@ pub fn log(
         outcome = outcome.fate.as_str(),
         status = outcome.status,
         detail = %outcome.detail,
+        would = outcome.report.would(),
+        would_wait = outcome.report.would_wait(),
         wait_ms = outcome.waited.as_millis() as u64,
         bytes = outcome.bytes,
         duration_ms = conn.started.elapsed().as_millis() as u64,

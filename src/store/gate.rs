@@ -10,7 +10,11 @@
 //! - answers "full" when the leases reach the concurrency cap, with the time
 //!   until the earliest lease expires: the waiter sleeps until a lease is
 //!   released (the wake-up channel) or that time;
-//! - answers "slow down" when the start would be more than `max_wait` away.
+//! - answers "slow down" when the start would be more than `max_wait` away;
+//! - for a request in report mode (`force`), starts it now whatever the
+//!   spacing and the cap (recorded in `st` and `last`, so the starts after it
+//!   keep their spacing), taking a lease, and answers the wait it would have
+//!   had.
 //!
 //! A request that slept until its reserved start asks once more before it
 //! starts (`START`): its lease must still be there, and the server's latest
@@ -71,6 +75,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local delay, max_wait, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local lease, hold, max_delay, never = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local warm = tonumber(ARGV[9])
+local force = ARGV[10] == '1'
 if redis.call('SISMEMBER', KEYS[3], ARGV[4]) == 1 then return {4, 0, 1} end
 local function num(v, top)
   local n = tonumber(v)
@@ -87,7 +92,7 @@ if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] an
   redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
   return {3, math.max(delay, 1000000), 1}
 end
-if redis.call('ZCARD', KEYS[2]) >= cap then
+if not force and redis.call('ZCARD', KEYS[2]) >= cap then
   local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   return {0, tonumber(first[2]) - now, 1}
 end
@@ -111,6 +116,18 @@ if (not g[1] and not g[2] and not g[3]) or g[4] then
   end
 end
 local wait = start - now
+if force then
+  if not last or last < now then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
+  redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
+  redis.call('ZADD', KEYS[2], string.format('%.0f', now + lease), ARGV[4])
+  local keep = math.max(hold, spacing)
+  if nb then keep = math.max(keep, nb - now) end
+  if redis.call('PTTL', KEYS[1]) < math.floor(keep / 1000) + 1000 then
+    redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
+  end
+  redis.call('PEXPIRE', KEYS[2], math.floor(lease / 1000) + 1000)
+  return {5, wait, bo}
+end
 if wait > max_wait then return {2, wait, bo} end
 redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
 if wait == 0 then redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now)) end
@@ -261,6 +278,9 @@ enum Answer {
     SlowDown(Duration),
     /// The gate held junk (reset now): slow down this long.
     Junk(Duration),
+    /// Started now (report mode), the lease taken; it would have waited this
+    /// long. With whether the spacing is backed off.
+    Forced(Duration, bool),
 }
 
 /// A reservation slept on: taken back (`CANCEL`) when dropped still held.
@@ -353,6 +373,7 @@ impl Store {
         (gate, leases): (&str, &str),
         ask: &GateAsk,
         name: &str,
+        force: bool,
     ) -> Result<Answer, StoreError> {
         let never = micros(crate::politeness::NEVER);
         let capped = |d: Duration| micros(d).min(never);
@@ -368,7 +389,8 @@ impl Store {
             .arg(capped(ask.hold))
             .arg(ask.max_delay.map_or(0, capped))
             .arg(never)
-            .arg(capped(self.reassert_within()));
+            .arg(capped(self.reassert_within()))
+            .arg(u8::from(force));
         let (what, micros, backoff): (i64, i64, i64) = self
             .run(
                 StoreOp::Gate,
@@ -381,6 +403,7 @@ impl Store {
             0 => Ok(Answer::Full(d)),
             2 => Ok(Answer::SlowDown(d)),
             3 => Ok(Answer::Junk(d)),
+            5 => Ok(Answer::Forced(d, backoff > 1)),
             _ => Err(StoreError::Shape("the gate script's verdict")),
         }
     }
@@ -507,7 +530,7 @@ impl Store {
             let released = watch.notify.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let answer = match self.reserve((&gate, &leases), &ask, &name).await {
+            let answer = match self.reserve((&gate, &leases), &ask, &name, false).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     self.cancel(&leases, &name);
@@ -536,11 +559,8 @@ impl Store {
                     }
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
-                Answer::Junk(wait) => {
-                    self.metrics.store_event(StoreEvent::Junk);
-                    tracing::warn!(gate = %tag, "the fleet store held values that are no numbers in bounds at this gate (written by another client?): reset; this request slows down");
-                    return Ok(Err(wait));
-                }
+                Answer::Junk(wait) => return Ok(Err(self.junk(tag, wait))),
+                Answer::Forced(..) => return Err(StoreError::Shape("the gate script's verdict")),
                 Answer::Full(expires) => {
                     let now = Instant::now();
                     if now >= deadline {
@@ -551,6 +571,38 @@ impl Store {
                 }
             }
         }
+    }
+
+    /// Starts a request at the shared gate of `tag` now, whatever its spacing
+    /// (report mode): `Ok(Ok)` with its lease and the wait it would have
+    /// had; `Ok(Err(retry_after))` when the gate held junk.
+    pub async fn start_now(
+        self: &Arc<Self>,
+        tag: &str,
+        ask: GateAsk,
+    ) -> Result<Result<(Lease, Duration), Duration>, StoreError> {
+        let (gate, leases) = self.gate_keys(tag);
+        let name = self.lease_name();
+        match self.reserve((&gate, &leases), &ask, &name, true).await {
+            Ok(Answer::Forced(would, backed_off)) => {
+                let lease = self.lease((leases, gate), name, backed_off, ask.hold);
+                Ok(Ok((lease, would)))
+            }
+            Ok(Answer::Junk(wait)) => Ok(Err(self.junk(tag, wait))),
+            Ok(_) => Err(StoreError::Shape("the gate script's verdict")),
+            Err(e) => {
+                self.cancel(&leases, &name);
+                Err(e)
+            }
+        }
+    }
+
+    /// The gate at `tag` held junk, reset by the script: counted and logged;
+    /// the request slows down `wait`.
+    fn junk(&self, tag: &str, wait: Duration) -> Duration {
+        self.metrics.store_event(StoreEvent::Junk);
+        tracing::warn!(gate = %tag, "the fleet store held values that are no numbers in bounds at this gate (written by another client?): reset; this request slows down");
+        wait
     }
 
     /// A lease taken by the script for a request starting now, renewed every
