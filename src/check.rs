@@ -54,8 +54,7 @@ pub fn run(
     if args.robots == "-" && args.targets_from.as_deref() == Some("-") {
         return Err(CheckError::BothStdin);
     }
-    if args.targets.is_empty() && args.targets_from.is_none() && !args.crawl_delay && !args.sha256
-    {
+    if args.targets.is_empty() && args.targets_from.is_none() && !args.crawl_delay && !args.sha256 {
         return Err(CheckError::NoTargets);
     }
     let robots_bytes = if args.robots == "-" {

@@ -27,6 +27,8 @@ pub struct Activity {
     pub last_seen: Option<SystemTime>,
     /// When, and why (the rule, for a robots.txt refusal).
     pub last_refusal: Option<(SystemTime, &'static str, String)>,
+    /// The SHA-256 of the robots.txt the last refusal was decided with.
+    pub last_refusal_robots: Option<Arc<str>>,
 }
 
 pub struct Recent {
@@ -63,7 +65,7 @@ impl Recent {
     }
 
     /// A finished request to `key`.
-    pub fn finished(&self, key: &HostKey, fate: Fate, detail: &str) {
+    pub fn finished(&self, key: &HostKey, fate: Fate, detail: &str, robots: Option<Arc<str>>) {
         let entry = self.entry(key);
         let mut a = entry.lock().unwrap_or_else(|e| e.into_inner());
         let now = SystemTime::now();
@@ -73,6 +75,7 @@ impl Recent {
             a.refusals += 1;
             let detail: String = detail.chars().take(300).collect();
             a.last_refusal = Some((now, fate.as_str(), detail));
+            a.last_refusal_robots = robots;
         }
     }
 
@@ -114,9 +117,14 @@ mod tests {
     #[test]
     fn counts_requests_refusals_and_the_last_rule() {
         let recent = Recent::new();
-        recent.finished(&key(1), Fate::Relayed, "");
-        recent.finished(&key(1), Fate::Disallowed, "rule Disallow: /a (line 2)");
-        recent.finished(&key(1), Fate::ClientLeft, "left");
+        recent.finished(&key(1), Fate::Relayed, "", None);
+        recent.finished(
+            &key(1),
+            Fate::Disallowed,
+            "rule Disallow: /a (line 2)",
+            None,
+        );
+        recent.finished(&key(1), Fate::ClientLeft, "left", None);
         let a = recent.get(&key(1)).unwrap();
         assert_eq!((a.requests, a.refusals), (3, 1));
         let (_, outcome, why) = a.last_refusal.unwrap();
@@ -131,7 +139,7 @@ mod tests {
     fn the_table_is_bounded() {
         let recent = Recent::new();
         for i in 0..(MAX_HOSTS as usize * 3) {
-            recent.finished(&key(i), Fate::Relayed, "");
+            recent.finished(&key(i), Fate::Relayed, "", None);
         }
         recent.hosts.run_pending_tasks();
         assert!(recent.hosts.entry_count() <= MAX_HOSTS);

@@ -35,7 +35,16 @@ fn a_refused_use_is_disallowed_naming_the_line() {
     assert!(!allowed);
     assert!(why.ends_with("Content-Usage: train-ai=n (line 3)"), "{why}");
     // A search bot is welcome; a bot declaring nothing is not affected.
-    assert!(decide(&policy("User-agent: *\nContent-Usage: train-ai=n, search=y\n", &[Use::Search]), "/x").0);
+    assert!(
+        decide(
+            &policy(
+                "User-agent: *\nContent-Usage: train-ai=n, search=y\n",
+                &[Use::Search]
+            ),
+            "/x"
+        )
+        .0
+    );
     assert!(decide(&policy("User-agent: *\nContent-Usage: bots=n\n", &[]), "/x").0);
 }
 
@@ -78,17 +87,62 @@ fn both_vocabularies_and_the_parent_categories() {
     );
     let (allowed, why) = decide(&signal, "/x");
     assert!(!allowed);
-    assert!(why.ends_with("Content-Signal: ai-train=no (line 2)"), "{why}");
-    assert!(!decide(&policy("User-agent: *\nContent-Signal: ai-input=no\n", &[Use::AiInput]), "/x").0);
-    assert!(decide(&policy("User-agent: *\nContent-Signal: ai-train=no\n", &[Use::Search]), "/x").0);
+    assert!(
+        why.ends_with("Content-Signal: ai-train=no (line 2)"),
+        "{why}"
+    );
+    assert!(
+        !decide(
+            &policy(
+                "User-agent: *\nContent-Signal: ai-input=no\n",
+                &[Use::AiInput]
+            ),
+            "/x"
+        )
+        .0
+    );
+    assert!(
+        decide(
+            &policy(
+                "User-agent: *\nContent-Signal: ai-train=no\n",
+                &[Use::Search]
+            ),
+            "/x"
+        )
+        .0
+    );
     // train-genai falls back to train-ai, then bots.
-    assert!(!decide(&policy("User-agent: *\nContent-Usage: train-ai=n\n", &[Use::TrainGenai]), "/x").0);
-    let (allowed, why) = decide(&policy("User-agent: *\nContent-Usage: bots=n\n", &[Use::Search]), "/x");
+    assert!(
+        !decide(
+            &policy(
+                "User-agent: *\nContent-Usage: train-ai=n\n",
+                &[Use::TrainGenai]
+            ),
+            "/x"
+        )
+        .0
+    );
+    let (allowed, why) = decide(
+        &policy("User-agent: *\nContent-Usage: bots=n\n", &[Use::Search]),
+        "/x",
+    );
     assert!(!allowed);
     assert!(why.ends_with("Content-Usage: bots=n (line 2)"), "{why}");
     // Content-Usage's words in Content-Signal (and the reverse) say nothing.
-    assert!(decide(&policy("User-agent: *\nContent-Signal: train-ai=n\n", TRAINER), "/x").0);
-    assert!(decide(&policy("User-agent: *\nContent-Usage: ai-train=no\n", TRAINER), "/x").0);
+    assert!(
+        decide(
+            &policy("User-agent: *\nContent-Signal: train-ai=n\n", TRAINER),
+            "/x"
+        )
+        .0
+    );
+    assert!(
+        decide(
+            &policy("User-agent: *\nContent-Usage: ai-train=no\n", TRAINER),
+            "/x"
+        )
+        .0
+    );
 }
 
 #[test]
@@ -115,7 +169,10 @@ fn only_the_groups_that_apply_to_the_bot_count() {
 
 #[test]
 fn another_spelling_of_a_refused_path_is_refused_too() {
-    let p = policy("User-agent: *\nContent-Usage: /papers/ train-ai=n\n", TRAINER);
+    let p = policy(
+        "User-agent: *\nContent-Usage: /papers/ train-ai=n\n",
+        TRAINER,
+    );
     for target in [
         "gemini://localhost/papers/1.gmi",
         "gemini://localhost//papers/1.gmi",
@@ -152,8 +209,14 @@ fn visit_time_says_how_long_until_a_window_opens() {
     );
     assert_eq!(p.visit_wait(at(23, 0)), None);
     assert_eq!(p.visit_wait(at(1, 59)), None);
-    assert_eq!(p.visit_wait(at(11, 0)).unwrap().0, Duration::from_secs(3600));
-    assert_eq!(p.visit_wait(at(13, 0)).unwrap().0, Duration::from_secs(9 * 3600));
+    assert_eq!(
+        p.visit_wait(at(11, 0)).unwrap().0,
+        Duration::from_secs(3600)
+    );
+    assert_eq!(
+        p.visit_wait(at(13, 0)).unwrap().0,
+        Duration::from_secs(9 * 3600)
+    );
     // Junk is ignored.
     for junk in ["0600", "2500-0100", "0600-0600", "6-8", "06:00-08:0x"] {
         let p = policy(&format!("User-agent: *\nVisit-time: {junk}\n"), &[]);

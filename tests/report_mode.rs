@@ -53,7 +53,10 @@ async fn report_mode_relays_what_robots_txt_would_refuse_and_counts_it() {
     // Disallowed, and then at once again (Crawl-delay 5 s, max_wait 1 s):
     // an enforcing bot would get `53` (robots.txt says no before the turn
     // is asked for), then `44`.
-    assert_eq!(gemini(addr, &origin.url("/private/a")).await.0, "20 text/gemini");
+    assert_eq!(
+        gemini(addr, &origin.url("/private/a")).await.0,
+        "20 text/gemini"
+    );
     assert_eq!(gemini(addr, &origin.url("/open")).await.0, "20 text/gemini");
     assert_eq!(origin.count("/private/a"), 1);
     assert_eq!(origin.count("/open"), 1);
@@ -61,7 +64,8 @@ async fn report_mode_relays_what_robots_txt_would_refuse_and_counts_it() {
     assert_eq!(report_count(&m, "default", "disallowed"), 1.0);
     // Both: the robots.txt fetch took the host's first turn.
     assert_eq!(report_count(&m, "default", "crawl_delay"), 2.0);
-    let relayed = "robots_proxy_requests_total{bot=\"default\",decision=\"allowed\",protocol=\"gemini\"}";
+    let relayed =
+        "robots_proxy_requests_total{bot=\"default\",decision=\"allowed\",protocol=\"gemini\"}";
     assert_eq!(sample(&m, relayed), Some(2.0));
     // The status page says which bots only report.
     assert_eq!(status(&proxy).await["bots"][0]["mode"], "report");
@@ -70,17 +74,17 @@ async fn report_mode_relays_what_robots_txt_would_refuse_and_counts_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn report_mode_relays_what_the_bots_limits_would_hold() {
     let origin = guarded_capsule("").await;
-    let proxy = start_proxy(reporting(
-        "daily_requests_per_server = 1\nrate = \"1/h\"",
-    ))
-    .await;
+    let proxy = start_proxy(reporting("daily_requests_per_server = 1\nrate = \"1/h\"")).await;
     let addr = proxy.addr(Listener::Gemini);
     for i in 0..3 {
         let url = origin.url(&format!("/p{i}"));
         assert_eq!(gemini(addr, &url).await.0, "20 text/gemini", "{i}");
     }
     let m = settled_metrics(proxy.addr(Listener::Admin)).await;
-    assert_eq!(report_count(&m, "default", "daily_requests_per_server"), 2.0);
+    assert_eq!(
+        report_count(&m, "default", "daily_requests_per_server"),
+        2.0
+    );
     assert_eq!(report_count(&m, "default", "rate"), 2.0);
 }
 
@@ -92,8 +96,16 @@ async fn report_mode_over_gopher_relays_the_file_not_a_refusal() {
     )
     .await;
     let proxy = start_proxy(reporting("")).await;
-    let answer = gopher(proxy.addr(Listener::Gopher), hole.url("0/private/x").as_bytes()).await;
-    assert!(!answer.starts_with(b"3"), "{}", String::from_utf8_lossy(&answer));
+    let answer = gopher(
+        proxy.addr(Listener::Gopher),
+        hole.url("0/private/x").as_bytes(),
+    )
+    .await;
+    assert!(
+        !answer.starts_with(b"3"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     assert_eq!(hole.count(b"/private/x"), 1);
     let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(report_count(&m, "default", "disallowed"), 1.0);
@@ -108,7 +120,11 @@ async fn report_mode_still_keeps_the_proxys_own_rules() {
     let (header, _) = gemini(addr, &itself).await;
     assert!(header.starts_with("53 "), "{header}");
     let answer = gemini_raw(addr, b"no url at all\r\n").await;
-    assert!(answer.starts_with(b"59 "), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.starts_with(b"59 "),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     let m = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert!(!m.contains("robots_proxy_report_only_total{"), "{m}");
 }
@@ -155,12 +171,18 @@ async fn a_refused_use_gets_the_robots_refusal_naming_the_line() {
     let addr = proxy.addr(Listener::Gemini);
     let (header, _) = gemini(addr, &origin.url("/notes.gmi")).await;
     assert!(header.starts_with("53 "), "{header}");
-    assert!(header.ends_with("Content-Usage: train-ai=n (line 3)"), "{header}");
+    assert!(
+        header.ends_with("Content-Usage: train-ai=n (line 3)"),
+        "{header}"
+    );
     // Disallowed anyway: refused for the rule alone.
     let (header, _) = gemini(addr, &origin.url("/private/x")).await;
     assert!(header.ends_with("Disallow: /private (line 2)"), "{header}");
     // A longer path's preference; another spelling of the refused path.
-    assert_eq!(gemini(addr, &origin.url("/open/a")).await.0, "20 text/gemini");
+    assert_eq!(
+        gemini(addr, &origin.url("/open/a")).await.0,
+        "20 text/gemini"
+    );
     let (header, _) = gemini(addr, &origin.url("//open/../notes.gmi")).await;
     assert!(header.starts_with("53 "), "{header}");
     // A bot declaring another use is not refused.
@@ -174,7 +196,10 @@ async fn a_refused_use_gets_the_robots_refusal_naming_the_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_signal_refuses_over_gopher_and_reports_in_report_mode() {
     let hole = hole(
-        text("", "User-agent: *\nContent-Signal: search=yes, ai-train=no\n"),
+        text(
+            "",
+            "User-agent: *\nContent-Signal: search=yes, ai-train=no\n",
+        ),
         text("", "paper\r\n"),
     )
     .await;
@@ -182,15 +207,30 @@ async fn content_signal_refuses_over_gopher_and_reports_in_report_mode() {
         "[bot]\nagent = \"examplebot\"\ncontent_usage = [\"ai-train\"]\n",
     ))
     .await;
-    let answer = gopher(enforcing.addr(Listener::Gopher), hole.url("0/paper").as_bytes()).await;
+    let answer = gopher(
+        enforcing.addr(Listener::Gopher),
+        hole.url("0/paper").as_bytes(),
+    )
+    .await;
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with('3'), "{text}");
     // (`text` puts an empty line before the body: the field is on line 3.)
-    assert!(text.contains("Content-Signal: ai-train=no (line 3)"), "{text}");
+    assert!(
+        text.contains("Content-Signal: ai-train=no (line 3)"),
+        "{text}"
+    );
     assert_eq!(hole.count(b"/paper"), 0);
     let reporting = start_proxy(reporting("content_usage = [\"train-ai\"]")).await;
-    let answer = gopher(reporting.addr(Listener::Gopher), hole.url("0/paper").as_bytes()).await;
-    assert!(!answer.starts_with(b"3"), "{}", String::from_utf8_lossy(&answer));
+    let answer = gopher(
+        reporting.addr(Listener::Gopher),
+        hole.url("0/paper").as_bytes(),
+    )
+    .await;
+    assert!(
+        !answer.starts_with(b"3"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     let m = settled_metrics(reporting.addr(Listener::Admin)).await;
     assert_eq!(report_count(&m, "default", "content_usage"), 1.0);
 }
@@ -211,4 +251,139 @@ async fn outside_visit_time_a_request_is_told_when_to_come_back() {
     let proxy = start_proxy(config).await;
     let (header, _) = gemini(proxy.addr(Listener::Gemini), &origin.url("/x")).await;
     assert_eq!(header, "20 text/gemini");
+}
+
+/// The evidence a research bot's operator keeps: the status page names the
+/// robots.txt (its SHA-256, when it was fetched) each host's decisions are
+/// made with, and the last refusal's; `check --sha256 --explain` on that
+/// text reproduces the decision; the budgets used and left per server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_evidence_names_the_robots_txt_and_check_reproduces_the_decision() {
+    let robots = "User-agent: *\nDisallow: /private\n";
+    let origin = guarded_capsule(robots).await;
+    let proxy = start_proxy(test_config_with(
+        "[bot]\nagent = \"examplebot\"\ndaily_requests_per_server = 5\n",
+    ))
+    .await;
+    let addr = proxy.addr(Listener::Gemini);
+    assert_eq!(gemini(addr, &origin.url("/a")).await.0, "20 text/gemini");
+    assert_eq!(gemini(addr, &origin.url("/b")).await.0, "20 text/gemini");
+    let (header, _) = gemini(addr, &origin.url("/private/x")).await;
+    assert!(header.starts_with("53 "), "{header}");
+    let _ = settled_metrics(proxy.addr(Listener::Admin)).await;
+    let s = status(&proxy).await;
+    let host = s["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["port"] == origin.addr.port())
+        .unwrap()
+        .clone();
+    let digest = robots_proxy::robots::sha256_hex(robots.as_bytes());
+    assert_eq!(host["robots"]["sha256"], digest.as_str(), "{host}");
+    assert_eq!(host["last_refusal"]["robots_sha256"], digest.as_str());
+    let fetched = host["robots"]["fetched_unix"].as_u64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(now.abs_diff(fetched) <= 5, "{fetched} vs {now}");
+    // The text with that digest, and the decision again, offline.
+    let out = binary(
+        &[
+            "check",
+            "--robots",
+            "-",
+            "--agent",
+            "examplebot",
+            "--explain",
+            "--sha256",
+            "/private/x",
+        ],
+        robots,
+    );
+    let out = String::from_utf8(out.stdout).unwrap();
+    assert!(out.starts_with("disallow\t/private/x\t"), "{out}");
+    assert!(out.contains("Disallow: /private (line 2)"), "{out}");
+    assert!(out.ends_with(&format!("sha256\t{digest}\n")), "{out}");
+    // Two starts of five at this server (the refused one spent nothing).
+    let budgets = &s["bots"][0]["budgets"];
+    assert_eq!(budgets["per_server"], 5);
+    assert_eq!(budgets["servers"][0]["used"], 2, "{budgets}");
+    assert_eq!(budgets["servers"][0]["left"], 3);
+    assert_eq!(
+        budgets["servers"][0]["server"],
+        format!("127.0.0.1:{}", origin.addr.port())
+    );
+}
+
+/// The log line of each request carries the evidence, and in report mode
+/// what would have happened: read from the real binary's JSON log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_log_line_carries_the_evidence_and_what_report_mode_would_have_done() {
+    use std::process::{Command, Stdio};
+    let robots = "User-agent: *\nDisallow: /private\nCrawl-delay: 0.5\n";
+    let origin = guarded_capsule(robots).await;
+    let dir = state_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        "[bot]\nagent = \"examplebot\"\nmode = \"report\"\n\n[politeness]\nmax_wait = \"1s\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args([
+            "run",
+            "--gemini-listen",
+            "127.0.0.1:0",
+            "--gopher-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--allow-private-upstreams",
+        ])
+        .args(["--log-format", "json", "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(&dir)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = log_lines(&mut child);
+    let next = |what: &str| -> serde_json::Value {
+        loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no log line: {what}"));
+            if line.contains(what) {
+                return serde_json::from_str(&line).unwrap();
+            }
+        }
+    };
+    let listening = next("robots-proxy listening");
+    let warned = next("bots in report mode");
+    assert_eq!(warned["report_mode"], "default");
+    let gemini_at: std::net::SocketAddr = listening["gemini"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        gemini(gemini_at, &origin.url("/private/x")).await.0,
+        "20 text/gemini"
+    );
+    let logged = next("\"request\"");
+    let digest = robots_proxy::robots::sha256_hex(robots.as_bytes());
+    assert_eq!(logged["robots_sha256"], digest.as_str(), "{logged}");
+    assert!(logged["robots_fetched"].as_u64().is_some(), "{logged}");
+    let would = logged["would"].as_str().unwrap();
+    assert!(would.starts_with("disallowed: "), "{would}");
+    assert!(would.contains("Disallow: /private (line 2)"), "{would}");
+    let would_wait = logged["would_wait"].as_str().unwrap();
+    assert!(would_wait.ends_with("(crawl_delay)"), "{would_wait}");
+    assert_eq!(logged["decision"], "allowed");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -39,6 +39,7 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
                 "mode": b.limits.mode.as_str(),
                 "content_usage": b.profile.uses().iter().map(|u| u.as_str()).collect::<Vec<_>>(),
                 "limits": limits_in_force(&b.limits),
+                "budgets": budgets(ctx, b),
             })
         })
         .collect();
@@ -94,6 +95,25 @@ fn limits_in_force(l: &crate::bot_limits::BotLimits) -> Value {
     Value::Object(set)
 }
 
+/// How many servers' budgets the status page lists per bot.
+const BUDGET_ROWS: usize = 100;
+
+/// A bot's daily budget per server: used in the last 24 hours, and left.
+fn budgets(ctx: &Context, bot: &crate::bots::Bot) -> Value {
+    let Some(limit) = bot.limits.daily_requests_per_server else {
+        return Value::Null;
+    };
+    let rows: Vec<Value> = ctx
+        .ledger
+        .budget_used(&bot.name, BUDGET_ROWS)
+        .into_iter()
+        .map(|(server, used)| {
+            json!({ "server": server, "used": used, "left": limit.saturating_sub(used) })
+        })
+        .collect();
+    json!({ "per_server": limit, "servers": rows })
+}
+
 /// One row of the hosts table.
 async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
     let entry = ctx.robots.peek(key).await;
@@ -123,6 +143,7 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
             "seconds_ago": ago(*at),
             "outcome": outcome,
             "detail": detail,
+            "robots_sha256": activity.last_refusal_robots.as_deref(),
         })),
     })
 }
@@ -134,6 +155,8 @@ fn robots_state(entry: Option<&Entry>) -> Value {
     let now = Instant::now();
     json!({
         "state": entry.state(),
+        "sha256": entry.evidence().map(|e| e.sha256.to_string()),
+        "fetched_unix": entry.evidence().map(|e| e.fetched_unix()),
         "age_seconds": entry.robots().map(|(_, _, at)| secs(now.saturating_duration_since(at))),
         "fresh_for_seconds": secs(entry.fresh_until().saturating_duration_since(now)),
         "detail": entry.detail(),

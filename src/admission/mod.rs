@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::bot_limits::values::Mode;
 use crate::bots::BotId;
-use crate::cache::{Entry, Lookup, Rules};
+use crate::cache::{Entry, Evidence, Lookup, Rules};
 use crate::config::OnUnreachable;
 use crate::context::Context;
 use crate::politeness::Permit;
-use crate::bot_limits::values::Mode;
 use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
 use crate::report::{Report, Would};
 use crate::target::{HostKey, Server, Target};
@@ -47,6 +47,8 @@ pub struct Admitted {
     pub holds: Holds,
     /// Report mode: what robots.txt and the limits would have done instead.
     pub report: Report,
+    /// The robots.txt it was decided with, and what in it allowed it.
+    pub robots: Option<Evidence>,
 }
 
 /// A request turned away, and the server it named when that was known
@@ -54,6 +56,8 @@ pub struct Admitted {
 pub struct Refused {
     pub refusal: Refusal,
     pub server: Option<Server>,
+    /// The robots.txt in force when it was refused, if it got that far.
+    pub robots: Option<Evidence>,
 }
 
 /// The checks every protocol makes before contacting the upstream, in order.
@@ -61,19 +65,27 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
     let server = where_to(ctx, target).await.map_err(|refusal| Refused {
         refusal,
         server: None,
+        robots: None,
     })?;
-    let refused = |refusal, server| Refused {
-        refusal,
-        server: Some(server),
-    };
     let reporting = ctx.config.bots.get(bot).limits.mode == Mode::Report;
     let mut report = Report::default();
     let entry = robots_entry(ctx, &server, bot).await;
-    if let Err(refusal) = robots_decide(ctx, &server, bot, target, &entry) {
-        if !(reporting && crate::report::reportable(&refusal)) {
-            return Err(refused(refusal, server));
+    let mut robots = entry.evidence();
+    let refused = |refusal, server, robots| Refused {
+        refusal,
+        server: Some(server),
+        robots,
+    };
+    match robots_decide(ctx, &server, bot, target, &entry) {
+        Ok(allowed_by) => {
+            if let Some(evidence) = &mut robots {
+                evidence.allowed_by = allowed_by;
+            }
         }
-        report.add(Would::Refuse(refusal));
+        Err(refusal) if reporting && crate::report::reportable(&refusal) => {
+            report.add(Would::Refuse(refusal))
+        }
+        Err(refusal) => return Err(refused(refusal, server, robots)),
     }
     let asked_at = Instant::now();
     let max_wait = ctx.politeness.config().max_wait;
@@ -91,7 +103,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
     let limits_report = reporting.then_some((&mut report, max_wait));
     let mut holds = match ctx.limits.check(&asked, limits_report).await {
         Ok(holds) => holds,
-        Err(refusal) => return Err(refused(refusal, server)),
+        Err(refusal) => return Err(refused(refusal, server, robots)),
     };
     let turn = match reporting {
         false => turn(ctx, &server, bot, &entry).await,
@@ -106,9 +118,10 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
                 waited: asked_at.elapsed(),
                 holds,
                 report,
+                robots,
             })
         }
-        Err(refusal) => Err(refused(refusal, server)),
+        Err(refusal) => Err(refused(refusal, server, robots)),
     }
 }
 
@@ -134,7 +147,7 @@ pub async fn robots_txt(
     target: &Target,
 ) -> Result<Arc<Entry>, Refusal> {
     let entry = robots_entry(ctx, server, bot).await;
-    robots_decide(ctx, server, bot, target, &entry).map(|()| entry)
+    robots_decide(ctx, server, bot, target, &entry).map(|_| entry)
 }
 
 /// The host's robots.txt entry (cached, fetched once), compiled for this
@@ -155,14 +168,15 @@ async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> 
     entry
 }
 
-/// What the entry says of this target for this bot.
+/// What the entry says of this target for this bot: allowed (by what in
+/// it: its group and rule, when a group applies), or why not.
 fn robots_decide(
     ctx: &Context,
     server: &Server,
     bot: BotId,
     target: &Target,
     entry: &Entry,
-) -> Result<(), Refusal> {
+) -> Result<Option<String>, Refusal> {
     let key = &server.name;
     match &entry.rules {
         Rules::Found { policies, stale } => {
@@ -190,6 +204,9 @@ fn robots_decide(
                     stale: stale.is_some(),
                 }));
             }
+            return Ok(Some(
+                policy.explain(&decision).to_string().replace('\t', "; "),
+            ));
         }
         Rules::Missing(_) => {}
         Rules::StoreDown => return Err(store_down(ctx)),
@@ -204,7 +221,7 @@ fn robots_decide(
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Step 4: the host's turn. Spaced by this bot's Crawl-delay (at least its
@@ -282,10 +299,7 @@ async fn turn_now(
             })
         })?;
     if !would_wait.is_zero() {
-        let robots_asks = ctx
-            .politeness
-            .config()
-            .delay_for(entry.crawl_delay(bot));
+        let robots_asks = ctx.politeness.config().delay_for(entry.crawl_delay(bot));
         let why = match delay > robots_asks {
             true => "min_delay",
             false => "crawl_delay",

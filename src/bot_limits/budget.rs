@@ -115,6 +115,31 @@ impl Book {
         most
     }
 
+    /// The servers (by alias) where `bot` has starts counted at `unix`, with
+    /// how many: the most used first, at most `top` of them.
+    pub(super) fn used_by(&self, bot: &str, unix: Duration, top: usize) -> Vec<(String, u32)> {
+        let now = unix.as_secs();
+        let mut inner = self.lock();
+        inner.forget_expired(now);
+        let mut used: Vec<(String, u32)> = inner
+            .counts
+            .iter_mut()
+            .filter(|((b, _), _)| b == bot)
+            .filter_map(|((_, alias), c)| {
+                c.prune(now);
+                let n = c.used();
+                let server = match alias {
+                    Alias::Addr(addr) => addr.to_string(),
+                    Alias::Name(key) => key.to_string(),
+                };
+                (n > 0).then_some((server, n))
+            })
+            .collect();
+        used.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        used.truncate(top);
+        used
+    }
+
     /// Counts one more request if the budget has room at every alias; else
     /// when it will (seconds since the epoch).
     fn take(

@@ -74,6 +74,13 @@ impl Ledger {
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
+
+    /// Where `bot` has spent its daily budget, at most `top` servers (the
+    /// most used first): each server's address (or name) and the starts
+    /// counted in the last 24 hours.
+    pub fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)> {
+        self.budget.used_by(bot, self.clock.unix(), top)
+    }
 }
 
 /// The limit steps of one configuration, over the process's ledger: only

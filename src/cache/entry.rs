@@ -29,8 +29,41 @@ pub enum Rules {
     StoreDown,
 }
 
-/// A good robots.txt: parsed, when it was fetched, and its text.
-pub(super) type Good = (Arc<RobotsTxt>, Instant, Arc<[u8]>);
+/// A good robots.txt: parsed, when it was fetched, its text, and the text's
+/// SHA-256 (hex): what a decision made with it names.
+pub(super) type Good = (Arc<RobotsTxt>, Instant, Arc<[u8]>, Arc<str>);
+
+/// A fetched robots.txt's body as a [`Good`] copy: parsed and digested once.
+pub(super) fn good(body: Vec<u8>, fetched: Instant) -> Good {
+    let digest = crate::robots::sha256_hex(&body);
+    (
+        Arc::new(RobotsTxt::parse(&body)),
+        fetched,
+        Arc::from(body),
+        Arc::from(digest),
+    )
+}
+
+/// The robots.txt a decision was made with: its digest and when it was
+/// fetched (by this proxy, or by the fleet's proxy that shared it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evidence {
+    /// SHA-256 of its text, lower-case hex (`robots-proxy check --sha256`).
+    pub sha256: Arc<str>,
+    pub fetched: std::time::SystemTime,
+    /// What in it allowed the request (its group and rule), when it was
+    /// allowed; a refusal names its own.
+    pub allowed_by: Option<String>,
+}
+
+impl Evidence {
+    /// Seconds since the Unix epoch when it was fetched.
+    pub fn fetched_unix(&self) -> u64 {
+        self.fetched
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+}
 
 #[derive(Debug)]
 pub struct Entry {
@@ -109,7 +142,25 @@ impl Entry {
 
     /// The robots.txt in force (or last good), its text, and when it was fetched.
     pub fn robots(&self) -> Option<(&RobotsTxt, &[u8], Instant)> {
-        self.good.as_ref().map(|(r, at, body)| (&**r, &**body, *at))
+        self.good
+            .as_ref()
+            .map(|(r, at, body, _)| (&**r, &**body, *at))
+    }
+
+    /// The robots.txt the entry's decisions are made with (found, or a
+    /// last good copy standing in): `None` when there is none.
+    pub fn evidence(&self) -> Option<Evidence> {
+        if !matches!(self.rules, Rules::Found { .. }) {
+            return None;
+        }
+        let (_, at, _, sha256) = self.good.as_ref()?;
+        Some(Evidence {
+            sha256: sha256.clone(),
+            fetched: std::time::SystemTime::now()
+                .checked_sub(at.elapsed())
+                .unwrap_or(std::time::UNIX_EPOCH),
+            allowed_by: None,
+        })
     }
 
     /// Until when this entry answers without a new fetch.
@@ -167,7 +218,7 @@ impl Entry {
             Rules::Unreachable { why, .. } => string(why),
             Rules::StoreDown => 0,
         };
-        if let Some((robots, _, body)) = &self.good {
+        if let Some((robots, _, body, _)) = &self.good {
             total += std::mem::size_of::<RobotsTxt>()
                 + 16
                 + robots.heap_size()

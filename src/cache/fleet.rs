@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use super::entry::{newest, store_down, Good};
 use super::{Entry, Miss, Outcomes, Settings};
 use crate::fetch::FetchOutcome;
-use crate::robots::RobotsTxt;
 use crate::store::{Kind, Record, RobotsTurn, Store, Stored};
 use crate::target::HostKey;
 
@@ -103,7 +102,7 @@ impl Settings {
     fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<Good> {
         let (body, age) = good?;
         let at = Instant::now().checked_sub(age)?;
-        Some((Arc::new(RobotsTxt::parse(&body)), at, Arc::from(body)))
+        Some(super::entry::good(body, at))
     }
 
     /// The entry for what another proxy fetched.

@@ -25,7 +25,7 @@ use crate::target::{HostKey, Server};
 mod entry;
 mod fleet;
 use entry::Good;
-pub use entry::{Entry, Rules};
+pub use entry::{Entry, Evidence, Rules};
 pub use fleet::Fleet;
 
 /// How an entry came to be, for metrics and tests.
@@ -135,14 +135,14 @@ impl Settings {
         let fresh_until = now + fresh_for;
         match outcome {
             FetchOutcome::Found(body) => {
-                let robots = Arc::new(RobotsTxt::parse(&body));
+                let good = entry::good(body, fetched);
                 Entry {
                     rules: Rules::Found {
-                        policies: self.policies(&robots),
+                        policies: self.policies(&good.0),
                         stale: None,
                     },
                     fresh_until,
-                    good: Some((robots, fetched, Arc::from(body))),
+                    good: Some(good),
                     generation: self.generation,
                 }
             }
@@ -154,17 +154,17 @@ impl Settings {
             },
             FetchOutcome::Unreachable { why, retry_after } => {
                 let retry_at = now + self.retry(retry_after);
-                let good = good.filter(|(_, at, _)| {
+                let good = good.filter(|(_, at, _, _)| {
                     now.duration_since(*at) <= self.config.ttl + self.config.max_stale
                 });
                 match good {
-                    Some((robots, at, body)) => Entry {
+                    Some(good) => Entry {
                         rules: Rules::Found {
-                            policies: self.policies(&robots),
+                            policies: self.policies(&good.0),
                             stale: Some(why),
                         },
                         fresh_until: retry_at,
-                        good: Some((robots, at, body)),
+                        good: Some(good),
                         generation: self.generation,
                     },
                     None => Entry {

@@ -131,8 +131,8 @@ pub(super) fn bots(
             false => Err(format!("{user:?} is not a [socks5] users entry")),
         };
         bot.limits = bot_limits(&BOTS_KEYS, &entry.limits()).map_err(|e| in_bot(name, e))?;
-        bot.profile = declared_uses(&BOTS_KEYS, &entry.limits(), bot.profile)
-            .map_err(|e| in_bot(name, e))?;
+        bot.profile =
+            declared_uses(&BOTS_KEYS, &entry.limits(), bot.profile).map_err(|e| in_bot(name, e))?;
         bot.socks5_users = claim(
             ("bots.socks5_users", name),
             &entry.socks5_users,

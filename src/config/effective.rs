@@ -113,8 +113,8 @@ impl RawConfig {
                         rate: l.rate,
                         daily_requests_per_server: l.daily_requests_per_server,
                         quiet_hours: l.quiet_hours,
-                    mode: l.mode,
-                    content_usage: l.content_usage,
+                        mode: l.mode,
+                        content_usage: l.content_usage,
                     }
                 })
                 .collect(),

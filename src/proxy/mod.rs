@@ -193,6 +193,11 @@ where
     if let Some(server) = server {
         ctx.recent.resolved(&server.name, &server.addrs);
     }
+    let robots = match &admitted {
+        Some(Ok(a)) => a.robots.clone(),
+        Some(Err(refused)) => refused.robots.clone(),
+        None => None,
+    };
     match admitted {
         Some(Ok(mut admitted)) => {
             // Boxed: the relay's state (upstream connection, TLS, buffers)
@@ -204,9 +209,14 @@ where
             };
             outcome.waited = admitted.waited;
             outcome.report = std::mem::take(&mut admitted.report);
+            outcome.robots = robots;
             outcome
         }
-        Some(Err(refused)) => protocol.refuse(client.get_mut(), &refused.refusal).await,
+        Some(Err(refused)) => {
+            let mut outcome = protocol.refuse(client.get_mut(), &refused.refusal).await;
+            outcome.robots = robots;
+            outcome
+        }
         None => client_left(),
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{Conn, Context};
 use crate::bots::BotId;
+use crate::cache::Evidence;
 use crate::fate::Fate;
 use crate::protocol::Protocol;
 use crate::report::Report;
@@ -25,6 +26,8 @@ pub struct Outcome {
     pub cut: bool,
     /// Report mode: what robots.txt and the bot's limits would have done.
     pub report: Report,
+    /// The robots.txt it was decided with (the evidence its log line carries).
+    pub robots: Option<Evidence>,
 }
 
 impl Outcome {
@@ -37,6 +40,7 @@ impl Outcome {
             waited: Duration::ZERO,
             cut: false,
             report: Report::default(),
+            robots: None,
         }
     }
 }
@@ -69,7 +73,9 @@ pub fn log(
             host: t.host.clone(),
             port: t.port,
         };
-        ctx.recent.finished(&key, outcome.fate, &outcome.detail);
+        let sha256 = outcome.robots.as_ref().map(|r| r.sha256.clone());
+        ctx.recent
+            .finished(&key, outcome.fate, &outcome.detail, sha256);
     }
     metrics.bytes_to_client.inc_by(outcome.bytes);
     if let Some(bot) = bot {
@@ -97,6 +103,9 @@ pub fn log(
         outcome = outcome.fate.as_str(),
         status = outcome.status,
         detail = %outcome.detail,
+        robots_sha256 = outcome.robots.as_ref().map(|r| &*r.sha256),
+        robots_fetched = outcome.robots.as_ref().map(Evidence::fetched_unix),
+        allowed_by = outcome.robots.as_ref().and_then(|r| r.allowed_by.as_deref()),
         would = outcome.report.would(),
         would_wait = outcome.report.would_wait(),
         wait_ms = outcome.waited.as_millis() as u64,

@@ -22,11 +22,11 @@ mod policy;
 pub mod usage;
 
 pub use parse::{normalize_pattern, AgentKind, RobotsTxt, RuleKind, VisitTime, PARSE_LIMIT};
-pub use usage::{Preference, Use};
 pub use policy::{
     valid_product_token, valid_virtual_agent, BotProfile, Decision, Explanation, GroupInfo, Policy,
     RuleInfo, Selected,
 };
+pub use usage::{Preference, Use};
 
 /// The SHA-256 of a robots.txt's bytes, in lower-case hex: what a
 /// decision's evidence names (the log line, the status page, `check --sha256`).

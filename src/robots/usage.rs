@@ -242,8 +242,7 @@ fn parse_dictionary(vocabulary: Vocabulary, text: &str) -> Option<Stated> {
         if !sf_bare_item(value) {
             return None;
         }
-        if let (Some(category), Some(allowed)) =
-            (vocabulary.category(key), vocabulary.value(value))
+        if let (Some(category), Some(allowed)) = (vocabulary.category(key), vocabulary.value(value))
         {
             stated.set(category, allowed);
         }
@@ -271,9 +270,9 @@ fn sf_parameter(p: &str) -> bool {
 fn sf_bare_item(v: &str) -> bool {
     let b = v.as_bytes();
     match b.first() {
-        Some(c) if c.is_ascii_alphabetic() || *c == b'*' => b[1..].iter().all(|&c| {
-            c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&c)
-        }),
+        Some(c) if c.is_ascii_alphabetic() || *c == b'*' => b[1..]
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&c)),
         Some(b'-' | b'0'..=b'9') => {
             let digits = v.strip_prefix('-').unwrap_or(v);
             !digits.is_empty()
@@ -346,7 +345,14 @@ mod tests {
         assert_eq!(s.get(Use::Search), None);
         assert_eq!(s.get(Use::Bots), None);
         // A broken dictionary is no line at all.
-        for bad in ["Train-AI=n", "train-ai=", "train ai=n", "=n", "train-ai=n,,", "a=(b)"] {
+        for bad in [
+            "Train-AI=n",
+            "train-ai=",
+            "train ai=n",
+            "=n",
+            "train-ai=n,,",
+            "a=(b)",
+        ] {
             assert!(cu(bad).is_none(), "{bad:?}");
         }
         // Content-Signal's vocabulary.
