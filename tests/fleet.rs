@@ -843,3 +843,31 @@ async fn junk_times_in_a_robots_record_read_as_stale() {
     let junk = sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#);
     assert!(junk >= Some(1.0), "{metrics}");
 }
+
+/// A bot in report mode on one proxy goes at once, and its starts count at
+/// the fleet's gate: a bot that enforces, on another proxy, keeps its
+/// Crawl-delay after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_reporting_bots_starts_space_the_fleets_enforcing_bots() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 0.5\n").await;
+    let mut watched = test_config_with("[bot]\nagent = \"examplebot\"\nmode = \"report\"\n");
+    watched.store = fleet_config(&redis, OnUnavailable::Refuse).store;
+    let watched = start_proxy(watched).await;
+    let enforcing = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
+    for i in 0..3 {
+        let url = origin.url(&format!("0/w{i}"));
+        assert_eq!(gopher(watched.addr(Listener::Gopher), url.as_bytes()).await, b"text\r\n");
+    }
+    let url = origin.url("0/e");
+    assert_eq!(gopher(enforcing.addr(Listener::Gopher), url.as_bytes()).await, b"text\r\n");
+    let gaps = origin.gaps();
+    // robots.txt, w0, w1, w2 at once (report mode); e 0.5 s after w2.
+    assert_eq!(gaps.len(), 4, "{:?}", origin.all());
+    assert!(gaps[..3].iter().all(|g| *g < 0.3), "{gaps:?}");
+    assert!(gaps[3] >= 0.5 - 0.1, "{gaps:?}");
+    let m = settled_metrics(watched.addr(Listener::Admin)).await;
+    let reported = "robots_proxy_report_only_total{bot=\"default\",reason=\"crawl_delay\"}";
+    assert_eq!(sample(&m, reported), Some(3.0), "{m}");
+}
