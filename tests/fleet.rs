@@ -858,10 +858,16 @@ async fn a_reporting_bots_starts_space_the_fleets_enforcing_bots() {
     let enforcing = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
     for i in 0..3 {
         let url = origin.url(&format!("0/w{i}"));
-        assert_eq!(gopher(watched.addr(Listener::Gopher), url.as_bytes()).await, b"text\r\n");
+        assert_eq!(
+            gopher(watched.addr(Listener::Gopher), url.as_bytes()).await,
+            b"text\r\n"
+        );
     }
     let url = origin.url("0/e");
-    assert_eq!(gopher(enforcing.addr(Listener::Gopher), url.as_bytes()).await, b"text\r\n");
+    assert_eq!(
+        gopher(enforcing.addr(Listener::Gopher), url.as_bytes()).await,
+        b"text\r\n"
+    );
     let gaps = origin.gaps();
     // robots.txt, w0, w1, w2 at once (report mode); e 0.5 s after w2.
     assert_eq!(gaps.len(), 4, "{:?}", origin.all());
