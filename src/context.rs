@@ -41,8 +41,6 @@ pub struct Context {
     pub guesses: std::sync::Arc<crate::guesses::Guesses>,
     /// The limits admission asks beyond robots.txt, in order.
     pub limits: Limits,
-    /// What the limits have counted (the status page shows the budgets).
-    pub ledger: std::sync::Arc<crate::bot_limits::Ledger>,
     /// Cancelled when the proxy shuts down (lasts across reloads).
     pub shutdown: tokio_util::sync::CancellationToken,
 }

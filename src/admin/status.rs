@@ -104,7 +104,7 @@ fn budgets(ctx: &Context, bot: &crate::bots::Bot) -> Value {
         return Value::Null;
     };
     let rows: Vec<Value> = ctx
-        .ledger
+        .limits
         .budget_used(&bot.name, BUDGET_ROWS)
         .into_iter()
         .map(|(server, used)| {

@@ -45,13 +45,31 @@ pub trait Limit: Send + Sync {
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>>;
 }
 
+/// What the limits have counted, as the status page shows it.
+pub trait Usage: Send + Sync {
+    /// Where `bot` has spent its daily budget: each server and its starts in
+    /// the last 24 hours, at most `top`, the most used first.
+    fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)>;
+}
+
 /// The limits of one configuration, asked in order; the first refusal wins.
 #[derive(Clone, Default)]
-pub struct Limits(Vec<Arc<dyn Limit>>);
+pub struct Limits {
+    steps: Vec<Arc<dyn Limit>>,
+    usage: Option<Arc<dyn Usage>>,
+}
 
 impl Limits {
-    pub fn new(limits: Vec<Arc<dyn Limit>>) -> Limits {
-        Limits(limits)
+    /// `usage`: what the steps have counted, for the status page.
+    pub fn new(steps: Vec<Arc<dyn Limit>>, usage: Option<Arc<dyn Usage>>) -> Limits {
+        Limits { steps, usage }
+    }
+
+    /// Where `bot` has spent its daily budget ([`Usage::budget_used`]).
+    pub fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)> {
+        self.usage
+            .as_ref()
+            .map_or_else(Vec::new, |u| u.budget_used(bot, top))
     }
 
     /// In report mode (`report`, with `max_wait`), a limit that would hold
@@ -63,7 +81,7 @@ impl Limits {
         mut report: Option<(&mut Report, Duration)>,
     ) -> Result<Holds, Refusal> {
         let mut holds = Holds::default();
-        for limit in &self.0 {
+        for limit in &self.steps {
             match limit.check(asked).await {
                 Ok(Some(held)) => holds.0.push(held),
                 Ok(None) => {}

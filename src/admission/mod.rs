@@ -34,7 +34,7 @@ use crate::report::{Report, Would};
 use crate::target::{HostKey, Server, Target};
 
 pub mod limit;
-pub use limit::{Asked, Held, Hold, Holds, Limit, Limits};
+pub use limit::{Asked, Held, Hold, Holds, Limit, Limits, Usage};
 
 /// A request the proxy may send now: where to (the addresses that were checked
 /// and gated), and its politeness slot (held until the answer has been relayed).

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::admission::{Limit, Limits};
+use crate::admission::{Limit, Limits, Usage};
 use crate::bots::Bots;
 use crate::politeness::GateBy;
 use crate::refusal::{BotLimit, Busy, Refusal, SlowDown};
@@ -74,17 +74,17 @@ impl Ledger {
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
+}
 
-    /// Where `bot` has spent its daily budget, at most `top` servers (the
-    /// most used first): each server's address (or name) and the starts
-    /// counted in the last 24 hours.
-    pub fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)> {
+impl Usage for Ledger {
+    fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)> {
         self.budget.used_by(bot, self.clock.unix(), top)
     }
 }
 
-/// The limit steps of one configuration, over the process's ledger: only
-/// those some bot sets, in the order they are asked (the cheapest first, and
+/// The limit steps of one configuration, over the process's ledger:
+/// robots.txt's `Visit-time` (every bot), then only those some bot sets, in
+/// the order they are asked (the cheapest first, and
 /// a count reserved last so a request held by an earlier one holds nothing).
 pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
     let mut steps: Vec<Arc<dyn Limit>> = Vec::new();
@@ -118,7 +118,7 @@ pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
             ledger: ledger(),
         }));
     }
-    Limits::new(steps)
+    Limits::new(steps, Some(ledger()))
 }
 
 /// One limit's value for each bot that sets it, by bot id, with the bot's

@@ -48,6 +48,20 @@ impl Fleet {
     pub fn new(store: Arc<Store>) -> Fleet {
         Fleet { store }
     }
+
+    /// A request admitted by the shared gate of `tag`, holding `lease`.
+    fn permit(&self, gate: &Arc<Politeness>, lease: Lease, tag: String, delay: Duration) -> Permit {
+        Permit {
+            gate: gate.clone(),
+            id: 0,
+            shared: Some(Shared {
+                store: self.store.clone(),
+                lease,
+                tag,
+                delay,
+            }),
+        }
+    }
 }
 
 impl Turns for Fleet {
@@ -86,19 +100,9 @@ impl Turns for Fleet {
             }
             let tag = fleet_tag(config.key, server);
             match store.start_now(&tag, ask(&config, delay, hold)).await {
-                Ok(Ok((lease, would_wait))) => Ok((
-                    Permit {
-                        gate: gate.clone(),
-                        id: 0,
-                        shared: Some(Shared {
-                            store: store.clone(),
-                            lease,
-                            tag,
-                            delay,
-                        }),
-                    },
-                    would_wait,
-                )),
+                Ok(Ok((lease, would_wait))) => {
+                    Ok((self.permit(gate, lease, tag, delay), would_wait))
+                }
                 Ok(Err(retry_after)) => Err(SlowDown { retry_after }),
                 Err(_) => down(),
             }
@@ -164,16 +168,7 @@ impl Fleet {
         }
         let tag = fleet_tag(config.key, server);
         match store.admit(&tag, ask(&config, delay, hold)).await {
-            Ok(Ok(lease)) => Some(Ok(Permit {
-                gate: gate.clone(),
-                id: 0,
-                shared: Some(Shared {
-                    store: store.clone(),
-                    lease,
-                    tag,
-                    delay,
-                }),
-            })),
+            Ok(Ok(lease)) => Some(Ok(self.permit(gate, lease, tag, delay))),
             Ok(Err(retry_after)) => Some(Err(SlowDown { retry_after })),
             Err(_) if local => None,
             Err(_) => Some(Err(store_down(delay))),

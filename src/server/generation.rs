@@ -257,7 +257,6 @@ impl Lasting {
             started: self.started,
             guesses: self.guesses.clone(),
             limits,
-            ledger: self.ledger.clone(),
             shutdown: self.shutdown.clone(),
         })
     }
