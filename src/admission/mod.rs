@@ -4,8 +4,8 @@
 //!
 //! 1. [`where_to`]: the host resolved and the proxy's address rules (a host
 //!    it must not connect to is not even asked for its robots.txt);
-//! 2. [`robots_txt`]: the host's robots.txt (cached, fetched once) decides
-//!    for this bot;
+//! 2. `robots_entry` and `robots_decide`: the host's robots.txt (cached,
+//!    fetched once) decides for this bot;
 //! 3. [`Limits`]: each limit the operator set, in order: a new limiter is one
 //!    more [`Limit`] (docs/architecture.md, "Adding a limit");
 //! 4. [`turn`]: the host's turn at its gate, spaced by the bot's Crawl-delay.
@@ -138,20 +138,9 @@ pub async fn where_to(ctx: &Context, target: &Target) -> Result<Server, Refusal>
     })
 }
 
-/// Step 2: the host's robots.txt, for this bot: the entry (its Crawl-delays
-/// are the gate's), or why not.
-pub async fn robots_txt(
-    ctx: &Context,
-    server: &Server,
-    bot: BotId,
-    target: &Target,
-) -> Result<Arc<Entry>, Refusal> {
-    let entry = robots_entry(ctx, server, bot).await;
-    robots_decide(ctx, server, bot, target, &entry).map(|_| entry)
-}
-
-/// The host's robots.txt entry (cached, fetched once), compiled for this
-/// request's configuration.
+/// Step 2, first half: the host's robots.txt entry (cached, fetched once;
+/// its Crawl-delays are the gate's), compiled for this request's
+/// configuration.
 async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> {
     // Boxed, as the relay: a robots.txt fetch's future (connect, TLS) is
     // large, and inline it would size every waiting connection's future.
@@ -168,8 +157,9 @@ async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> 
     entry
 }
 
-/// What the entry says of this target for this bot: allowed (by what in
-/// it: its group and rule, when a group applies), or why not.
+/// Step 2, second half: what the entry says of this target for this bot:
+/// allowed (by what in it: its group and rule, when a group applies), or
+/// why not.
 fn robots_decide(
     ctx: &Context,
     server: &Server,
