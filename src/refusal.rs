@@ -229,6 +229,20 @@ pub enum BotLimit {
     VisitTime(crate::robots::VisitTime),
 }
 
+impl BotLimit {
+    /// Its config key (robots.txt's `Visit-time`: `visit_time`): the
+    /// `reason` report mode counts it under.
+    pub fn key(self) -> &'static str {
+        match self {
+            BotLimit::Concurrency(_) => "concurrency",
+            BotLimit::Rate(_) => "rate",
+            BotLimit::DailyBudget(_) => "daily_requests_per_server",
+            BotLimit::QuietHours => "quiet_hours",
+            BotLimit::VisitTime(_) => "visit_time",
+        }
+    }
+}
+
 impl fmt::Display for BotLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

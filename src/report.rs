@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::refusal::{BotLimit, Busy, Refusal, SlowDown};
+use crate::refusal::{Busy, Refusal, SlowDown};
 
 /// One thing that would have happened to a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,21 +42,10 @@ pub fn reason(refusal: &Refusal) -> &'static str {
         Refusal::Disallowed(_) => "disallowed",
         Refusal::RobotsUnreachable(_) => "robots_unreachable",
         Refusal::SlowDown(s) => match s.why {
-            Busy::Limit(limit) => limit_key(limit),
+            Busy::Limit(limit) => limit.key(),
             _ => "crawl_delay",
         },
         _ => "other",
-    }
-}
-
-/// A limit's config key (robots.txt's `Visit-time`: `visit_time`).
-pub fn limit_key(limit: BotLimit) -> &'static str {
-    match limit {
-        BotLimit::Concurrency(_) => "concurrency",
-        BotLimit::Rate(_) => "rate",
-        BotLimit::DailyBudget(_) => "daily_requests_per_server",
-        BotLimit::QuietHours => "quiet_hours",
-        BotLimit::VisitTime(_) => "visit_time",
     }
 }
 
@@ -139,7 +128,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::refusal::Disallowed;
+    use crate::refusal::{BotLimit, Disallowed};
 
     #[test]
     fn a_report_reads_as_the_log_line_says() {
