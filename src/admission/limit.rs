@@ -42,6 +42,13 @@ pub type Hold = Option<Box<dyn Held>>;
 /// its own [`Refusal`]. Asked after robots.txt and before the gate, so a
 /// refused request takes no turn.
 pub trait Limit: Send + Sync {
+    /// Whether it has anything to say of this request (a limit this bot
+    /// does not set, a robots.txt without the field): a plain call, so a
+    /// request it does not concern makes no future for it.
+    fn applies(&self, _asked: &Asked<'_>) -> bool {
+        true
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>>;
 }
 
@@ -81,7 +88,7 @@ impl Limits {
         mut report: Option<(&mut Report, Duration)>,
     ) -> Result<Holds, Refusal> {
         let mut holds = Holds::default();
-        for limit in &self.steps {
+        for limit in self.steps.iter().filter(|l| l.applies(asked)) {
             match limit.check(asked).await {
                 Ok(Some(held)) => holds.0.push(held),
                 Ok(None) => {}

@@ -255,6 +255,10 @@ pub(super) struct DailyBudget {
 }
 
 impl Limit for DailyBudget {
+    fn applies(&self, asked: &Asked<'_>) -> bool {
+        self.budgets.get(asked.bot).is_some()
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
             let Some((name, budget)) = self.budgets.get(asked.bot) else {

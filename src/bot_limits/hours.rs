@@ -36,6 +36,10 @@ pub(super) struct QuietHours {
 }
 
 impl Limit for QuietHours {
+    fn applies(&self, asked: &Asked<'_>) -> bool {
+        self.windows.get(asked.bot).is_some()
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
             let Some((_, windows)) = self.windows.get(asked.bot) else {
@@ -63,6 +67,11 @@ pub(super) struct VisitTimes {
 }
 
 impl Limit for VisitTimes {
+    fn applies(&self, asked: &Asked<'_>) -> bool {
+        matches!(&asked.robots.rules, Rules::Found { policies, .. }
+            if policies.get(asked.bot).is_some_and(|p| p.has_visit_times()))
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
             let Rules::Found { policies, .. } = &asked.robots.rules else {

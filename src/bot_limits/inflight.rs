@@ -80,6 +80,10 @@ pub(super) struct Concurrency {
 }
 
 impl Limit for Concurrency {
+    fn applies(&self, asked: &Asked<'_>) -> bool {
+        self.max.get(asked.bot).is_some()
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
             let Some((name, max)) = self.max.get(asked.bot) else {

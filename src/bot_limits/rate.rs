@@ -72,6 +72,10 @@ pub(super) struct RateLimit {
 }
 
 impl Limit for RateLimit {
+    fn applies(&self, asked: &Asked<'_>) -> bool {
+        self.rates.get(asked.bot).is_some()
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
             let Some((name, rate)) = self.rates.get(asked.bot) else {

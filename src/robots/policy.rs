@@ -603,6 +603,11 @@ impl Policy {
         }
     }
 
+    /// Whether the applying groups have `Visit-time` windows.
+    pub fn has_visit_times(&self) -> bool {
+        self.sets.iter().any(|s| !s.visits.is_empty())
+    }
+
     /// When robots.txt's `Visit-time` keeps this bot away at `unix` (seconds
     /// since the epoch, UTC): how long until it may visit, and a window it
     /// waits for. Each applying group that has windows must be in one of
