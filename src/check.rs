@@ -230,7 +230,7 @@ fn report(
                     "group": group,
                     "rule": rule,
                     "content_usage": usage,
-                    "explanation": why.to_string().replace('\t', "; "),
+                    "explanation": format!("{why:#}"),
                 })
             )
         }

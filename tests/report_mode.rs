@@ -383,6 +383,16 @@ async fn each_log_line_carries_the_evidence_and_what_report_mode_would_have_done
     let would_wait = logged["would_wait"].as_str().unwrap();
     assert!(would_wait.ends_with("(crawl_delay)"), "{would_wait}");
     assert_eq!(logged["decision"], "allowed");
+    // An allowed page: what in robots.txt allowed it.
+    assert_eq!(
+        gemini(gemini_at, &origin.url("/open")).await.0,
+        "20 text/gemini"
+    );
+    let logged = next("\"request\"");
+    assert_eq!(
+        logged["allowed_by"], "group * (line 1); no rule matches",
+        "{logged}"
+    );
     child.kill().unwrap();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);

@@ -25,12 +25,13 @@ use tokio::time::Instant;
 
 use crate::bot_limits::values::Mode;
 use crate::bots::BotId;
-use crate::cache::{Entry, Evidence, Lookup, Rules};
+use crate::cache::{AllowedBy, Entry, Evidence, Lookup, Rules};
 use crate::config::OnUnreachable;
 use crate::context::Context;
 use crate::politeness::Permit;
 use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
 use crate::report::{Report, Would};
+use crate::robots::Decision;
 use crate::target::{HostKey, Server, Target};
 
 pub mod limit;
@@ -77,9 +78,13 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         robots,
     };
     match robots_decide(ctx, &server, bot, target, &entry) {
-        Ok(allowed_by) => {
+        Ok(decision) => {
             if let Some(evidence) = &mut robots {
-                evidence.allowed_by = allowed_by;
+                evidence.allowed_by = decision.map(|decision| AllowedBy {
+                    entry: entry.clone(),
+                    bot,
+                    decision,
+                });
             }
         }
         Err(refusal) if reporting && crate::report::reportable(&refusal) => {
@@ -158,15 +163,14 @@ async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> 
 }
 
 /// Step 2, second half: what the entry says of this target for this bot:
-/// allowed (by what in it: its group and rule, when a group applies), or
-/// why not.
+/// allowed (with the decision, when a robots.txt was found), or why not.
 fn robots_decide(
     ctx: &Context,
     server: &Server,
     bot: BotId,
     target: &Target,
     entry: &Entry,
-) -> Result<Option<String>, Refusal> {
+) -> Result<Option<Decision>, Refusal> {
     let key = &server.name;
     match &entry.rules {
         Rules::Found { policies, stale } => {
@@ -194,9 +198,7 @@ fn robots_decide(
                     stale: stale.is_some(),
                 }));
             }
-            return Ok(Some(
-                policy.explain(&decision).to_string().replace('\t', "; "),
-            ));
+            return Ok(Some(decision));
         }
         Rules::Missing(_) => {}
         Rules::StoreDown => return Err(store_down(ctx)),

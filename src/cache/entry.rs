@@ -53,8 +53,39 @@ pub struct Evidence {
     pub fetched: std::time::SystemTime,
     /// What in it allowed the request (its group and rule), when it was
     /// allowed; a refusal names its own.
-    pub allowed_by: Option<String>,
+    pub allowed_by: Option<AllowedBy>,
 }
+
+/// The decision that allowed a request, written out only when its log line
+/// is: `group * (line 1); rule Allow: /public (line 2)`.
+#[derive(Clone, Debug)]
+pub struct AllowedBy {
+    pub entry: Arc<Entry>,
+    pub bot: BotId,
+    pub decision: crate::robots::Decision,
+}
+
+impl std::fmt::Display for AllowedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.entry.rules {
+            Rules::Found { policies, .. } => match policies.get(self.bot) {
+                Some(policy) => write!(f, "{:#}", policy.explain(&self.decision)),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+}
+
+impl PartialEq for AllowedBy {
+    fn eq(&self, other: &AllowedBy) -> bool {
+        Arc::ptr_eq(&self.entry, &other.entry)
+            && self.bot == other.bot
+            && self.decision == other.decision
+    }
+}
+
+impl Eq for AllowedBy {}
 
 impl Evidence {
     /// Seconds since the Unix epoch when it was fetched.

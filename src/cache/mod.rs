@@ -25,7 +25,7 @@ use crate::target::{HostKey, Server};
 mod entry;
 mod fleet;
 use entry::Good;
-pub use entry::{Entry, Evidence, Rules};
+pub use entry::{AllowedBy, Entry, Evidence, Rules};
 pub use fleet::Fleet;
 
 /// How an entry came to be, for metrics and tests.

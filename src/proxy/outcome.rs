@@ -105,7 +105,11 @@ pub fn log(
         detail = %outcome.detail,
         robots_sha256 = outcome.robots.as_ref().map(|r| &*r.sha256),
         robots_fetched = outcome.robots.as_ref().map(Evidence::fetched_unix),
-        allowed_by = outcome.robots.as_ref().and_then(|r| r.allowed_by.as_deref()),
+        allowed_by = outcome
+            .robots
+            .as_ref()
+            .and_then(|r| r.allowed_by.as_ref())
+            .map(tracing::field::display),
         would = outcome.report.would(),
         would_wait = outcome.report.would_wait(),
         wait_ms = outcome.waited.as_millis() as u64,

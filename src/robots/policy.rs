@@ -234,16 +234,19 @@ impl fmt::Display for RuleInfo<'_> {
     }
 }
 
+/// The group, a tab, and the rule (or preference) that decided; with `{:#}`,
+/// `; ` instead of the tab (one line of a log or a JSON field).
 impl fmt::Display for Explanation<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.robots_txt_itself {
             return write!(f, "robots.txt itself is always allowed");
         }
+        let sep = if f.alternate() { "; " } else { "\t" };
         match (self.group, self.rule, self.usage) {
             (None, _, _) => write!(f, "no group applies to this bot"),
-            (Some(g), _, Some(p)) => write!(f, "{g}\t{p}"),
-            (Some(g), None, None) => write!(f, "{g}\tno rule matches"),
-            (Some(g), Some(r), None) => write!(f, "{g}\t{r}"),
+            (Some(g), _, Some(p)) => write!(f, "{g}{sep}{p}"),
+            (Some(g), None, None) => write!(f, "{g}{sep}no rule matches"),
+            (Some(g), Some(r), None) => write!(f, "{g}{sep}{r}"),
         }
     }
 }
