@@ -31,9 +31,11 @@ pub use usage::{Preference, Use};
 /// The SHA-256 of a robots.txt's bytes, in lower-case hex: what a
 /// decision's evidence names (the log line, the status page, `check --sha256`).
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    use std::fmt::Write;
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut hex = String::with_capacity(64);
+    for b in digest.as_ref() {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
 }
