@@ -14,10 +14,6 @@ use robots_proxy::listener::Listener;
 
 use common::*;
 
-/// How much one connection's latency may differ from another's on a loaded
-/// machine (tests/politeness.rs).
-const JITTER: f64 = 0.1;
-
 async fn open_capsule() -> Origin {
     capsule(text("20 text/plain", ""), text("20 text/gemini", "page")).await
 }

@@ -65,11 +65,6 @@ async fn the_origin_sees_requests_spaced_by_crawl_delay() {
     assert!(span >= 4.0 * 0.2 - JITTER, "gaps {gaps:?}");
 }
 
-/// How much one connection's latency (connect, TLS) may differ from
-/// another's on a loaded test machine: arrival gaps at an origin are the
-/// gate's spacing give or take this.
-const JITTER: f64 = 0.1;
-
 /// The bot's own group decides the delay; then its virtual agents; then `*`.
 /// The robots.txt fetch took the host's first slot, so the first page already
 /// waits one Crawl-delay: past max_wait, the answer is `44` with that delay.

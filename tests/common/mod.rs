@@ -30,6 +30,33 @@ pub fn state_dir() -> PathBuf {
     dir
 }
 
+/// How much one connection's latency (connect, TLS, a task scheduled late)
+/// may differ from another's on a loaded test machine: arrival gaps at an
+/// origin are the gate's spacing give or take this.
+pub const JITTER: f64 = 0.1;
+
+/// Asserts that arrivals `gaps` apart were started `delay` seconds apart:
+/// each gap, and each run of consecutive gaps, is at least its share of the
+/// spacing less one connection's [`JITTER`]. (One late arrival shortens
+/// the gap after it by as much as it lengthened the one before, so a single
+/// gap alone cannot be held to the full delay; two starts let through
+/// together still fail, at any position.)
+#[track_caller]
+pub fn assert_spaced(gaps: &[f64], delay: f64) {
+    for i in 0..gaps.len() {
+        let mut span = 0.0;
+        for (k, gap) in gaps[i..].iter().enumerate() {
+            span += gap;
+            let least = (k + 1) as f64 * delay - JITTER;
+            assert!(
+                span >= least,
+                "gaps {i}..={} span {span} s, under {least} s: {gaps:?}",
+                i + k
+            );
+        }
+    }
+}
+
 /// The configuration tests start from: loopback upstreams allowed, short deadlines.
 pub fn test_config() -> Config {
     let args = RunArgs {
