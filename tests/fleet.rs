@@ -23,7 +23,10 @@ use robots_proxy::server::Proxy;
 use robots_proxy::store::{OnUnavailable, StoreConfig};
 
 fn fleet_config(redis: &RedisServer, on_unavailable: OnUnavailable) -> Config {
-    let mut config = test_config();
+    with_store(test_config(), redis, on_unavailable)
+}
+
+fn with_store(mut config: Config, redis: &RedisServer, on_unavailable: OnUnavailable) -> Config {
     config.store = Some(StoreConfig {
         url: redis.url(),
         prefix: "test:".into(),
@@ -869,4 +872,152 @@ async fn a_reporting_bots_starts_space_the_fleets_enforcing_bots() {
     let m = settled_metrics(watched.addr(Listener::Admin)).await;
     let reported = "robots_proxy_report_only_total{bot=\"default\",reason=\"crawl_delay\"}";
     assert_eq!(sample(&m, reported), Some(3.0), "{m}");
+}
+
+/// Proxies in the fleet whose default bot has these limits (TOML keys of `[bot]`).
+async fn limited_fleet(redis: &RedisServer, n: usize, limits: &str) -> Vec<Proxy> {
+    let mut proxies = Vec::new();
+    for _ in 0..n {
+        let config = test_config_with(&format!("[bot]\nagent = \"examplebot\"\n{limits}\n"));
+        proxies.push(start_proxy(with_store(config, redis, OnUnavailable::Refuse)).await);
+    }
+    proxies
+}
+
+/// A crawler spreading its requests over the fleet, and over a proxy that
+/// joins it later with no state of its own, gets its daily budget at a
+/// server once: the fleet's count, not each proxy's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_daily_budget_holds_across_the_fleet() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nAllow: /\n").await;
+    let other = text_hole("User-agent: *\nAllow: /\n").await;
+    let limits = "daily_requests_per_server = 3";
+    let mut proxies = limited_fleet(&redis, 2, limits).await;
+    let mut relayed = 0;
+    for i in 0..6 {
+        let proxy = proxies[i % 2].addr(Listener::Gopher);
+        let answer = gopher(proxy, origin.url(&format!("0/p{i}")).as_bytes()).await;
+        if answer == b"text\r\n" {
+            relayed += 1;
+        } else {
+            let line = first(&answer);
+            assert!(line.starts_with('3'), "{line}");
+            assert!(line.contains("daily_requests_per_server = 3"), "{line}");
+        }
+    }
+    assert_eq!(relayed, 3);
+    // A proxy that joins later (fresh state) is no way around it.
+    proxies.extend(limited_fleet(&redis, 1, limits).await);
+    let late = proxies[2].addr(Listener::Gopher);
+    let answer = gopher(late, origin.url("0/late").as_bytes()).await;
+    assert!(
+        first(&answer).contains("daily_requests_per_server = 3"),
+        "{}",
+        first(&answer)
+    );
+    assert_eq!(arrived(&origin, "/p"), 3, "{:?}", origin.all());
+    assert_eq!(origin.count(b"/late"), 0);
+    // Another server has its own budget.
+    assert_eq!(gopher(late, other.url("0/o").as_bytes()).await, b"text\r\n");
+}
+
+/// Parallel requests through two proxies at one server: with
+/// `concurrency = 1`, the server never has two of the bot's requests at once
+/// (each answer takes 400 ms: the next start is at least that long after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn the_bots_concurrency_holds_across_the_fleet() {
+    let redis = RedisServer::start();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        Reply::Delayed(Duration::from_millis(400), b"text\r\n".to_vec()),
+    )
+    .await;
+    let proxies = limited_fleet(&redis, 2, "concurrency = 1").await;
+    // robots.txt first, so the requests meet only the limit.
+    let warm = origin.url("0/warm");
+    let proxy = proxies[0].addr(Listener::Gopher);
+    assert_eq!(gopher(proxy, warm.as_bytes()).await, b"text\r\n");
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let proxy = proxies[i % 2].addr(Listener::Gopher);
+            let url = origin.url(&format!("0/p{i}"));
+            tokio::spawn(async move { gopher(proxy, url.as_bytes()).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), b"text\r\n");
+    }
+    let gaps = origin.gaps();
+    assert_eq!(gaps.len(), 5, "{:?}", origin.all());
+    assert_spaced(&gaps[1..], 0.4);
+}
+
+/// A bot spreading its requests over two proxies and two servers gets its
+/// `rate` once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn the_bots_rate_holds_across_the_fleet_and_its_servers() {
+    let redis = RedisServer::start();
+    let holes = [
+        text_hole("User-agent: *\nAllow: /\n").await,
+        text_hole("User-agent: *\nAllow: /\n").await,
+    ];
+    let proxies = limited_fleet(&redis, 2, "rate = \"2/min\"").await;
+    let mut relayed = 0;
+    for i in 0..6 {
+        let proxy = proxies[i % 2].addr(Listener::Gopher);
+        let url = holes[(i / 2) % 2].url(&format!("0/p{i}"));
+        let answer = gopher(proxy, url.as_bytes()).await;
+        if answer == b"text\r\n" {
+            relayed += 1;
+        } else {
+            let line = first(&answer);
+            assert!(line.contains("rate = 2/min"), "{line}");
+        }
+    }
+    assert_eq!(relayed, 2);
+    assert_eq!(arrived(&holes[0], "/p") + arrived(&holes[1], "/p"), 2);
+}
+
+/// The store down: with `refuse`, a bot's counted request is told to slow
+/// down; with `local`, each proxy's own count still holds (it was kept all
+/// along), and the fleet's count is back with the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_budget_outlives_the_store_going_down() {
+    let mut redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nAllow: /\n").await;
+    let config = test_config_with("[bot]\nagent = \"examplebot\"\ndaily_requests_per_server = 2\n");
+    let local = start_proxy(with_store(config, &redis, OnUnavailable::Local)).await;
+    let refusing = limited_fleet(&redis, 1, "daily_requests_per_server = 2").await;
+    let (local, refusing) = (
+        local.addr(Listener::Gopher),
+        refusing[0].addr(Listener::Gopher),
+    );
+    assert_eq!(
+        gopher(local, origin.url("0/a").as_bytes()).await,
+        b"text\r\n"
+    );
+    assert_eq!(
+        gopher(local, origin.url("0/b").as_bytes()).await,
+        b"text\r\n"
+    );
+    redis.kill();
+    // Asked until the proxy has seen the store go (its health check).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = first(&gopher(refusing, origin.url("0/r").as_bytes()).await);
+        assert!(line.starts_with('3'), "{line}");
+        if line.contains("does not answer") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{line}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let line = first(&gopher(local, origin.url("0/c").as_bytes()).await);
+    assert!(line.contains("daily_requests_per_server = 2"), "{line}");
+    assert_eq!(arrived(&origin, "/"), 2, "{:?}", origin.all());
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::shared::{self, Scope};
 use super::values::DAY;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
@@ -280,27 +281,42 @@ impl Limit for DailyBudget {
                 },
             )
             .await?;
-            Ok(Some(Box::new(Budgeted {
+            let mut held = Budgeted {
                 ledger: self.ledger.clone(),
                 bot: name.to_string(),
                 aliases,
                 started: false,
-            }) as Box<dyn Held>))
+                shared: None,
+            };
+            held.shared = shared::take(
+                &self.ledger,
+                (name, Scope::Server(self.key, asked.server)),
+                (*budget, crate::store::Window::Day),
+                asked.deadline,
+                BotLimit::DailyBudget(*budget),
+            )
+            .await?;
+            Ok(Some(Box::new(held) as Box<dyn Held>))
         })
     }
 }
 
-/// A request counted against its bot's budget at a server.
+/// A request counted against its bot's budget at a server (in the fleet's
+/// count too, in fleet mode).
 struct Budgeted {
     ledger: Arc<Ledger>,
     bot: String,
     aliases: Vec<Alias>,
     started: bool,
+    shared: Option<crate::store::Counted>,
 }
 
 impl Held for Budgeted {
     fn started(&mut self) {
         self.started = true;
+        if let Some(shared) = &mut self.shared {
+            shared.started();
+        }
         let now = self.ledger.clock().unix();
         self.ledger
             .budget

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
+use super::shared::{self, Scope};
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
@@ -98,20 +99,36 @@ impl Limit for Concurrency {
                 || book.take(name, &aliases, *max),
             )
             .await?;
-            Ok(Some(Box::new(InFlight {
+            let mut held = InFlight {
                 ledger: self.ledger.clone(),
                 bot: name.to_string(),
                 aliases,
-            }) as Box<dyn Held>))
+                shared: None,
+            };
+            // Refused by the fleet's count, this one is given back (dropped).
+            held.shared = shared::take(
+                &self.ledger,
+                (name, Scope::Server(self.key, asked.server)),
+                (
+                    u32::try_from(*max).unwrap_or(u32::MAX),
+                    crate::store::Window::Running,
+                ),
+                asked.deadline,
+                BotLimit::Concurrency(*max),
+            )
+            .await?;
+            Ok(Some(Box::new(held) as Box<dyn Held>))
         })
     }
 }
 
-/// A request of a bot in flight at a server: counted until dropped.
+/// A request of a bot in flight at a server: counted until dropped (in the
+/// fleet's count too, in fleet mode).
 struct InFlight {
     ledger: Arc<Ledger>,
     bot: String,
     aliases: Vec<Alias>,
+    shared: Option<crate::store::Counted>,
 }
 
 impl Held for InFlight {}

@@ -48,9 +48,13 @@ fn alias_from(text: &str) -> Option<Alias> {
 impl Ledger {
     /// The ledger, with the budgets `state_dir` kept (none if there is no
     /// file yet). A file that cannot be read is an error naming it.
-    pub fn open(state_dir: &Path, clock: Clock) -> std::io::Result<Arc<Ledger>> {
+    pub fn open(
+        state_dir: &Path,
+        clock: Clock,
+        store: Option<Arc<crate::store::Store>>,
+    ) -> std::io::Result<Arc<Ledger>> {
         let path = state_dir.join(FILE);
-        let ledger = Ledger::new(clock, Some(path.clone()));
+        let ledger = Ledger::new(clock, Some(path.clone()), store);
         if let Some(text) = crate::state::read_optional(&path, CAP)? {
             let now = clock.unix().as_secs();
             let (mut kept, mut skipped) = (0usize, 0usize);

@@ -10,6 +10,9 @@
 //! until it could start, naming the limit. What the limits count ([`Ledger`])
 //! lasts across reloads; a bot is known by its name.
 //!
+//! In fleet mode each count is taken in the store as well (`shared`), with
+//! the shared gate's failure rules (`[store] on_unavailable`).
+//!
 //! A server is what the gate calls one ([`crate::politeness::aliases`]):
 //! with `key = "address"`, every address a name resolves to, so `localhost`,
 //! `127.0.0.1` and `[::1]` share a budget as they share a gate.
@@ -31,6 +34,7 @@ mod hours;
 mod inflight;
 mod keep;
 mod rate;
+mod shared;
 pub mod values;
 
 pub use clock::Clock;
@@ -53,12 +57,18 @@ pub struct Ledger {
     inflight: inflight::Book,
     rate: rate::Book,
     budget: budget::Book,
+    /// Fleet mode: the counts are shared through the store as well.
+    store: Option<Arc<crate::store::Store>>,
 }
 
 impl Ledger {
     /// A ledger that starts empty; `path`: where [`Ledger::save`] keeps the
-    /// budgets.
-    pub fn new(clock: Clock, path: Option<std::path::PathBuf>) -> Arc<Ledger> {
+    /// budgets; `store`: the fleet's, where the counts are shared (fleet mode).
+    pub fn new(
+        clock: Clock,
+        path: Option<std::path::PathBuf>,
+        store: Option<Arc<crate::store::Store>>,
+    ) -> Arc<Ledger> {
         Arc::new(Ledger {
             clock,
             path,
@@ -68,6 +78,7 @@ impl Ledger {
             inflight: inflight::Book::default(),
             rate: rate::Book::default(),
             budget: budget::Book::default(),
+            store,
         })
     }
 

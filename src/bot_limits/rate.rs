@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::shared::{self, Scope};
 use super::values::Rate;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
@@ -86,25 +87,40 @@ impl Limit for RateLimit {
                 book.take(name, *rate, Instant::now())
             })
             .await?;
-            Ok(Some(Box::new(Counted {
+            let mut held = Counted {
                 ledger: self.ledger.clone(),
                 bot: name.to_string(),
                 started: false,
-            }) as Box<dyn Held>))
+                shared: None,
+            };
+            held.shared = shared::take(
+                &self.ledger,
+                (name, Scope::Everywhere),
+                (rate.count, crate::store::Window::Log(rate.per)),
+                asked.deadline,
+                BotLimit::Rate(*rate),
+            )
+            .await?;
+            Ok(Some(Box::new(held) as Box<dyn Held>))
         })
     }
 }
 
-/// A request counted against its bot's rate.
+/// A request counted against its bot's rate (in the fleet's count too, in
+/// fleet mode).
 struct Counted {
     ledger: Arc<Ledger>,
     bot: String,
     started: bool,
+    shared: Option<crate::store::Counted>,
 }
 
 impl Held for Counted {
     fn started(&mut self) {
         self.started = true;
+        if let Some(shared) = &mut self.shared {
+            shared.started();
+        }
         self.ledger.rate.settle(&self.bot, true);
         self.ledger.changed.notify_waiters();
     }

@@ -74,6 +74,9 @@ label_set! {
         Pin => "pin",
         /// The once-a-second health check.
         Ping => "ping",
+        /// A bot's limit counted across the fleet (taken, started, renewed
+        /// or given back).
+        Limit => "limit",
     }
 }
 

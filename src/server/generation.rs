@@ -171,12 +171,10 @@ impl Lasting {
         let politeness = Politeness::with_turns(config.politeness.clone(), backends.turns);
         let pins = Arc::new(pins);
         let clock = crate::bot_limits::Clock::new(config.wall_clock);
-        let ledger =
-            crate::bot_limits::Ledger::open(&config.state_dir, clock).map_err(|source| {
-                StartError::Budgets {
-                    path: config.state_dir.join(crate::bot_limits::BUDGETS_FILE),
-                    source,
-                }
+        let ledger = crate::bot_limits::Ledger::open(&config.state_dir, clock, store.clone())
+            .map_err(|source| StartError::Budgets {
+                path: config.state_dir.join(crate::bot_limits::BUDGETS_FILE),
+                source,
             })?;
         let built = Built::new(config, &listens, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(

@@ -1,5 +1,6 @@
 //! Fleet mode: several proxies share one politeness gate, the robots.txt
-//! outcomes and the certificate pins through Redis or Valkey (`[store] url`),
+//! outcomes, the certificate pins and the bots' limit counts through Redis or
+//! Valkey (`[store] url`),
 //! so three proxies give a capsule its Crawl-delay once, not three times
 //! (docs/architecture.md, "Fleet mode").
 //!
@@ -7,7 +8,7 @@
 //! connection manager, which reconnects on its own), the key layout, the
 //! server-side scripts, a deadline on every call, and whether the store is up.
 //! What to do with the answers stays with the gate (`politeness`), the cache
-//! (`cache`) and the connector (`upstream`).
+//! (`cache`), the connector (`upstream`) and the limits (`bot_limits`).
 //!
 //! Keys are `<prefix>{<tag>}:<kind>`: one hash tag per server, so a Redis
 //! Cluster keeps a server's keys in one slot and its scripts may touch them
@@ -25,11 +26,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{Metrics, StoreEvent, StoreOp};
 
+mod counts;
 mod gate;
 mod pins;
 mod robots;
 mod wake;
 
+pub use counts::{CountAsk, Counted, Window};
 pub use gate::{GateAsk, Lease};
 pub use robots::{FetchLock, Kind, Record, RobotsTurn, Stored};
 
