@@ -874,11 +874,14 @@ async fn a_reporting_bots_starts_space_the_fleets_enforcing_bots() {
     assert_eq!(sample(&m, reported), Some(3.0), "{m}");
 }
 
-/// Proxies in the fleet whose default bot has these limits (TOML keys of `[bot]`).
+/// Proxies in the fleet whose default bot has these limits (TOML keys of
+/// `[bot]`); the gate lets four requests run at a server, so what holds
+/// them is the bot's limits.
 async fn limited_fleet(redis: &RedisServer, n: usize, limits: &str) -> Vec<Proxy> {
     let mut proxies = Vec::new();
     for _ in 0..n {
-        let config = test_config_with(&format!("[bot]\nagent = \"examplebot\"\n{limits}\n"));
+        let mut config = test_config_with(&format!("[bot]\nagent = \"examplebot\"\n{limits}\n"));
+        config.politeness.per_host_concurrency = 4;
         proxies.push(start_proxy(with_store(config, redis, OnUnavailable::Refuse)).await);
     }
     proxies
@@ -1020,4 +1023,58 @@ async fn a_budget_outlives_the_store_going_down() {
     let line = first(&gopher(local, origin.url("0/c").as_bytes()).await);
     assert!(line.contains("daily_requests_per_server = 2"), "{line}");
     assert_eq!(arrived(&origin, "/"), 2, "{:?}", origin.all());
+}
+
+/// Junk another client wrote into a bot's counts (a bucket or a count that is
+/// no number in bounds, a lease that never expires) is removed; the request
+/// that found it slows down, and the count is sound again: the budget is
+/// neither lost nor stuck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn junk_in_a_bots_count_fails_closed_once() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nAllow: /\n").await;
+    let proxies = limited_fleet(&redis, 1, "daily_requests_per_server = 3").await;
+    let proxy = proxies[0].addr(Listener::Gopher);
+    assert_eq!(
+        gopher(proxy, origin.url("0/a").as_bytes()).await,
+        b"text\r\n"
+    );
+    let tag = format!("test:{{bd/default/a/{}}}", origin.addr);
+    let (held, starts) = (format!("{tag}:held"), format!("{tag}:starts"));
+    let mut conn = redis.connection().await;
+    let plants: [(&str, &str, &str, &str); 5] = [
+        ("HSET", &starts, "nan", "1"),
+        ("HSET", &starts, "99999999999", "1"),
+        ("HSET", &starts, "10", "-5"),
+        ("HSET", &starts, "5000000", "lots"),
+        ("ZADD", &held, "+inf", "forever"),
+    ];
+    for (i, (cmd, key, a, b)) in plants.iter().enumerate() {
+        let _: i64 = redis::cmd(cmd)
+            .arg(key)
+            .arg(a)
+            .arg(b)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let line = first(&gopher(proxy, origin.url(&format!("0/j{i}")).as_bytes()).await);
+        assert!(line.starts_with('3'), "{cmd} {a} {b}: {line}");
+    }
+    assert_eq!(arrived(&origin, "/j"), 0);
+    // The one start counted is still there: two more, then the budget.
+    for page in ["0/b", "0/c"] {
+        assert_eq!(
+            gopher(proxy, origin.url(page).as_bytes()).await,
+            b"text\r\n"
+        );
+    }
+    let line = first(&gopher(proxy, origin.url("0/d").as_bytes()).await);
+    assert!(line.contains("daily_requests_per_server = 3"), "{line}");
+    let metrics = settled_metrics(proxies[0].addr(Listener::Admin)).await;
+    assert_eq!(
+        sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#),
+        Some(5.0),
+        "{metrics}"
+    );
 }

@@ -47,10 +47,11 @@ pub(super) async fn take(
         // Known down: no call that would wait for its deadline first.
         return down();
     }
+    // Bot names have no '/' (config/clients.rs): a tag names one count.
     let kind = match window {
-        Window::Running => "c",
-        Window::Log(_) => "r",
-        Window::Day => "d",
+        Window::Running => "bc",
+        Window::Log(_) => "br",
+        Window::Day => "bd",
     };
     let tag = match scope {
         Scope::Server(by, server) => format!("{kind}/{bot}/{}", fleet_tag(by, server)),

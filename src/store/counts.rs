@@ -72,7 +72,7 @@ const BUCKET: u64 = 300;
 /// What a request asks of one count.
 #[derive(Clone, Copy, Debug)]
 pub struct CountAsk<'a> {
-    /// Whose count (`c/<bot>/<server>`, `r/<bot>`, `d/<bot>/<server>`).
+    /// Whose count (`bc/<bot>/<server>`, `br/<bot>`, `bd/<bot>/<server>`).
     pub tag: &'a str,
     /// Counted at most (requests running, or starts in the window).
     pub max: u32,
