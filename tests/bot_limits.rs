@@ -434,3 +434,44 @@ async fn a_tampered_budget_file_is_read_for_what_it_holds() {
     let (header, _) = gemini(addr, &origin.url("/2")).await;
     assert!(slow_down(&header) > 80_000, "{header}");
 }
+
+/// A limit's wait and the gate's wait after it share one `max_wait`: a
+/// request the rate held for a second, whose server's turn then comes a
+/// second later still, is told to slow down when the rate lets it go,
+/// rather than waiting twice (2 s against a `max_wait` of 1.5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limits_wait_and_the_gates_share_one_max_wait() {
+    let spaced = capsule(
+        text("20 text/plain", "User-agent: *\nCrawl-delay: 1\n"),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let open = open_capsule().await;
+    let mut config = test_config_with(
+        "[bot]\nagent = \"examplebot\"\nrate = \"1/s\"\n\n\
+         [[bots]]\nname = \"second\"\nagent = \"secondbot\"\nclients = [\"127.0.0.2/32\"]\n",
+    );
+    config.politeness.max_wait = Duration::from_millis(1500);
+    let proxy = start_proxy(config).await;
+    let addr = proxy.addr(Listener::Gemini);
+    // The other bot: robots.txt, then a page a second later.
+    let (header, _) = gemini_as(addr, &spaced.url("/w1"), "127.0.0.2", None).await;
+    assert_eq!(header, "20 text/gemini");
+    // The rate's one start for the next second, elsewhere.
+    assert_eq!(gemini(addr, &open.url("/a")).await.0, "20 text/gemini");
+    // The other bot queues the spaced server's next turn (a second away; it
+    // is in the queue long before this bot's rate lets it reach the gate)...
+    let w2 = tokio::spawn({
+        let url = spaced.url("/w2");
+        async move { gemini_as(addr, &url, "127.0.0.2", None).await.0 }
+    });
+    // ... so after the rate's second, this bot's turn there is a second
+    // further: 2 s in all.
+    let asked = std::time::Instant::now();
+    let (header, _) = gemini(addr, &spaced.url("/b")).await;
+    let waited = asked.elapsed().as_secs_f64();
+    assert!(header.starts_with("44 "), "{header}");
+    assert!(waited <= 1.5 + JITTER, "answered after {waited} s");
+    assert_eq!(w2.await.unwrap(), "20 text/gemini");
+    assert_eq!(spaced.count("/b"), 0);
+}

@@ -111,7 +111,9 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         Err(refusal) => return Err(refused(refusal, server, robots)),
     };
     let turn = match reporting {
-        false => turn(ctx, &server, bot, &entry).await,
+        // What is left of the same deadline: a limit's wait and the gate's
+        // together stay within max_wait.
+        false => turn(ctx, &server, bot, &entry, asked.deadline).await,
         true => turn_now(ctx, &server, bot, &entry, &mut report).await,
     };
     match turn {
@@ -224,6 +226,7 @@ pub async fn turn(
     server: &Server,
     bot: BotId,
     entry: &Entry,
+    by: Instant,
 ) -> Result<(Permit, Duration), Refusal> {
     let (delay, hold) = spacing(ctx, bot, entry);
     let asked = Instant::now();
@@ -232,7 +235,7 @@ pub async fn turn(
     // turn that is already there is taken.
     let turn = tokio::select! {
         biased;
-        turn = ctx.politeness.admit_holding(server, Some(delay), hold) => turn,
+        turn = ctx.politeness.admit_by(server, Some(delay), hold, Some(by)) => turn,
         () = ctx.shutdown.cancelled() => {
             return Err(Refusal::SlowDown(SlowDown {
                 retry_after: delay.max(Duration::from_secs(1)),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
 use super::{GateBy, Permit, Politeness, SlowDown, Turns};
 use crate::store::{GateAsk, Lease, OnUnavailable, Store};
@@ -69,13 +70,13 @@ impl Turns for Fleet {
         &'a self,
         gate: &'a Arc<Politeness>,
         server: &'a Server,
-        delay: Option<Duration>,
-        hold: Duration,
+        spacing: (Option<Duration>, Duration),
+        by: Option<Instant>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(async move {
-            match self.admit_shared(gate, server, delay, hold).await {
+            match self.admit_shared(gate, server, spacing, by).await {
                 Some(turn) => turn,
-                None => gate.admit_here(server, delay, hold).await,
+                None => gate.admit_here(server, spacing, by).await,
             }
         })
     }
@@ -99,7 +100,7 @@ impl Turns for Fleet {
                 return down();
             }
             let tag = fleet_tag(config.key, server);
-            match store.start_now(&tag, ask(&config, delay, hold)).await {
+            match store.start_now(&tag, ask(&config, delay, hold, None)).await {
                 Ok(Ok((lease, would_wait))) => {
                     Ok((self.permit(gate, lease, tag, delay), would_wait))
                 }
@@ -110,12 +111,18 @@ impl Turns for Fleet {
     }
 }
 
-/// What a request asks the shared gate, under `config`.
-fn ask(config: &super::PolitenessConfig, delay: Duration, hold: Duration) -> GateAsk {
+/// What a request asks the shared gate, under `config`, waiting no later
+/// than `by`.
+fn ask(
+    config: &super::PolitenessConfig,
+    delay: Duration,
+    hold: Duration,
+    by: Option<Instant>,
+) -> GateAsk {
     GateAsk {
         delay,
         hold: hold.max(delay),
-        max_wait: config.max_wait,
+        max_wait: config.max_wait_by(by),
         max_delay: config.max_delay,
         concurrency: config.per_host_concurrency,
     }
@@ -151,8 +158,8 @@ impl Fleet {
         &self,
         gate: &Arc<Politeness>,
         server: &Server,
-        delay: Option<Duration>,
-        hold: Duration,
+        (delay, hold): (Option<Duration>, Duration),
+        by: Option<Instant>,
     ) -> Option<Result<super::Permit, SlowDown>> {
         let config = gate.config.load_full();
         let store = &self.store;
@@ -167,7 +174,7 @@ impl Fleet {
             };
         }
         let tag = fleet_tag(config.key, server);
-        match store.admit(&tag, ask(&config, delay, hold)).await {
+        match store.admit(&tag, ask(&config, delay, hold, by)).await {
             Ok(Ok(lease)) => Some(Ok(self.permit(gate, lease, tag, delay))),
             Ok(Err(retry_after)) => Some(Err(SlowDown { retry_after })),
             Err(_) if local => None,

@@ -81,6 +81,15 @@ pub struct PolitenessConfig {
 }
 
 impl PolitenessConfig {
+    /// The longest a request asked now may wait: `max_wait`, or less when
+    /// it must be answered by `by`.
+    pub fn max_wait_by(&self, by: Option<Instant>) -> Duration {
+        by.map_or(self.max_wait, |by| {
+            self.max_wait
+                .min(by.saturating_duration_since(Instant::now()))
+        })
+    }
+
     /// `clamp(crawl-delay, else default_delay, min_delay, max_delay)`.
     pub fn delay_for(&self, crawl_delay: Option<Duration>) -> Duration {
         let d = crawl_delay
@@ -410,7 +419,20 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Result<Permit, SlowDown> {
-        self.turns.admit(self, server, delay, hold).await
+        self.admit_by(server, delay, hold, None).await
+    }
+
+    /// [`Politeness::admit_holding`] for a request that may wait no later
+    /// than `by` (what is left of its `max_wait` after the limits held it):
+    /// a turn past it is "slow down" at once, as one past `max_wait` is.
+    pub async fn admit_by(
+        self: &Arc<Self>,
+        server: &Server,
+        delay: Option<Duration>,
+        hold: Duration,
+        by: Option<Instant>,
+    ) -> Result<Permit, SlowDown> {
+        self.turns.admit(self, server, (delay, hold), by).await
     }
 
     /// A turn taken now, whatever the spacing and the queue (report mode):
@@ -460,8 +482,8 @@ impl Politeness {
     pub(crate) async fn admit_here(
         self: &Arc<Self>,
         server: &Server,
-        delay: Option<Duration>,
-        hold: Duration,
+        (delay, hold): (Option<Duration>, Duration),
+        by: Option<Instant>,
     ) -> Result<Permit, SlowDown> {
         // One admission, one config, whatever a reload does meanwhile.
         let config = self.config.load_full();
@@ -469,14 +491,15 @@ impl Politeness {
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
-        let id = self.enqueue(&config, server, (delay, hold), ticket, &wake)?;
+        let max_wait = config.max_wait_by(by);
+        let id = self.enqueue(&config, server, (delay, hold), (ticket, max_wait), &wake)?;
         let mut place = InQueue {
             gate: self,
             id,
             ticket,
             admitted: false,
         };
-        let deadline = after(Instant::now(), config.max_wait);
+        let deadline = after(Instant::now(), max_wait);
         loop {
             let sleep_until = match self.try_start(&config, id, ticket) {
                 Ok(()) => {
@@ -524,7 +547,7 @@ impl Politeness {
         config: &PolitenessConfig,
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
-        ticket: u64,
+        (ticket, max_wait): (u64, Duration),
         wake: &Arc<Notify>,
     ) -> Result<GateId, SlowDown> {
         let mut gates = self.lock();
@@ -537,7 +560,7 @@ impl Politeness {
         let delay = delay.unwrap_or(host.delay);
         host.hold = host.hold.max(hold).max(delay);
         let estimate = host.estimate(config, delay);
-        if estimate > config.max_wait {
+        if estimate > max_wait {
             return Err(SlowDown {
                 retry_after: estimate,
             });

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
 use super::{Permit, Politeness, SlowDown};
 use crate::target::Server;
@@ -13,14 +14,14 @@ use crate::target::Server;
 /// at the fleet's shared gate in the store ([`Fleet`]). One is chosen at
 /// start; the owner, [`Politeness`], does not ask which.
 pub trait Turns: Send + Sync {
-    /// Waits for this request's turn at `server`'s gate (see
-    /// [`Politeness::admit_holding`]).
+    /// Waits for this request's turn at `server`'s gate, with its spacing
+    /// and the gate's hold, no later than `by` (see [`Politeness::admit_by`]).
     fn admit<'a>(
         &'a self,
         gate: &'a Arc<Politeness>,
         server: &'a Server,
-        delay: Option<Duration>,
-        hold: Duration,
+        spacing: (Option<Duration>, Duration),
+        by: Option<Instant>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>>;
 
     /// Takes a turn at once, counted as a start (see
@@ -42,10 +43,10 @@ impl Turns for Local {
         &'a self,
         gate: &'a Arc<Politeness>,
         server: &'a Server,
-        delay: Option<Duration>,
-        hold: Duration,
+        spacing: (Option<Duration>, Duration),
+        by: Option<Instant>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
-        Box::pin(gate.admit_here(server, delay, hold))
+        Box::pin(gate.admit_here(server, spacing, by))
     }
 
     fn start_now<'a>(

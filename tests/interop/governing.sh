@@ -69,3 +69,36 @@ curl -s "http://127.0.0.1:$gvm/metrics" > "$work/governed.metrics"
 check "governing: report mode counted in robots_proxy_report_only_total" grep -qx \
   'robots_proxy_report_only_total{bot="watched",reason="disallowed"} 1' "$work/governed.metrics"
 check "governing: the start log names the bots in report mode" grep -q 'report_mode=watched' "$work/governed.log"
+
+# --- a daily budget over a fleet: two proxy processes on fleet.sh's redis-server
+# (its own key prefix), a crawler alternating between them at gophernicus ------
+fleet_budget=()
+for i in 1 2; do
+  fbg=$(free_port); fbo=$(free_port); fbm=$(free_port)
+  printf '[listen]\ngemini = "127.0.0.1:%s"\ngopher = "127.0.0.1:%s"\nmetrics = "127.0.0.1:%s"\n
+[bot]\nagent = "interopbot"\ndaily_requests_per_server = 2\n
+[store]\nurl = "%s"\nprefix = "governing:"\n
+[limits]\nallow_private_upstreams = true\n' "$fbg" "$fbo" "$fbm" "$store" > "$work/fleet-budget-$i.toml"
+  RUST_LOG=info "$proxy_bin" run --config "$work/fleet-budget-$i.toml" --state-dir "$work/fleet-budget-state-$i" \
+    --default-delay 0s > "$work/fleet-budget-$i.log" 2>&1 &
+  pids+=($!)
+  wait_port "$fbo"
+  fleet_budget+=("$fbo")
+done
+served_before=$(grep -c '"GET [^"]*hello.txt' "$work/gophernicus.log" || true)
+for n in 1 2 3 4; do
+  curl -s "gopher://127.0.0.1:${fleet_budget[$((n % 2))]}/0$ghole/0/hello.txt" > "$work/fleet-budget.$n"
+done
+# gophernicus may write its log line just after the answer: waited for, 5 s at most.
+deadline=$((SECONDS + 5))
+while :; do
+  served_after=$(grep -c '"GET [^"]*hello.txt' "$work/gophernicus.log" || true)
+  [ "$((served_after - served_before))" -ge 2 ] || [ "$SECONDS" -ge "$deadline" ] && break
+  sleep 0.05
+done
+check "governing: over two proxies, the first two starts of the day are served" \
+  bash -c "grep -q '^Hello from gophernicus.' '$work/fleet-budget.1' && grep -q '^Hello from gophernicus.' '$work/fleet-budget.2'"
+check "governing: over two proxies, the third and fourth get a type-3 slow-down naming the budget" \
+  bash -c "grep -q '^3.*daily_requests_per_server = 2' '$work/fleet-budget.3' && grep -q '^3.*daily_requests_per_server = 2' '$work/fleet-budget.4'"
+check "governing: gophernicus saw two of the four ($served_before before, $served_after after)" \
+  test "$((served_after - served_before))" -eq 2
