@@ -70,3 +70,4 @@ pub mod target;
 pub mod tls;
 pub mod transparent;
 pub mod upstream;
+pub mod waiters;

@@ -270,7 +270,7 @@ impl Limit for DailyBudget {
             let book = &self.ledger.budget;
             wait_for(
                 &self.ledger,
-                asked.deadline,
+                (Some(name), asked.deadline),
                 BotLimit::DailyBudget(*budget),
                 || {
                     book.take(name, &aliases, *budget, clock.unix())
@@ -324,7 +324,7 @@ impl Held for Budgeted {
         self.ledger
             .changes
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        self.ledger.changed.notify_waiters();
+        self.ledger.changed(&self.bot);
     }
 }
 
@@ -332,7 +332,7 @@ impl Drop for Budgeted {
     fn drop(&mut self) {
         if !self.started {
             self.ledger.budget.settle(&self.bot, &self.aliases, None);
-            self.ledger.changed.notify_waiters();
+            self.ledger.changed(&self.bot);
         }
     }
 }

@@ -48,7 +48,7 @@ impl Limit for QuietHours {
             let clock = *self.ledger.clock();
             wait_for(
                 &self.ledger,
-                asked.deadline,
+                (None, asked.deadline),
                 BotLimit::QuietHours,
                 || match quiet_for(windows, clock.unix()) {
                     None => Ok(None),
@@ -86,7 +86,7 @@ impl Limit for VisitTimes {
             };
             wait_for(
                 &self.ledger,
-                asked.deadline,
+                (None, asked.deadline),
                 BotLimit::VisitTime(window),
                 || match policy.visit_wait(clock.unix()) {
                     None => Ok(None),

@@ -94,7 +94,7 @@ impl Limit for Concurrency {
             let book = &self.ledger.inflight;
             wait_for(
                 &self.ledger,
-                asked.deadline,
+                (Some(name), asked.deadline),
                 BotLimit::Concurrency(*max),
                 || book.take(name, &aliases, *max),
             )
@@ -136,6 +136,6 @@ impl Held for InFlight {}
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.ledger.inflight.give_back(&self.bot, &self.aliases);
-        self.ledger.changed.notify_waiters();
+        self.ledger.changed(&self.bot);
     }
 }

@@ -20,13 +20,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::admission::{Limit, Limits, Usage};
 use crate::bots::Bots;
 use crate::politeness::GateBy;
 use crate::refusal::{BotLimit, Busy, Refusal, SlowDown};
+use crate::waiters::Waiters;
 
 mod budget;
 mod clock;
@@ -51,9 +51,10 @@ pub struct Ledger {
     /// Starts counted so far, and as of the last write.
     changes: std::sync::atomic::AtomicU64,
     saved: std::sync::atomic::AtomicU64,
-    /// Woken when anything counted is given back or started: a request
-    /// waiting on a count looks again.
-    changed: Notify,
+    /// By bot name: woken when anything of that bot's counts is given back
+    /// or started, so its requests waiting on a count look again (and no
+    /// other bot's).
+    waiters: Waiters,
     inflight: inflight::Book,
     rate: rate::Book,
     budget: budget::Book,
@@ -74,7 +75,7 @@ impl Ledger {
             path,
             changes: Default::default(),
             saved: Default::default(),
-            changed: Notify::new(),
+            waiters: Waiters::default(),
             inflight: inflight::Book::default(),
             rate: rate::Book::default(),
             budget: budget::Book::default(),
@@ -84,6 +85,12 @@ impl Ledger {
 
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// Something of `bot`'s counts was given back or started: its waiting
+    /// requests look again.
+    fn changed(&self, bot: &str) {
+        self.waiters.wake(bot);
     }
 }
 
@@ -166,18 +173,33 @@ enum Blocked {
 }
 
 /// Asks `take` until it succeeds, waiting between tries for the time it names
-/// or for the ledger to change, up to `deadline`; a wait past the deadline is
-/// answered "slow down" at once, naming `limit`.
+/// or (given `bot`) for a change in that bot's counts, up to `deadline`; a
+/// wait past the deadline is answered "slow down" at once, naming `limit`.
+/// A request that is let through at once watches nothing.
 async fn wait_for<T>(
     ledger: &Ledger,
-    deadline: Instant,
+    (bot, deadline): (Option<&str>, Instant),
     limit: BotLimit,
     mut take: impl FnMut() -> Result<T, Blocked>,
 ) -> Result<T, Refusal> {
+    if let Ok(taken) = take() {
+        return Ok(taken);
+    }
+    let watch = bot.map(|bot| ledger.waiters.watch(bot.to_string()));
     loop {
-        let changed = ledger.changed.notified();
+        // Listening before asking (again): a change between the answer and
+        // the wait is not missed.
+        let changed = watch.as_ref().map(|w| w.notify.notified());
         tokio::pin!(changed);
-        changed.as_mut().enable();
+        if let Some(changed) = changed.as_mut().as_pin_mut() {
+            changed.enable();
+        }
+        let changed = async {
+            match changed.as_pin_mut() {
+                Some(changed) => changed.await,
+                None => std::future::pending().await,
+            }
+        };
         let now = Instant::now();
         let woken = match take() {
             Ok(taken) => return Ok(taken),

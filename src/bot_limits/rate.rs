@@ -83,9 +83,12 @@ impl Limit for RateLimit {
                 return Ok(None);
             };
             let book = &self.ledger.rate;
-            wait_for(&self.ledger, asked.deadline, BotLimit::Rate(*rate), || {
-                book.take(name, *rate, Instant::now())
-            })
+            wait_for(
+                &self.ledger,
+                (Some(name), asked.deadline),
+                BotLimit::Rate(*rate),
+                || book.take(name, *rate, Instant::now()),
+            )
             .await?;
             let mut held = Counted {
                 ledger: self.ledger.clone(),
@@ -122,7 +125,7 @@ impl Held for Counted {
             shared.started();
         }
         self.ledger.rate.settle(&self.bot, true);
-        self.ledger.changed.notify_waiters();
+        self.ledger.changed(&self.bot);
     }
 }
 
@@ -130,7 +133,7 @@ impl Drop for Counted {
     fn drop(&mut self) {
         if !self.started {
             self.ledger.rate.settle(&self.bot, false);
-            self.ledger.changed.notify_waiters();
+            self.ledger.changed(&self.bot);
         }
     }
 }

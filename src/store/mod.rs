@@ -97,7 +97,7 @@ pub struct Store {
     shown: String,
     up: AtomicBool,
     metrics: Arc<Metrics>,
-    wakers: wake::Wakers,
+    wakers: crate::waiters::Waiters,
     /// Makes this proxy's lease names unique in the fleet.
     instance: String,
     leases: AtomicU64,
@@ -145,7 +145,7 @@ impl Store {
             config,
             up: AtomicBool::new(false),
             metrics,
-            wakers: wake::Wakers::default(),
+            wakers: crate::waiters::Waiters::default(),
             instance,
             leases: AtomicU64::new(0),
             run_id: std::sync::Mutex::new(None),

@@ -5,75 +5,13 @@
 //! sleeps until its topic is named, with a deadline as a safety net for a
 //! message lost while the subscription was down.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::Store;
-
-/// Topics with local waiters, each with how many watch it.
-#[derive(Default)]
-pub(super) struct Wakers {
-    topics: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
-}
-
-/// Watching one topic; the topic is forgotten when its last watcher goes.
-pub(super) struct Watch<'a> {
-    wakers: &'a Wakers,
-    topic: String,
-    pub notify: Arc<Notify>,
-}
-
-impl Drop for Watch<'_> {
-    fn drop(&mut self) {
-        let mut topics = self.wakers.lock();
-        if let Some((_, count)) = topics.get_mut(&self.topic) {
-            *count -= 1;
-            if *count == 0 {
-                topics.remove(&self.topic);
-            }
-        }
-    }
-}
-
-impl Wakers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Notify>, usize)>> {
-        self.topics.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn watch(&self, topic: String) -> Watch<'_> {
-        let notify = {
-            let mut topics = self.lock();
-            let (notify, count) = topics
-                .entry(topic.clone())
-                .or_insert_with(|| (Arc::new(Notify::new()), 0));
-            *count += 1;
-            notify.clone()
-        };
-        Watch {
-            wakers: self,
-            topic,
-            notify,
-        }
-    }
-
-    fn wake(&self, topic: &str) {
-        if let Some((notify, _)) = self.lock().get(topic) {
-            notify.notify_waiters();
-        }
-    }
-
-    /// Every waiter looks again (after the subscription was lost).
-    fn wake_all(&self) {
-        for (notify, _) in self.lock().values() {
-            notify.notify_waiters();
-        }
-    }
-}
 
 /// Holds the subscription, subscribing again after the store comes back.
 pub(super) async fn listen(store: Arc<Store>, stop: CancellationToken) {
