@@ -47,6 +47,23 @@ async fn fleet(redis: &RedisServer, n: usize, on_unavailable: OnUnavailable) -> 
     proxies
 }
 
+/// `n` requests at once for `0/p0`, `0/p1`, … at `origin`, spread over the
+/// proxies in turn; their answers.
+async fn spread(proxies: &[Proxy], origin: &GopherOrigin, n: usize) -> Vec<Vec<u8>> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let proxy = proxies[i % proxies.len()].addr(Listener::Gopher);
+            let url = origin.url(&format!("0/p{i}"));
+            tokio::spawn(async move { gopher(proxy, url.as_bytes()).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    answers
+}
+
 fn first(answer: &[u8]) -> String {
     first_line(answer)
 }
@@ -69,15 +86,8 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nCrawl-delay: 0.25\n").await;
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
-    let tasks: Vec<_> = (0..6)
-        .map(|i| {
-            let proxy = proxies[i % 2].addr(Listener::Gopher);
-            let url = origin.url(&format!("0/p{i}"));
-            tokio::spawn(async move { gopher(proxy, url.as_bytes()).await })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), b"text\r\n");
+    for answer in spread(&proxies, &origin, 6).await {
+        assert_eq!(answer, b"text\r\n");
     }
     assert_eq!(origin.count(b"robots.txt"), 1, "{:?}", origin.all());
     let gaps = origin.gaps();
@@ -517,6 +527,17 @@ async fn a_store_restarted_empty_mid_burst_keeps_every_spacing() {
     );
 }
 
+/// Writes into the store behind the proxies' back: `[command, key, a, b]`.
+async fn plant(conn: &mut redis::aio::MultiplexedConnection, [cmd, key, a, b]: [&str; 4]) {
+    let _: i64 = redis::cmd(cmd)
+        .arg(key)
+        .arg(a)
+        .arg(b)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
 /// Polls until the store holds `n` leases at `leases`.
 async fn wait_for_leases(conn: &mut redis::aio::MultiplexedConnection, leases: &str, n: i64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -751,13 +772,7 @@ async fn junk_in_the_gate_fails_closed() {
         // after the answer and rewrites `last`, which would mend the plant).
         wait_for_leases(&mut conn, &leases, 0).await;
         let key = if *cmd == "ZADD" { &leases } else { &gate };
-        let _: i64 = redis::cmd(cmd)
-            .arg(key)
-            .arg(a)
-            .arg(b)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        plant(&mut conn, [cmd, key, a, b]).await;
         let before = arrived(&origin, "/p");
         let answer = gopher(
             proxy.addr(Listener::Gopher),
@@ -943,15 +958,8 @@ async fn the_bots_concurrency_holds_across_the_fleet() {
     let warm = origin.url("0/warm");
     let proxy = proxies[0].addr(Listener::Gopher);
     assert_eq!(gopher(proxy, warm.as_bytes()).await, b"text\r\n");
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            let proxy = proxies[i % 2].addr(Listener::Gopher);
-            let url = origin.url(&format!("0/p{i}"));
-            tokio::spawn(async move { gopher(proxy, url.as_bytes()).await })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), b"text\r\n");
+    for answer in spread(&proxies, &origin, 4).await {
+        assert_eq!(answer, b"text\r\n");
     }
     let gaps = origin.gaps();
     assert_eq!(gaps.len(), 5, "{:?}", origin.all());
@@ -1051,13 +1059,7 @@ async fn junk_in_a_bots_count_fails_closed_once() {
         ("ZADD", &held, "+inf", "forever"),
     ];
     for (i, (cmd, key, a, b)) in plants.iter().enumerate() {
-        let _: i64 = redis::cmd(cmd)
-            .arg(key)
-            .arg(a)
-            .arg(b)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        plant(&mut conn, [cmd, key, a, b]).await;
         let line = first(&gopher(proxy, origin.url(&format!("0/j{i}")).as_bytes()).await);
         assert!(line.starts_with('3'), "{cmd} {a} {b}: {line}");
     }

@@ -270,26 +270,13 @@ impl Store {
     /// the store ran later still, its script loaded afresh, leaves a lease
     /// that expires unrenewed after `[store] lease`).
     fn release_count(self: &Arc<Self>, held: &str, name: &str) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (store, held, name) = (self.clone(), held.to_string(), name.to_string());
-        runtime.spawn(async move {
-            let mut conn = store.connection();
-            let channel = store.channel();
-            let _ = store
-                .run(StoreOp::Limit, async move {
-                    redis::cmd("EVAL")
-                        .arg(RELEASE)
-                        .arg(1)
-                        .arg(&held)
-                        .arg(&name)
-                        .arg(channel)
-                        .query_async::<i64>(&mut conn)
-                        .await
-                })
-                .await;
-        });
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RELEASE)
+            .arg(1)
+            .arg(held)
+            .arg(name)
+            .arg(self.channel());
+        self.in_background(StoreOp::Limit, cmd);
     }
 
     /// One run of `TAKE`.
@@ -380,26 +367,12 @@ impl Store {
         name: String,
         window: Window,
     ) -> Counted {
-        let (store, k, n) = (self.clone(), held.clone(), name.clone());
-        let every = (self.config.lease / 3).max(Duration::from_millis(100));
-        let mut restarts = self.restarts.subscribe();
-        let renewal = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    changed = restarts.changed() => if changed.is_err() { return },
-                }
-                let mut conn = store.connection();
-                let mut call = scripts().renew.key(&k);
-                call.arg(&n).arg(micros(store.config.lease));
-                let _ = store
-                    .run(StoreOp::Limit, async move {
-                        call.invoke_async::<i64>(&mut conn).await
-                    })
-                    .await;
-            }
-        })
-        .abort_handle();
+        let (k, n) = (held.clone(), name.clone());
+        let renewal = self.renewing(StoreOp::Limit, move |store| {
+            let mut call = scripts().renew.key(&k);
+            call.arg(&n).arg(micros(store.config.lease));
+            call
+        });
         Counted {
             store: self.clone(),
             held,

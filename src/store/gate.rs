@@ -419,33 +419,21 @@ impl Store {
     /// a lease no one releases. In the background, on the same connection
     /// (so after the reservation, if that was sent).
     fn cancel(self: &Arc<Self>, leases: &str, name: &str) {
-        let (store, leases, name) = (self.clone(), leases.to_string(), name.to_string());
-        let store_channel = self.channel();
-        tokio::spawn(async move {
-            let mut conn = store.connection();
-            // A plain EVAL, one command: `Script` sends EVALSHA and, on a
-            // store that does not know the script yet, EVAL after it, a
-            // second step that a deadline could cut off.
-            let cancelled = store.cancelled_key(&leases);
-            let ttl_ms = micros(store.config.lease.max(Duration::from_secs(60))) / 1000;
-            // Counted when sent: its answer may itself come after the deadline.
-            store.metrics.store_event(StoreEvent::Cancelled);
-            let _ = store
-                .run(StoreOp::Gate, async move {
-                    redis::cmd("EVAL")
-                        .arg(CANCEL)
-                        .arg(2)
-                        .arg(&leases)
-                        .arg(&cancelled)
-                        .arg(&name)
-                        .arg(store_channel)
-                        // Longer than any reservation can sit in the store's queue.
-                        .arg(ttl_ms)
-                        .query_async::<i64>(&mut conn)
-                        .await
-                })
-                .await;
-        });
+        // A plain EVAL, one command: `Script` sends EVALSHA and, on a store
+        // that does not know the script yet, EVAL after it, a second step
+        // that a deadline could cut off.
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(CANCEL)
+            .arg(2)
+            .arg(leases)
+            .arg(self.cancelled_key(leases))
+            .arg(name)
+            .arg(self.channel())
+            // Longer than any reservation can sit in the store's queue.
+            .arg(micros(self.config.lease.max(Duration::from_secs(60))) / 1000);
+        // Counted when sent: its answer may itself come after the deadline.
+        self.metrics.store_event(StoreEvent::Cancelled);
+        self.in_background(StoreOp::Gate, cmd);
     }
 
     /// Asks to start on the lease `name` reserved before a sleep (`START`):
@@ -615,32 +603,18 @@ impl Store {
         backed_off: bool,
         hold: Duration,
     ) -> Lease {
-        let (store, k, g, n) = (self.clone(), key.clone(), gate.clone(), name.clone());
-        let every = (self.config.lease / 3).max(Duration::from_millis(100));
+        let (k, g, n) = (key.clone(), gate.clone(), name.clone());
         let started = std::time::Instant::now();
-        let mut restarts = self.restarts.subscribe();
-        let renewal = tokio::spawn(async move {
-            let never = micros(crate::politeness::NEVER);
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    changed = restarts.changed() => if changed.is_err() { return },
-                }
-                let mut conn = store.connection();
-                let mut call = scripts().renew.key(&k);
-                call.key(&g)
-                    .arg(&n)
-                    .arg(micros(store.config.lease))
-                    .arg(micros(started.elapsed()))
-                    .arg(micros(hold).min(never));
-                let _ = store
-                    .run(StoreOp::Gate, async move {
-                        call.invoke_async::<i64>(&mut conn).await
-                    })
-                    .await;
-            }
-        })
-        .abort_handle();
+        let never = micros(crate::politeness::NEVER);
+        let renewal = self.renewing(StoreOp::Gate, move |store| {
+            let mut call = scripts().renew.key(&k);
+            call.key(&g)
+                .arg(&n)
+                .arg(micros(store.config.lease))
+                .arg(micros(started.elapsed()))
+                .arg(micros(hold).min(never));
+            call
+        });
         Lease {
             store: self.clone(),
             key,

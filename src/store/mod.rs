@@ -309,6 +309,51 @@ impl Store {
         HEALTH_EVERY + 2 * self.config.timeout
     }
 
+    /// Sends `cmd` in the background, with the deadline: a call whose answer
+    /// no one waits for (a lease given back, a reservation taken back).
+    /// Nothing while the runtime itself is ending.
+    fn in_background(self: &Arc<Self>, op: StoreOp, cmd: redis::Cmd) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.clone();
+        runtime.spawn(async move {
+            let mut conn = store.connection();
+            let _ = store
+                .run(op, async move {
+                    cmd.query_async::<redis::Value>(&mut conn).await
+                })
+                .await;
+        });
+    }
+
+    /// Renews a lease in the background, every third of its life and at
+    /// once when the store restarts (its script re-adds a lease the store
+    /// lost): `renewal` makes one call. Stopped by aborting the handle.
+    fn renewing(
+        self: &Arc<Self>,
+        op: StoreOp,
+        renewal: impl Fn(&Store) -> redis::ScriptInvocation<'static> + Send + 'static,
+    ) -> tokio::task::AbortHandle {
+        let store = self.clone();
+        let every = (self.config.lease / 3).max(Duration::from_millis(100));
+        let mut restarts = self.restarts.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    changed = restarts.changed() => if changed.is_err() { return },
+                }
+                let mut conn = store.connection();
+                let call = renewal(&store);
+                let _ = store
+                    .run(op, async move { call.invoke_async::<i64>(&mut conn).await })
+                    .await;
+            }
+        })
+        .abort_handle()
+    }
+
     /// A name for one lease, unique in the fleet.
     fn lease_name(&self) -> String {
         format!(
