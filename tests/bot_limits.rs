@@ -112,14 +112,9 @@ async fn held_by_the_rate_a_request_waits_its_turn() {
     config.politeness.max_wait = Duration::from_secs(10);
     let proxy = start_proxy(config).await;
     let addr = proxy.addr(Listener::Gemini);
-    let tasks: Vec<_> = (0..6)
-        .map(|i| {
-            let url = origins[i % 3].url(&format!("/p{i}"));
-            tokio::spawn(async move { gemini(addr, &url).await.0 })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), "20 text/gemini");
+    let urls = (0..6).map(|i| origins[i % 3].url(&format!("/p{i}")));
+    for header in gemini_at_once(addr, urls).await {
+        assert_eq!(header, "20 text/gemini");
     }
     // In any second, two starts at most over the three servers: each start
     // is a second or more after the one two before it.
@@ -312,14 +307,9 @@ async fn a_floor_spaces_the_bots_starts_at_a_server() {
     config.politeness.max_wait = Duration::from_secs(10);
     let proxy = start_proxy(config).await;
     let addr = proxy.addr(Listener::Gemini);
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            let url = origin.url(&format!("/p{i}"));
-            tokio::spawn(async move { gemini(addr, &url).await.0 })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), "20 text/gemini");
+    let urls = (0..4).map(|i| origin.url(&format!("/p{i}")));
+    for header in gemini_at_once(addr, urls).await {
+        assert_eq!(header, "20 text/gemini");
     }
     let starts = page_starts(&[&origin]);
     let span = (starts[3] - starts[0]).as_secs_f64();

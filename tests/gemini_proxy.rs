@@ -144,15 +144,9 @@ async fn one_robots_fetch_for_fifty_concurrent_requests() {
     .await;
     let proxy = start_proxy(test_config()).await;
     let addr = proxy.addr(Listener::Gemini);
-    let requests: Vec<_> = (0..50)
-        .map(|i| {
-            let url = origin.url(if i % 2 == 0 { "/a" } else { "/p/b" });
-            tokio::spawn(async move { gemini(addr, &url).await.0 })
-        })
-        .collect();
+    let urls = (0..50).map(|i| origin.url(if i % 2 == 0 { "/a" } else { "/p/b" }));
     let mut refused = 0;
-    for r in requests {
-        let header = r.await.unwrap();
+    for header in gemini_at_once(addr, urls).await {
         refused += usize::from(header.starts_with("53"));
     }
     assert_eq!(refused, 25);

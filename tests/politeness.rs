@@ -45,14 +45,9 @@ async fn the_origin_sees_requests_spaced_by_crawl_delay() {
     let origin = busy_capsule("User-agent: *\nCrawl-delay: 0.2\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let addr = proxy.addr(Listener::Gemini);
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            let url = origin.url(&format!("/p{i}"));
-            tokio::spawn(async move { gemini(addr, &url).await.0 })
-        })
-        .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), "20 text/gemini");
+    let urls = (0..4).map(|i| origin.url(&format!("/p{i}")));
+    for header in gemini_at_once(addr, urls).await {
+        assert_eq!(header, "20 text/gemini");
     }
     let arrivals = origin.arrivals.lock().unwrap().clone();
     assert!(arrivals[0].1.ends_with("/robots.txt"), "{arrivals:?}");

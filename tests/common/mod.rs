@@ -30,6 +30,23 @@ pub fn state_dir() -> PathBuf {
     dir
 }
 
+/// Asks the proxy's Gemini listener at `addr` for every URL at once, each on
+/// its own connection; the answers' headers, in the order of the URLs.
+pub async fn gemini_at_once(
+    addr: SocketAddr,
+    urls: impl IntoIterator<Item = String>,
+) -> Vec<String> {
+    let tasks: Vec<_> = urls
+        .into_iter()
+        .map(|url| tokio::spawn(async move { gemini(addr, &url).await.0 }))
+        .collect();
+    let mut headers = Vec::new();
+    for t in tasks {
+        headers.push(t.await.unwrap());
+    }
+    headers
+}
+
 /// How much one connection's latency (connect, TLS, a task scheduled late)
 /// may differ from another's on a loaded test machine: arrival gaps at an
 /// origin are the gate's spacing give or take this.
