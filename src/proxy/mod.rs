@@ -193,11 +193,8 @@ where
     if let Some(server) = server {
         ctx.recent.resolved(&server.name, &server.addrs);
     }
-    let robots = match &admitted {
-        Some(Ok(a)) => a.robots.clone(),
-        Some(Err(refused)) => refused.robots.clone(),
-        None => None,
-    };
+    // The evidence moves into the outcome once the request has ended (not
+    // copied before: a second copy would be held across the relay).
     match admitted {
         Some(Ok(mut admitted)) => {
             // Boxed: the relay's state (upstream connection, TLS, buffers)
@@ -209,12 +206,12 @@ where
             };
             outcome.waited = admitted.waited;
             outcome.report = std::mem::take(&mut admitted.report);
-            outcome.robots = robots;
+            outcome.robots = admitted.robots.take();
             outcome
         }
-        Some(Err(refused)) => {
+        Some(Err(mut refused)) => {
             let mut outcome = protocol.refuse(client.get_mut(), &refused.refusal).await;
-            outcome.robots = robots;
+            outcome.robots = refused.robots.take();
             outcome
         }
         None => client_left(),
