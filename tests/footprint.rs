@@ -108,10 +108,14 @@ async fn a_held_connection_keeps_little_heap() {
     println!("{per} bytes of heap a held Gopher connection");
     drop(clients);
     // Measured 3,634 bytes in a debug build: the future (2.6 KiB), the read
-    // buffer, the task and the socket's registration. It was 9,894 while
-    // every connection's task was as large as the largest listener's future
-    // and kept that future twice.
-    assert!(per <= 4 * 1024, "{per} bytes a held connection");
+    // buffer, the task and the socket's registration. Report mode and the
+    // robots.txt evidence a request carries (issue 29) made the Gopher future
+    // 2,896 bytes and the heap 3,914 to 4,034 from run to run (4,099 once in
+    // CI, against the 4 KiB this bound was). It was 9,894 while every
+    // connection's task was as large as the largest listener's future and
+    // kept that future twice: the bound still catches that, or a buffer kept
+    // inline.
+    assert!(per <= 4 * 1024 + 512, "{per} bytes a held connection");
 }
 
 async fn wait_for_open(addr: std::net::SocketAddr, open: impl Fn(&str) -> Option<f64>, n: usize) {
