@@ -70,7 +70,13 @@ fn first(answer: &[u8]) -> String {
 
 /// A Gopher server whose robots.txt is `robots` and every page `text`.
 async fn text_hole(robots: &str) -> GopherOrigin {
-    hole(
+    text_hole_on(machine(1), robots).await
+}
+
+/// [`text_hole`] on another machine, `127.0.0.n`.
+async fn text_hole_on(addr: std::net::SocketAddr, robots: &str) -> GopherOrigin {
+    hole_on(
+        addr,
         Reply::Bytes(robots.as_bytes().to_vec()),
         Reply::Bytes(b"text\r\n".to_vec()),
     )
@@ -113,7 +119,7 @@ async fn a_vanished_proxys_lease_expires() {
     );
     // What a proxy killed mid-request leaves: a lease 1 s long, never renewed.
     let mut conn = redis.connection().await;
-    let leases = format!("test:{{a/127.0.0.1:{}}}:leases", origin.addr.port());
+    let leases = "test:{a/127.0.0.1}:leases";
     let now: (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let expiry = now.0 * 1_000_000 + now.1 + 1_000_000;
     let _: i64 = redis::cmd("ZADD")
@@ -331,7 +337,7 @@ async fn hostile_numbers_do_not_break_the_shared_gate() {
         }
     })
     .await;
-    let forever = Origin::start(|url| {
+    let forever = Origin::start_on(machine(2), |url| {
         if url.ends_with("/robots.txt") {
             text("20 text/plain", "User-agent: *\nAllow: /\n")
         } else {
@@ -339,7 +345,12 @@ async fn hostile_numbers_do_not_break_the_shared_gate() {
         }
     })
     .await;
-    let normal = capsule(text("51 none", ""), text("20 text/gemini", "fine")).await;
+    let (robots, page) = (text("51 none", ""), text("20 text/gemini", "fine"));
+    let normal = Origin::start_on(machine(3), move |url| match url.ends_with("/robots.txt") {
+        true => robots.clone(),
+        false => page.clone(),
+    })
+    .await;
     let mut config = fleet_config(&redis, OnUnavailable::Refuse);
     config.politeness.max_delay = None;
     let proxy = start_proxy(config).await;
@@ -455,9 +466,9 @@ fn arrived(origin: &GopherOrigin, prefix: &str) -> usize {
         .count()
 }
 
-/// The gate's key for the Gopher origin on `addr` (by address).
+/// The gate's key for the origin on `addr` (by address: the machine, whatever the port).
 fn gate_key(addr: std::net::SocketAddr) -> String {
-    format!("test:{{a/{addr}}}:gate")
+    format!("test:{{a/{}}}:gate", addr.ip())
 }
 
 /// The store killed and restarted empty (no persistence) right after a
@@ -570,7 +581,7 @@ async fn a_start_that_ran_late_is_not_passed_on() {
     let origin = text_hole("User-agent: *\nCrawl-delay: 1\n").await;
     let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
     let gate = gate_key(origin.addr);
-    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
     let mut conn = redis.connection().await;
     for (i, plant) in ["now", "nan"].into_iter().enumerate() {
         assert_eq!(
@@ -628,7 +639,7 @@ async fn a_client_that_leaves_a_fleet_reservation_gives_it_back() {
     let mut config = fleet_config(&redis, OnUnavailable::Refuse);
     config.politeness.max_wait = Duration::from_secs(60);
     let proxy = start_proxy(config).await;
-    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
     let mut conn = redis.connection().await;
     let mut client = tokio::net::TcpStream::connect(proxy.addr(Listener::Gopher))
         .await
@@ -694,7 +705,7 @@ async fn a_reservation_given_up_on_leaves_no_lease() {
     let answer = gopher(proxy.addr(Listener::Gopher), origin.url("0/b").as_bytes()).await;
     assert!(first(&answer).starts_with("3503 "), "{}", first(&answer));
     // Once the store answers again, nothing holds the server's one place.
-    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         // While the pause lasts this call may time out: ask again.
@@ -756,7 +767,7 @@ async fn junk_in_the_gate_fails_closed() {
         b"text\r\n"
     );
     let gate = gate_key(origin.addr);
-    let leases = format!("test:{{a/{}}}:leases", origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
     let mut conn = redis.connection().await;
     let plants: [(&str, &str, &str); 7] = [
         ("HSET", "last", "nan"),
@@ -910,7 +921,7 @@ async fn limited_fleet(redis: &RedisServer, n: usize, limits: &str) -> Vec<Proxy
 async fn a_daily_budget_holds_across_the_fleet() {
     let redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nAllow: /\n").await;
-    let other = text_hole("User-agent: *\nAllow: /\n").await;
+    let other = text_hole_on(machine(2), "User-agent: *\nAllow: /\n").await;
     let limits = "daily_requests_per_server = 3";
     let mut proxies = limited_fleet(&redis, 2, limits).await;
     let mut relayed = 0;
@@ -974,7 +985,7 @@ async fn the_bots_rate_holds_across_the_fleet_and_its_servers() {
     let redis = RedisServer::start();
     let holes = [
         text_hole("User-agent: *\nAllow: /\n").await,
-        text_hole("User-agent: *\nAllow: /\n").await,
+        text_hole_on(machine(2), "User-agent: *\nAllow: /\n").await,
     ];
     let proxies = limited_fleet(&redis, 2, "rate = \"2/min\"").await;
     let mut relayed = 0;
@@ -1048,7 +1059,7 @@ async fn junk_in_a_bots_count_fails_closed_once() {
         gopher(proxy, origin.url("0/a").as_bytes()).await,
         b"text\r\n"
     );
-    let tag = format!("test:{{bd/default/a/{}}}", origin.addr);
+    let tag = format!("test:{{bd/default/a/{}}}", origin.addr.ip());
     let (held, starts) = (format!("{tag}:held"), format!("{tag}:starts"));
     let mut conn = redis.connection().await;
     let plants: [(&str, &str, &str, &str); 5] = [

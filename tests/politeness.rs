@@ -13,7 +13,16 @@ use common::*;
 /// A capsule whose robots.txt is `robots`; every page answers `20`, `/busy`
 /// answers `busy`.
 async fn busy_capsule(robots: &'static str, busy: &'static str) -> Origin {
-    Origin::start(move |url| {
+    busy_capsule_on(machine(1), robots, busy).await
+}
+
+/// [`busy_capsule`] on `addr`: another machine at `127.0.0.n`.
+async fn busy_capsule_on(
+    addr: std::net::SocketAddr,
+    robots: &'static str,
+    busy: &'static str,
+) -> Origin {
+    Origin::start_on(addr, move |url| {
         if url.ends_with("/robots.txt") {
             text("20 text/plain", robots)
         } else if url.ends_with("/busy") {
@@ -142,7 +151,8 @@ async fn upstream_44_without_seconds_doubles_the_spacing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_host_is_not_held_up() {
     let slow = busy_capsule("User-agent: *\nCrawl-delay: 2\n", "20 text/gemini").await;
-    let fast = busy_capsule("User-agent: *\n", "20 text/gemini").await;
+    // Another machine (a gate is per address, whatever the port).
+    let fast = busy_capsule_on(machine(2), "User-agent: *\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let addr = proxy.addr(Listener::Gemini);
     let slow_url = slow.url("/x");
@@ -263,8 +273,13 @@ async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
         "20 text/gemini",
     )
     .await;
-    let huge_44 = busy_capsule("User-agent: *\nDisallow:\n", "44 18446744073709551615").await;
-    let fine = busy_capsule("User-agent: *\nDisallow:\n", "20 text/gemini").await;
+    let huge_44 = busy_capsule_on(
+        machine(2),
+        "User-agent: *\nDisallow:\n",
+        "44 18446744073709551615",
+    )
+    .await;
+    let fine = busy_capsule_on(machine(3), "User-agent: *\nDisallow:\n", "20 text/gemini").await;
     let proxy = start_proxy(config_with("examplebot", &[])).await;
     let addr = proxy.addr(Listener::Gemini);
 

@@ -2,12 +2,14 @@
 //! `state_dir/budgets` every few seconds when they changed, and once more
 //! when the proxy stops, and read at start (a stop by SIGKILL loses at most
 //! the last few seconds of counts). One line per bucket:
-//! `bot <TAB> server <TAB> bucket <TAB> count`, the server as `a/ADDR:PORT`
-//! or `h/scheme://host:port`. A line that does not read so, or a bucket
-//! already past, is left out; the file is read up to 64 MiB.
+//! `bot <TAB> server <TAB> bucket <TAB> count`, the server as `a/ADDR` or
+//! `h/host` (a file from before gates were per machine, `a/ADDR:PORT` or
+//! `h/scheme://host:port`, is read by its address or host). A line that does
+//! not read so, or a bucket already past, is left out; the file is read up to
+//! 64 MiB.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Clock, Ledger};
 use crate::politeness::Alias;
-use crate::target::{HostKey, Target};
+use crate::target::{canonical_host, Target};
 
 /// The file's name in the state directory.
 pub const FILE: &str = "budgets";
@@ -27,22 +29,25 @@ pub const SAVE_EVERY: Duration = Duration::from_secs(5);
 
 fn alias_text(alias: &Alias) -> String {
     match alias {
-        Alias::Addr(addr) => format!("a/{addr}"),
-        Alias::Name(key) => format!("h/{key}"),
+        Alias::Addr(ip) => format!("a/{ip}"),
+        Alias::Name(host) => format!("h/{host}"),
     }
 }
 
 fn alias_from(text: &str) -> Option<Alias> {
     if let Some(addr) = text.strip_prefix("a/") {
-        return addr.parse::<SocketAddr>().ok().map(Alias::Addr);
+        let ip = addr
+            .parse::<IpAddr>()
+            .or_else(|_| addr.parse::<SocketAddr>().map(|a| a.ip()))
+            .ok()?;
+        return Some(Alias::Addr(ip.to_canonical()));
     }
-    let url = text.strip_prefix("h/")?;
-    let target = Target::parse(url).ok()?;
-    Some(Alias::Name(HostKey {
-        scheme: target.scheme,
-        host: target.host,
-        port: target.port,
-    }))
+    let name = text.strip_prefix("h/")?;
+    let host = match Target::parse(name) {
+        Ok(target) => target.host,
+        Err(_) => canonical_host(name).ok()?,
+    };
+    Some(Alias::Name(host))
 }
 
 impl Ledger {
@@ -130,14 +135,20 @@ mod tests {
 
     #[test]
     fn servers_read_back_as_written() {
-        for text in [
-            "a/127.0.0.1:1965",
-            "a/[::1]:70",
-            "h/gemini://example.org:1965",
-            "h/gopher://localhost:70",
-        ] {
+        for text in ["a/127.0.0.1", "a/::1", "h/example.org", "h/localhost"] {
             let alias = alias_from(text).unwrap_or_else(|| panic!("{text}"));
             assert_eq!(alias_text(&alias), text);
+        }
+        // A file from before gates were per machine: its address or host.
+        for (old, now) in [
+            ("a/127.0.0.1:1965", "a/127.0.0.1"),
+            ("a/[::1]:70", "a/::1"),
+            ("a/[::ffff:127.0.0.1]:70", "a/127.0.0.1"),
+            ("h/gemini://example.org:1965", "h/example.org"),
+            ("h/gopher://LocalHost:70", "h/localhost"),
+        ] {
+            let alias = alias_from(old).unwrap_or_else(|| panic!("{old}"));
+            assert_eq!(alias_text(&alias), now);
         }
         for bad in [
             "",

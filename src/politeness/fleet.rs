@@ -132,15 +132,12 @@ fn ask(
 /// server's addresses (IPv4 before IPv6), IPv4-mapped read as IPv4: every
 /// proxy picks the same one for the same addresses, so `localhost` and
 /// `127.0.0.1` share one gate across the fleet as they do in one process.
+/// No port and no scheme, as in one process: one machine, one gate.
 pub fn fleet_tag(by: GateBy, server: &Server) -> String {
-    let lowest = server
-        .addrs
-        .iter()
-        .map(|a| std::net::SocketAddr::new(a.ip().to_canonical(), a.port()))
-        .min();
+    let lowest = server.addrs.iter().map(|a| a.ip().to_canonical()).min();
     match (by, lowest) {
-        (GateBy::Address, Some(addr)) => format!("a/{addr}"),
-        _ => format!("h/{}", server.name),
+        (GateBy::Address, Some(ip)) => format!("a/{ip}"),
+        _ => format!("h/{}", server.name.host),
     }
 }
 

@@ -3,13 +3,14 @@
 //! come first served, and a request that would wait longer than `max_wait`
 //! answered at once ("slow down") instead of held.
 //!
-//! A gate is keyed by the server, not by how a request spells its name
+//! A gate is keyed by the machine, not by how a request spells its name
 //! (`[politeness] key = "address"`, the default): every address a name resolved
-//! to (IPv4-mapped IPv6 read as IPv4) with its port is an alias of one gate, so
-//! `127.0.0.1`, `localhost`, `[::ffff:127.0.0.1]` and `127.1` share one, and a
-//! name whose addresses include one already gated joins that gate (the IPv4 and
-//! IPv6 of `localhost`). This is Heritrix's per-IP politeness and what Kennedy
-//! does. `key = "host"` keys by name and port instead.
+//! to (IPv4-mapped IPv6 read as IPv4) is an alias of one gate, whatever the port
+//! and the protocol, so `127.0.0.1`, `localhost`, `[::ffff:127.0.0.1]` and
+//! `127.1` share one, a name whose addresses include one already gated joins
+//! that gate (the IPv4 and IPv6 of `localhost`), and a capsule mirrored over
+//! Gemini, Gopher, Spartan and Nex sees one visitor. This is Heritrix's per-IP
+//! politeness and what Kennedy does. `key = "host"` keys by name instead.
 //!
 //! A waiting request costs a queue entry and its connection, no thread: waiters
 //! sleep on their own `Notify`, and only the head of a host's queue is woken
@@ -21,14 +22,14 @@
 //! Only `tokio::time` is used, so tests can pause and advance the clock.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::target::{HostKey, Server};
+use crate::target::Server;
 
 mod fleet;
 mod sweep;
@@ -40,10 +41,10 @@ pub use turns::{Local, Turns};
 /// What one gate stands for (`[politeness] key`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GateBy {
-    /// The server: resolved address and port (the default).
+    /// The machine: each resolved address, whatever the port (the default).
     #[default]
     Address,
-    /// The host name and port as the request spells them (canonical form).
+    /// The host name as the request spells it (canonical form), whatever the port.
     Host,
 }
 
@@ -56,11 +57,21 @@ impl GateBy {
     }
 }
 
-/// What a gate is found by: an address, or a name.
+/// What a gate is found by: an address, or a canonical host name. Neither
+/// has a port or a scheme: one machine is one visitor, over every protocol.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Alias {
-    Addr(SocketAddr),
-    Name(HostKey),
+    Addr(IpAddr),
+    Name(String),
+}
+
+impl std::fmt::Display for Alias {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Alias::Addr(ip) => write!(f, "{ip}"),
+            Alias::Name(host) => f.write_str(host),
+        }
+    }
 }
 
 /// One gate, as a request holds on to it.
@@ -216,15 +227,16 @@ impl Host {
 }
 
 /// The names a server goes by at the gate (`key`): each of its addresses
-/// (IPv4-mapped read as IPv4), or its name when keyed by host or unresolved.
+/// (IPv4-mapped read as IPv4), or its name when keyed by host or unresolved;
+/// never its port or scheme.
 pub fn aliases(by: GateBy, server: &Server) -> Vec<Alias> {
     match by {
         GateBy::Address if !server.addrs.is_empty() => server
             .addrs
             .iter()
-            .map(|a| Alias::Addr(SocketAddr::new(a.ip().to_canonical(), a.port())))
+            .map(|a| Alias::Addr(a.ip().to_canonical()))
             .collect(),
-        _ => vec![Alias::Name(server.name.clone())],
+        _ => vec![Alias::Name(server.name.host.clone())],
     }
 }
 

@@ -1,7 +1,7 @@
 //! Unit tests of [`super`].
 
 use super::*;
-use crate::target::Scheme;
+use crate::target::{HostKey, Scheme};
 use tokio_util::sync::CancellationToken;
 
 /// A server known by name only (no addresses: keyed by its name).
@@ -603,4 +603,32 @@ async fn a_gate_is_held_for_the_longest_spacing_of_its_bots() {
     tokio::time::advance(Duration::from_secs(61)).await;
     gate.sweep();
     assert_eq!(gate.usage().0, 0, "past every spacing: forgotten");
+}
+
+/// One machine serving on several ports (a capsule mirrored over Gemini,
+/// Gopher, Spartan and Nex) is one visitor's machine: its servers share one
+/// gate, by address and by host. Another machine has its own.
+#[tokio::test(start_paused = true)]
+async fn one_machine_on_four_ports_shares_one_gate() {
+    let mirrors = [
+        server("capsule.example", &["192.0.2.7:1965"]),
+        server("capsule.example", &["192.0.2.7:70"]),
+        server("capsule.example", &["192.0.2.7:300"]),
+        server("capsule.example", &["192.0.2.7:1900"]),
+    ];
+    for key in [GateBy::Address, GateBy::Host] {
+        let gate = Politeness::new(PolitenessConfig { key, ..config() });
+        let t0 = Instant::now();
+        let mut starts = Vec::new();
+        for s in &mirrors {
+            let _permit = gate.admit(s, Some(Duration::from_secs(5))).await.unwrap();
+            starts.push(t0.elapsed().as_secs());
+        }
+        assert_eq!(starts, [0, 5, 10, 15], "{key:?}");
+        assert_eq!(gate.usage().0, 1, "{key:?}: one gate");
+        let other = server("other.example", &["192.0.2.8:1965"]);
+        let t1 = Instant::now();
+        let _permit = gate.admit(&other, Some(Duration::from_secs(5))).await;
+        assert_eq!(t1.elapsed(), Duration::ZERO, "{key:?}: another machine");
+    }
 }

@@ -176,6 +176,13 @@ pub async fn wait_until(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
+/// Port 0 on `127.0.0.n`: another machine, as far as the proxy can tell
+/// (a politeness gate is per address, whatever the port: `127.0.0.1` is one
+/// machine however many servers listen on it).
+pub fn machine(n: u8) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, n], 0))
+}
+
 /// A Gemini origin whose `/robots.txt` answers `robots` and every other URL `page`.
 pub async fn capsule(robots: Reply, page: Reply) -> Origin {
     Origin::start(move |url| match url.ends_with("/robots.txt") {
@@ -187,14 +194,19 @@ pub async fn capsule(robots: Reply, page: Reply) -> Origin {
 
 /// A Gopher origin whose `robots.txt` answers `robots` and every other selector `page`.
 pub async fn hole(robots: Reply, page: Reply) -> GopherOrigin {
-    GopherOrigin::start(move |sel| match sel == b"robots.txt" {
+    hole_on(machine(1), robots, page).await
+}
+
+/// [`hole`] on `addr`: another machine at `127.0.0.n`.
+pub async fn hole_on(addr: SocketAddr, robots: Reply, page: Reply) -> GopherOrigin {
+    GopherOrigin::start_on(addr, move |sel| match sel == b"robots.txt" {
         true => robots.clone(),
         false => page.clone(),
     })
     .await
 }
 
-/// A Gemini server on 127.0.0.1:0 that records every request line.
+/// A Gemini server on 127.0.0.1:0 (or another loopback address) that records every request line.
 pub struct Origin {
     pub addr: SocketAddr,
     pub requests: Arc<Mutex<Vec<String>>>,
@@ -283,9 +295,9 @@ impl Origin {
         let _ = self.task.await;
     }
 
-    /// `gemini://127.0.0.1:PORT` + path.
+    /// `gemini://ADDR:PORT` + path (`127.0.0.1` unless started elsewhere).
     pub fn url(&self, path: &str) -> String {
-        format!("gemini://127.0.0.1:{}{path}", self.addr.port())
+        format!("gemini://{}{path}", self.addr)
     }
 
     /// Requests for this path (robots.txt included).
@@ -420,7 +432,7 @@ pub fn split(answer: &[u8]) -> (String, Vec<u8>) {
     (header, body)
 }
 
-/// A Gopher server on 127.0.0.1:0 that records every selector line.
+/// A Gopher server on 127.0.0.1:0 (or another loopback address) that records every selector line.
 pub struct GopherOrigin {
     pub addr: SocketAddr,
     pub selectors: Arc<Mutex<Vec<Vec<u8>>>>,
@@ -430,8 +442,16 @@ pub struct GopherOrigin {
 
 impl GopherOrigin {
     pub async fn start(handler: impl Fn(&[u8]) -> Reply + Send + Sync + 'static) -> GopherOrigin {
+        GopherOrigin::start_on(machine(1), handler).await
+    }
+
+    /// [`start`](Self::start) on a given address.
+    pub async fn start_on(
+        addr: SocketAddr,
+        handler: impl Fn(&[u8]) -> Reply + Send + Sync + 'static,
+    ) -> GopherOrigin {
         let handler = Arc::new(handler);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let selectors = Arc::new(Mutex::new(Vec::new()));
         let recorded = selectors.clone();
@@ -478,12 +498,9 @@ impl GopherOrigin {
         a.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect()
     }
 
-    /// `gopher://127.0.0.1:PORT/` + type and selector.
+    /// `gopher://ADDR:PORT/` + type and selector (`127.0.0.1` unless started elsewhere).
     pub fn url(&self, type_and_selector: &str) -> String {
-        format!(
-            "gopher://127.0.0.1:{}/{type_and_selector}",
-            self.addr.port()
-        )
+        format!("gopher://{}/{type_and_selector}", self.addr)
     }
 
     pub fn count(&self, selector: &[u8]) -> usize {
