@@ -403,7 +403,7 @@ async fn a_restart_does_not_reset_a_budget() {
     let kept = std::fs::read_to_string(dir.join("budgets")).unwrap();
     let line = "default\ta/127.0.0.1\t";
     assert!(
-        kept.starts_with(&line) && kept.trim_end().ends_with("\t1"),
+        kept.starts_with(line) && kept.trim_end().ends_with("\t1"),
         "{kept:?}"
     );
 }

@@ -123,7 +123,7 @@ async fn a_vanished_proxys_lease_expires() {
     let now: (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let expiry = now.0 * 1_000_000 + now.1 + 1_000_000;
     let _: i64 = redis::cmd("ZADD")
-        .arg(&leases)
+        .arg(leases)
         .arg(expiry)
         .arg("ghost")
         .query_async(&mut conn)
