@@ -93,9 +93,11 @@ pub struct RulesArgs {
     pub crawler_user: Option<String>,
 
     /// Destination ports to catch, comma-separated, or `all`: every TCP port but
-    /// 53 (DNS), so what is neither Gemini nor Gopher fails closed at the proxy.
-    #[arg(long, value_name = "PORTS", default_value = "1965,70")]
-    pub ports: String,
+    /// 53 (DNS), so what is none of the small web's protocols fails closed at
+    /// the proxy. Default: every port of the config's `[ports]` table
+    /// (1965, 70, 300, 1900).
+    #[arg(long, value_name = "PORTS")]
+    pub ports: Option<String>,
 
     /// The rules' syntax.
     #[arg(long, value_enum, default_value_t = RulesSyntax::Iptables)]

@@ -1,10 +1,13 @@
 //! The way in shared by the listeners that know where the client meant to go
 //! but not what it speaks: SOCKS5 (from `CONNECT`) and the transparent listener
 //! (from the kernel's original destination). docs/architecture.md, "Drop-in mode".
-//! The first bytes decide: a TLS ClientHello is Gemini, whose TLS the proxy
-//! ends with a certificate from its own CA for the SNI name (else the host);
-//! plainly web TLS is closed; anything else is a Gopher selector line for that
-//! host and port. From there each request takes its protocol's path.
+//! A TLS ClientHello is Gemini, whose TLS the proxy ends with a certificate
+//! from its own CA for the SNI name (else the host); plainly web TLS is
+//! closed. Plain text takes the protocol `[ports]` gives the destination port
+//! (Gopher, Spartan, Nex); to a port the table does not list, it is a Gopher
+//! selector line, unless it reads as a Spartan request line: that is refused,
+//! never relayed as a selector. From there each request takes its protocol's
+//! path.
 
 use std::sync::Arc;
 
@@ -14,10 +17,14 @@ use tokio_rustls::LazyConfigAcceptor;
 use crate::context::Context;
 use crate::gemini::serve as gemini;
 use crate::gopher::serve as gopher;
-use crate::gopher::wire::parse_selector_line;
+use crate::gopher::wire::{parse_selector_line, BadRequest};
 use crate::metrics::{Listener, Rejection, TlsSide};
+use crate::nex::serve as nex;
 use crate::protocol::sniff::{looks_like_tls, plainly_web};
+use crate::protocol::Protocol;
 use crate::proxy::Conn;
+use crate::spartan::serve as spartan;
+use crate::spartan::wire::looks_like_spartan;
 use crate::target::canonical_host;
 use crate::tls::Authority;
 
@@ -47,8 +54,31 @@ pub async fn serve(
         }
     };
     if !looks_like_tls(&first[..n]) {
-        let parse = |line: &[u8]| parse_selector_line(&host, port, line);
-        gopher::serve_line(stream, conn, ctx, parse, listener).await;
+        match ctx.config.ports.protocol_of(port) {
+            Some(Protocol::Spartan) => {
+                spartan::serve_line(stream, conn, ctx, (&host, port), listener).await
+            }
+            Some(Protocol::Nex) => {
+                nex::serve_line(stream, conn, ctx, (&host, port), listener).await
+            }
+            Some(Protocol::Gopher) => {
+                let parse = |line: &[u8]| parse_selector_line(&host, port, line);
+                gopher::serve_line(stream, conn, ctx, parse, listener).await
+            }
+            // Plain text to a Gemini port, or to a port the table does not
+            // list: a Gopher selector, but never a Spartan request passed
+            // on as one.
+            Some(Protocol::Gemini) | None => {
+                let parse = |line: &[u8]| match looks_like_spartan(line) {
+                    true => Err(BadRequest::Unlisted {
+                        protocol: Protocol::Spartan,
+                        port,
+                    }),
+                    false => parse_selector_line(&host, port, line),
+                };
+                gopher::serve_line(stream, conn, ctx, parse, listener).await
+            }
+        }
         return;
     }
     let start = match tokio::time::timeout_at(

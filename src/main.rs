@@ -103,7 +103,11 @@ fn transparent_rules(args: RulesArgs) -> ExitCode {
         RulesSyntax::Iptables => Syntax::Iptables,
         RulesSyntax::Nft => Syntax::Nftables,
     };
-    let rules = Ports::parse(&args.ports)
+    let ports = match &args.ports {
+        Some(list) => Ports::parse(list),
+        None => Ok(Ports::These(config.ports.all())),
+    };
+    let rules = ports
         .and_then(|ports| Plan::for_config(&config, args.crawler_user.clone(), ports))
         .and_then(|plan| plan.render(syntax));
     match rules {

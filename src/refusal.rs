@@ -17,6 +17,7 @@ use crate::fate::Fate;
 use crate::gemini::wire as gemini;
 use crate::gopher::wire as gopher;
 use crate::robots::{Preference, RuleKind};
+use crate::spartan::wire as spartan;
 use crate::target::TargetError;
 use crate::upstream::UpstreamError;
 
@@ -89,6 +90,11 @@ pub enum Malformed {
     Gemini(#[from] gemini::BadRequest),
     #[error("{0}")]
     Gopher(#[from] gopher::BadRequest),
+    #[error("{0}")]
+    Spartan(#[from] spartan::BadRequest),
+    /// A Spartan upload whose data ended before its announced length.
+    #[error("the request announced {announced} bytes of data and sent {sent}")]
+    ShortUpload { announced: u64, sent: u64 },
     /// Its path cannot be decided on (a selector read too many ways, a
     /// control character hidden behind escapes).
     #[error("{0}")]
@@ -110,6 +116,14 @@ pub enum ProxyRule {
         port: u16,
         named: String,
     },
+    /// An upload (a Spartan request with data, `titan://`) from a bot
+    /// without `uploads = true`.
+    #[error("uploads are refused for this bot ({what}); they are not crawling (a bot with uploads = true may send them)")]
+    Upload { what: &'static str },
+    /// A request line of one protocol to a port `[ports]` gives no protocol
+    /// (or another): refused rather than relayed as something else.
+    #[error("a {protocol} request to port {port}, which [ports] does not list for {protocol}; refused, never relayed as another protocol's request")]
+    Unlisted { protocol: &'static str, port: u16 },
 }
 
 /// robots.txt disallows the path for this bot; the rule that did, if one.

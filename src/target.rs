@@ -21,15 +21,32 @@ use crate::spelling::{self, remove_dot_segments, SelectorReading, SpellingError}
 pub enum Scheme {
     Gemini,
     Gopher,
+    Spartan,
+    Nex,
+    /// Gemini's upload companion: a `titan://` URL sends data to a capsule.
+    Titan,
     Http,
     Https,
 }
 
 impl Scheme {
+    pub const ALL: [Scheme; 7] = [
+        Scheme::Gemini,
+        Scheme::Gopher,
+        Scheme::Spartan,
+        Scheme::Nex,
+        Scheme::Titan,
+        Scheme::Http,
+        Scheme::Https,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scheme::Gemini => "gemini",
             Scheme::Gopher => "gopher",
+            Scheme::Spartan => "spartan",
+            Scheme::Nex => "nex",
+            Scheme::Titan => "titan",
             Scheme::Http => "http",
             Scheme::Https => "https",
         }
@@ -37,15 +54,17 @@ impl Scheme {
 
     pub fn default_port(self) -> u16 {
         match self {
-            Scheme::Gemini => 1965,
+            Scheme::Gemini | Scheme::Titan => 1965,
             Scheme::Gopher => 70,
+            Scheme::Spartan => 300,
+            Scheme::Nex => 1900,
             Scheme::Http => 80,
             Scheme::Https => 443,
         }
     }
 
     fn from_name(name: &str) -> Option<Scheme> {
-        [Scheme::Gemini, Scheme::Gopher, Scheme::Http, Scheme::Https]
+        Scheme::ALL
             .into_iter()
             .find(|s| s.as_str().eq_ignore_ascii_case(name))
     }
@@ -62,6 +81,10 @@ pub enum Resource {
         selector: Vec<u8>,
         search: Option<Vec<u8>>,
     },
+    /// Nex: the path as it is sent (a URL's path decoded once, or the line a
+    /// client sent), read by servers as loosely as a Gopher selector, so
+    /// decided over the same spellings.
+    Selector(Vec<u8>),
 }
 
 /// A parsed, canonical target.
@@ -123,7 +146,7 @@ pub enum TargetError {
 }
 
 impl Target {
-    /// Parses an absolute `gemini://`, `gopher://`, `http://` or `https://` URL.
+    /// Parses an absolute URL of a [`Scheme`].
     pub fn parse(input: &str) -> Result<Target, TargetError> {
         if input.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
             return Err(TargetError::ControlCharacter);
@@ -149,6 +172,7 @@ impl Target {
         };
         let resource = match scheme {
             Scheme::Gopher => gopher_resource(path_and_query)?,
+            Scheme::Nex => nex_resource(path_and_query)?,
             _ => Resource::Path(canonical_path(path_and_query)),
         };
         Ok(Target {
@@ -171,10 +195,7 @@ impl Target {
     pub fn url(&self) -> String {
         match &self.resource {
             Resource::Path(p) => {
-                let mut url = format!("{}://{}", self.scheme.as_str(), self.host);
-                if self.port != self.scheme.default_port() {
-                    url.push_str(&format!(":{}", self.port));
-                }
+                let mut url = origin(self.scheme, &self.host, self.port);
                 url.push_str(p);
                 url
             }
@@ -192,6 +213,14 @@ impl Target {
                 }
                 url
             }
+            Resource::Selector(path) => {
+                let mut url = origin(self.scheme, &self.host, self.port);
+                if path.first() != Some(&b'/') {
+                    url.push('/');
+                }
+                push_url_escaped(&mut url, path);
+                url
+            }
         }
     }
 
@@ -199,7 +228,7 @@ impl Target {
     pub fn matched_path(&self) -> &[u8] {
         match &self.resource {
             Resource::Path(p) => p.as_bytes(),
-            Resource::Gopher { selector, .. } => selector,
+            Resource::Gopher { selector, .. } | Resource::Selector(selector) => selector,
         }
     }
 
@@ -212,10 +241,37 @@ impl Target {
     ) -> Result<Decision, TargetError> {
         match &self.resource {
             Resource::Path(p) => Ok(spelling::decide_path(policy, p.as_bytes())),
-            Resource::Gopher { selector, .. } => {
+            Resource::Gopher { selector, .. } | Resource::Selector(selector) => {
                 Ok(spelling::decide_selector(policy, selector, reading)?)
             }
         }
+    }
+
+    /// A target of a path-addressed protocol (Gemini, Spartan) from a request
+    /// line's parts: `host` already canonical, `path` made canonical as a
+    /// URL's would be.
+    pub fn with_path(scheme: Scheme, host: String, port: u16, path: &str) -> Target {
+        Target {
+            scheme,
+            host,
+            port,
+            resource: Resource::Path(canonical_path(path)),
+            had_userinfo: false,
+            had_fragment: false,
+        }
+    }
+
+    /// A Nex target from the line a client sent (drop-in mode): `host`
+    /// already canonical. The path is checked as a URL's would be.
+    pub fn nex(host: String, port: u16, line: Vec<u8>) -> Result<Target, TargetError> {
+        Ok(Target {
+            scheme: Scheme::Nex,
+            host,
+            port,
+            resource: selector_checked(line)?,
+            had_userinfo: false,
+            had_fragment: false,
+        })
     }
 
     /// A Gopher target from a selector sent as it is (SOCKS5 drop-in mode):
@@ -411,6 +467,31 @@ fn gopher_resource(path_and_query: &str) -> Result<Resource, TargetError> {
         return Err(TargetError::ControlCharacter);
     }
     gopher_checked(item_type, selector, search)
+}
+
+/// A Nex URL's path (its query too: Nex has none, a `?` is part of the
+/// path), percent-decoded once, as a Gopher URL's selector is.
+fn nex_resource(path_and_query: &str) -> Result<Resource, TargetError> {
+    selector_checked(percent_decode(path_and_query.as_bytes()))
+}
+
+/// A path sent as written, holding no CR, LF or NUL, not even behind escapes
+/// a server would decode.
+fn selector_checked(path: Vec<u8>) -> Result<Resource, TargetError> {
+    if path.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err(TargetError::ControlCharacter);
+    }
+    spelling::check_selector(&path)?;
+    Ok(Resource::Selector(path))
+}
+
+/// `scheme://host[:port]`, the port left out when it is the scheme's default.
+fn origin(scheme: Scheme, host: &str, port: u16) -> String {
+    let mut url = format!("{}://{host}", scheme.as_str());
+    if port != scheme.default_port() {
+        url.push_str(&format!(":{port}"));
+    }
+    url
 }
 
 /// A Gopher resource whose selector and search hold no CR, LF or NUL, not

@@ -75,7 +75,10 @@ async fn a_connection_future_stays_small() {
     ];
     println!("{sizes:?}");
     for (listener, size, bound) in sizes {
-        assert!(size <= bound, "{listener}: {size} bytes a connection");
+        assert!(
+            size <= bound,
+            "{listener}: {size} bytes a connection {sizes:?}"
+        );
     }
 }
 

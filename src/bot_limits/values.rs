@@ -23,6 +23,9 @@ pub struct BotLimits {
     pub quiet_hours: Vec<DayWindow>,
     /// Whether robots.txt and these limits are enforced, or only reported.
     pub mode: Mode,
+    /// Whether its uploads (a Spartan request with data, `titan://`) are
+    /// relayed (still decided by robots.txt) or refused (the default).
+    pub uploads: bool,
 }
 
 /// `mode`: what the proxy does with what robots.txt and the bot's limits

@@ -350,6 +350,7 @@ fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigE
         daily_requests_per_server,
         quiet_hours,
         mode,
+        uploads: raw.uploads.unwrap_or(false),
     })
 }
 

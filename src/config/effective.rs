@@ -9,6 +9,7 @@ use super::raw::*;
 use super::{format_duration, Config, LogFormat, OnUnreachable};
 use crate::bot_limits::values::Mode;
 use crate::listener::Listener;
+use crate::protocol::Protocol;
 use crate::spelling::SelectorReading;
 
 /// A duration as the file writes it.
@@ -38,6 +39,7 @@ struct LimitKeys {
     quiet_hours: Option<Vec<String>>,
     mode: Option<String>,
     content_usage: Option<Vec<String>>,
+    uploads: Option<bool>,
 }
 
 fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
@@ -50,6 +52,7 @@ fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
         quiet_hours: (!l.quiet_hours.is_empty()).then(|| strings(&l.quiet_hours)),
         mode: (l.mode != Mode::Enforce).then(|| l.mode.as_str().to_string()),
         content_usage: (!bot.profile.uses().is_empty()).then(|| strings(bot.profile.uses())),
+        uploads: l.uploads.then_some(true),
     }
 }
 
@@ -95,6 +98,7 @@ impl RawConfig {
                     quiet_hours: l.quiet_hours,
                     mode: l.mode,
                     content_usage: l.content_usage,
+                    uploads: l.uploads,
                 }
             }),
             bots: bots
@@ -115,6 +119,7 @@ impl RawConfig {
                         quiet_hours: l.quiet_hours,
                         mode: l.mode,
                         content_usage: l.content_usage,
+                        uploads: l.uploads,
                     }
                 })
                 .collect(),
@@ -156,6 +161,12 @@ impl RawConfig {
             metrics: RawMetrics {
                 per_host: Some(config.metrics_per_host.is_some()),
                 per_host_limit: config.metrics_per_host,
+            },
+            ports: RawPorts {
+                gemini: Some(config.ports.ports(Protocol::Gemini).to_vec()),
+                gopher: Some(config.ports.ports(Protocol::Gopher).to_vec()),
+                spartan: Some(config.ports.ports(Protocol::Spartan).to_vec()),
+                nex: Some(config.ports.ports(Protocol::Nex).to_vec()),
             },
             socks5: RawSocks5 {
                 users: Some(

@@ -74,6 +74,8 @@ pub struct Config {
     pub socks5_users: Vec<(String, String)>,
     /// TLS through SOCKS5 to these ports is HTTPS, not Gemini: closed at once.
     pub socks5_https_ports: PortSet,
+    /// `[ports]`: the protocol each destination port speaks (SOCKS5, transparent).
+    pub ports: crate::protocol::PortTable,
     /// Host and port rewritten Gopher menus point at; `None`: the listener's own.
     pub gopher_public_host: Option<String>,
     pub gopher_public_port: Option<u16>,

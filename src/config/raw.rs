@@ -21,6 +21,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub socks5: RawSocks5,
     #[serde(default)]
+    pub ports: RawPorts,
+    #[serde(default)]
     pub gopher: RawGopher,
     #[serde(default)]
     pub access: RawAccess,
@@ -157,6 +159,44 @@ pub struct RawSocks5 {
     pub https_ports: Option<Vec<String>>,
 }
 
+/// `[ports]`: the protocol each destination port speaks (SOCKS5, transparent).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPorts {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gemini: Option<Vec<u16>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gopher: Option<Vec<u16>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spartan: Option<Vec<u16>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nex: Option<Vec<u16>>,
+}
+
+impl RawPorts {
+    /// The key that holds `protocol`'s list, as an error names it.
+    pub fn key(protocol: crate::protocol::Protocol) -> &'static str {
+        use crate::protocol::Protocol;
+        match protocol {
+            Protocol::Gemini => "ports.gemini",
+            Protocol::Gopher => "ports.gopher",
+            Protocol::Spartan => "ports.spartan",
+            Protocol::Nex => "ports.nex",
+        }
+    }
+
+    /// The list the file gives `protocol`, if any.
+    pub fn get(&self, protocol: crate::protocol::Protocol) -> Option<&[u16]> {
+        use crate::protocol::Protocol;
+        match protocol {
+            Protocol::Gemini => self.gemini.as_deref(),
+            Protocol::Gopher => self.gopher.as_deref(),
+            Protocol::Spartan => self.spartan.as_deref(),
+            Protocol::Nex => self.nex.as_deref(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSocksUser {
@@ -198,6 +238,8 @@ pub struct RawBot {
     pub mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_usage: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uploads: Option<bool>,
 }
 
 /// One `[[bots]]` entry.
@@ -228,6 +270,8 @@ pub struct RawNamedBot {
     pub mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_usage: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uploads: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -328,6 +372,7 @@ pub struct RawBotLimits<'a> {
     pub quiet_hours: Option<&'a [String]>,
     pub mode: Option<&'a str>,
     pub content_usage: Option<&'a [String]>,
+    pub uploads: Option<bool>,
 }
 
 macro_rules! raw_bot_limits {
@@ -342,6 +387,7 @@ macro_rules! raw_bot_limits {
                     quiet_hours: self.quiet_hours.as_deref(),
                     mode: self.mode.as_deref(),
                     content_usage: self.content_usage.as_deref(),
+                    uploads: self.uploads,
                 }
             }
         }

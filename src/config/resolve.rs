@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::clients::{access, bots};
 use super::listens::listen;
+use super::raw::RawPorts;
 use super::values::{
     bound, count, default_state_dir, duration, flag_or_key, valid_log_filter, DAY,
 };
@@ -21,6 +22,7 @@ use crate::cli::RunArgs;
 use crate::egress::PortSet;
 use crate::listener::{Listener, Listens};
 use crate::politeness::{GateBy, PolitenessConfig};
+use crate::protocol::{PortTable, Protocol};
 use crate::spelling::SelectorReading;
 
 impl RawConfig {
@@ -30,12 +32,13 @@ impl RawConfig {
         // the first in the file.
         let listen = listen(&self, flags)?;
         let (socks5_users, socks5_https_ports) = socks5(&self)?;
+        let ports = ports(&self)?;
         let (gopher_public_host, gopher_public_port, selector_reading) =
             gopher(&self, listen.get(Listener::Gopher))?;
         let access = access(&self, &listen)?;
         let bots = bots(&self, flags, &socks5_users, &access)?;
         let robots = robots(&self)?;
-        let limits = limits(&self, flags)?;
+        let limits = limits(&self, flags, &ports)?;
         let tls = tls(&self)?;
         let politeness = politeness(&self, flags)?;
         let (log_format, log_level) = log(&self, flags)?;
@@ -52,6 +55,7 @@ impl RawConfig {
             listen,
             socks5_users,
             socks5_https_ports,
+            ports,
             gopher_public_host,
             gopher_public_port,
             selector_reading,
@@ -284,7 +288,7 @@ fn upstream_mark(raw: &RawConfig, flags: &RunArgs) -> Result<Option<u32>, Config
 }
 
 /// `[limits]`, `--allow-private-upstreams` and `--upstream-mark`.
-fn limits(raw: &RawConfig, flags: &RunArgs) -> Result<Limits, ConfigError> {
+fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits, ConfigError> {
     let l = &raw.limits;
     let limits = Limits {
         max_connections: count(
@@ -326,7 +330,8 @@ fn limits(raw: &RawConfig, flags: &RunArgs) -> Result<Limits, ConfigError> {
         allow_private_upstreams: flags.allow_private_upstreams
             || l.allow_private_upstreams.unwrap_or(false),
         upstream_ports: match &l.upstream_ports {
-            None => PortSet::default_set(),
+            // The default admits every port of `[ports]`.
+            None => PortSet::default_set().allowing(&table.all()),
             Some(items) => match PortSet::parse(items) {
                 Ok(set) if set.is_empty() => {
                     return Err(invalid("limits.upstream_ports", "allows no port"))
@@ -337,8 +342,38 @@ fn limits(raw: &RawConfig, flags: &RunArgs) -> Result<Limits, ConfigError> {
         },
         upstream_mark: upstream_mark(raw, flags)?,
     };
+    // A port the file says speaks a protocol, but no request may go to: a
+    // config that contradicts itself. (A default port that an explicit
+    // `upstream_ports` leaves out is only refused, as any other port.)
+    for protocol in Protocol::ALL {
+        if raw.ports.get(*protocol).is_none() {
+            continue;
+        }
+        if let Some(port) = table
+            .ports(*protocol)
+            .iter()
+            .find(|&&p| !limits.upstream_ports.contains(p))
+        {
+            return Err(invalid(
+                RawPorts::key(*protocol),
+                format!("port {port} is refused by limits.upstream_ports"),
+            ));
+        }
+    }
 
     Ok(limits)
+}
+
+/// `[ports]`: each protocol's list replaces its default.
+fn ports(raw: &RawConfig) -> Result<PortTable, ConfigError> {
+    Protocol::ALL
+        .iter()
+        .try_fold(PortTable::default(), |table, &p| match raw.ports.get(p) {
+            None => Ok(table),
+            Some(list) => table
+                .with(p, list)
+                .map_err(|e| invalid(RawPorts::key(p), e)),
+        })
 }
 
 /// `[tls]`.

@@ -296,11 +296,13 @@ pub struct PortSet {
     deny: Vec<RangeInclusive<u16>>,
 }
 
-/// The default `limits.upstream_ports`: Gopher's 70 and every unprivileged
-/// port (Gemini's 1965, Gopher servers on 7070 and the like), except the
+/// The default `limits.upstream_ports`: Gopher's 70, Spartan's 300 and every
+/// unprivileged port (Gemini's 1965, Nex's 1900, Gopher servers on 7070 and
+/// the like), except the
 /// well-known line-based and internal services one line could harm.
 pub const DEFAULT_UPSTREAM_PORTS: &[&str] = &[
     "70",
+    "300", // Spartan
     "1024-65535",
     "!1080",        // SOCKS
     "!1433-1434",   // Microsoft SQL Server
@@ -370,6 +372,16 @@ impl PortSet {
         PortSet::parse(DEFAULT_UPSTREAM_PORTS).expect("the default parses")
     }
 
+    /// The set with `ports` allowed too (a port it denies stays denied).
+    pub fn allowing(mut self, ports: &[u16]) -> PortSet {
+        for &port in ports {
+            if !self.allow.iter().any(|r| r.contains(&port)) {
+                self.allow.push(port..=port);
+            }
+        }
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.allow.is_empty()
     }
@@ -417,7 +429,7 @@ impl Reach {
         match self.ports.contains(port) {
             true => Ok(()),
             false => Err(format!(
-                "port {port} is not among limits.upstream_ports (well-known services other than Gopher and Gemini are refused)"
+                "port {port} is not among limits.upstream_ports (well-known services other than the small web's are refused)"
             )),
         }
     }

@@ -36,6 +36,16 @@ impl FetchOutcome {
     }
 }
 
+/// `fetch`'s outcome, or unreachable if it has not ended within `timeout`
+/// (the whole fetch: every request and redirect of it).
+pub async fn within(timeout: Duration, fetch: impl Future<Output = FetchOutcome>) -> FetchOutcome {
+    tokio::time::timeout(timeout, fetch)
+        .await
+        .unwrap_or_else(|_| {
+            FetchOutcome::unreachable(format!("robots.txt not fetched within {timeout:?}"))
+        })
+}
+
 /// A boxed future, so fetchers can be chosen at run time and faked in tests.
 pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
 

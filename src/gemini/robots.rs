@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 
-use crate::fetch::outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::gemini::wire::{parse_header, read_line, MAX_HEADER};
 use crate::robots::PARSE_LIMIT;
 use crate::target::{Resource, Scheme, Server, Target};
@@ -160,7 +160,7 @@ fn resolve_redirect(base: &Target, location: &str) -> String {
     }
     let base_path = match &base.resource {
         Resource::Path(p) => p.split('?').next().unwrap_or("/"),
-        Resource::Gopher { .. } => "/",
+        Resource::Gopher { .. } | Resource::Selector(_) => "/",
     };
     let dir = &base_path[..base_path.rfind('/').map_or(0, |i| i + 1)];
     format!("{origin}{dir}{location}")
@@ -168,16 +168,7 @@ fn resolve_redirect(base: &Target, location: &str) -> String {
 
 impl RobotsFetcher for GeminiRobots {
     fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
-        Box::pin(async move {
-            tokio::time::timeout(self.timeout, self.fetch_url(server, bot))
-                .await
-                .unwrap_or_else(|_| {
-                    FetchOutcome::unreachable(format!(
-                        "robots.txt not fetched within {:?}",
-                        self.timeout
-                    ))
-                })
-        })
+        Box::pin(within(self.timeout, self.fetch_url(server, bot)))
     }
 }
 

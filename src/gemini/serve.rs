@@ -27,7 +27,7 @@ use crate::refusal::{ceil_secs, Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::Target;
 
 /// The Gemini status for a request that was not relayed (the README's table).
-fn status_for(refusal: &Refusal) -> u8 {
+pub fn status_for(refusal: &Refusal) -> u8 {
     match refusal {
         Refusal::Denied(Denied::NoCertificate) => return status::CERTIFICATE_REQUIRED,
         Refusal::Denied(Denied::UnknownCertificate(_)) => {

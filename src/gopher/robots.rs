@@ -10,10 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::fetch::outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
-use crate::robots::{RobotsTxt, PARSE_LIMIT};
+use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::plain::first_found;
 use crate::target::Server;
 use crate::upstream::Upstream;
 
@@ -32,49 +30,13 @@ impl GopherRobots {
     }
 
     async fn fetch_selectors(&self, server: &Server) -> FetchOutcome {
-        for selector in SELECTORS {
-            let connected = self
-                .upstream
-                .connect_tcp(&server.name.host, &server.addrs)
-                .await;
-            let mut stream = match connected {
-                Ok(s) => s,
-                Err(e) => return FetchOutcome::unreachable(e.to_string()),
-            };
-            if let Err(e) = stream.write_all(format!("{selector}\r\n").as_bytes()).await {
-                return FetchOutcome::unreachable(format!("sending {selector:?}: {e}"));
-            }
-            let mut body = Vec::new();
-            // Reading past the parse limit would only cost memory.
-            if let Err(e) = (&mut stream)
-                .take(PARSE_LIMIT as u64 + 1)
-                .read_to_end(&mut body)
-                .await
-            {
-                if body.is_empty() {
-                    return FetchOutcome::unreachable(format!("reading {selector:?}: {e}"));
-                }
-            }
-            if RobotsTxt::parse(&body).field_lines() > 0 {
-                return FetchOutcome::Found(body);
-            }
-        }
-        FetchOutcome::Missing(format!("no robots.txt at {}", SELECTORS.join(", ")))
+        first_found(&self.upstream, server, &SELECTORS).await
     }
 }
 
 impl RobotsFetcher for GopherRobots {
     /// Gopher has no room for a bot's name: a selector is the file's name.
     fn fetch<'a>(&'a self, server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
-        Box::pin(async move {
-            tokio::time::timeout(self.timeout, self.fetch_selectors(server))
-                .await
-                .unwrap_or_else(|_| {
-                    FetchOutcome::unreachable(format!(
-                        "robots.txt not fetched within {:?}",
-                        self.timeout
-                    ))
-                })
-        })
+        Box::pin(within(self.timeout, self.fetch_selectors(server)))
     }
 }

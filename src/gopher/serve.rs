@@ -5,9 +5,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 use crate::access::Denied;
 use crate::admission::Admitted;
@@ -17,13 +16,13 @@ use crate::fate::Fate;
 use crate::gopher::wire::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
-use crate::metrics::{Listener, Protocol, Rejection};
-use crate::protocol::{read_line, LineError};
+use crate::metrics::{Listener, Protocol};
 use crate::proxy::{
-    close, finish, log, serve_admitted, stream, Answer, Conn, Cut, Ended, Hangup, Outcome,
-    Transform, CLIENT_BUFFER,
+    self, close, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome,
+    Transform, Unparsed,
 };
-use crate::refusal::{Malformed, Refusal, UpstreamFailure};
+use crate::refusal::{ProxyRule, Refusal};
+use crate::target::Target;
 
 /// The first line of the type-3 menu for a refusal (the README's table),
 /// before its detail.
@@ -37,6 +36,11 @@ fn kind_for(refusal: &Refusal) -> &'static str {
 }
 
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+    // A Spartan request to a port the table does not list is answered in
+    // Spartan: the client's own language, not a menu it would misread.
+    if let Refusal::ProxyRule(ProxyRule::Unlisted { .. }) = refusal {
+        return crate::spartan::serve::answer(client, refusal).await;
+    }
     // The detail is formatted once: for the menu and for the log line.
     let detail = refusal.detail();
     let text = format!("{}: {detail}", kind_for(refusal));
@@ -65,67 +69,62 @@ pub async fn turn_away(mut stream: TcpStream, peer: SocketAddr) {
 /// on (checks, answers, log line, metrics). Only the Gopher listener's clients
 /// get menus rewritten to point back through it; the others' next request
 /// comes through their way in again.
-pub async fn serve_line<S: AsyncRead + AsyncWrite + Cut + Unpin>(
+pub fn serve_line<'a, S: AsyncRead + AsyncWrite + Cut + Unpin + 'a>(
     stream: S,
-    conn: Conn<'_>,
-    ctx: &Context,
-    parse: impl FnOnce(&[u8]) -> Result<Request, BadRequest>,
+    conn: Conn<'a>,
+    ctx: &'a Context,
+    parse: impl Fn(&[u8]) -> Result<Request, BadRequest> + 'a,
     listener: Listener,
-) {
-    let rewrite_menus = listener == Listener::Gopher;
-    let peer = conn.peer;
-    // Small: `read_line` gathers a longer line over several reads, and a
-    // waiting request holds this buffer (tests/footprint.rs).
-    let mut client = BufReader::with_capacity(CLIENT_BUFFER, stream);
-    let left = conn.deadline.saturating_duration_since(Instant::now());
-    // Who is asking is known before its line is read: even a malformed
-    // request counts for its bot.
-    let who = ctx.config.access.identify(&ctx.config.bots, &conn.client());
-    let bot = who.as_ref().ok().copied();
-    let (request, outcome) = match read_line(&mut client, MAX_REQUEST, left).await {
-        Ok(line) => match (parse(&line), who) {
-            (Err(BadRequest::Http), _) => {
-                // A web client: no Gopher answer would mean anything to it.
-                tracing::info!(%peer, listener = %listener.as_str(), "an HTTP request; closed (Gemini and Gopher only)");
-                ctx.metrics.rejected(listener, Rejection::Http);
-                close(client.get_mut()).await;
-                return;
-            }
-            (parsed, Err(denied)) => {
-                ctx.metrics.access_refused(&denied);
-                let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
-                (parsed.ok(), outcome)
-            }
-            (Ok(request), Ok(bot)) => {
-                let outcome = process(&mut client, (bot, &request), ctx, rewrite_menus).await;
-                (Some(request), outcome)
-            }
-            (Err(e), Ok(_)) => {
-                let refusal = Refusal::Malformed(e.into());
-                (None, answer(client.get_mut(), &refusal).await)
-            }
-        },
-        Err(LineError::TooLong(max)) => {
-            let refusal = Refusal::Malformed(Malformed::TooLong {
-                what: "selector line",
-                max,
-            });
-            (None, answer(client.get_mut(), &refusal).await)
-        }
-        Err(e) => {
-            // As before on the Gopher listener: a scanner that sends nothing is no request.
-            tracing::debug!(%peer, error = %e, "no selector line; closed");
-            return;
-        }
+) -> impl std::future::Future<Output = ()> + 'a {
+    let lines = Lines {
+        parse,
+        rewrite_menus: listener == Listener::Gopher,
     };
-    let target = request.as_ref().map(|r| &r.target);
-    finish(
-        client.get_mut(),
-        &outcome,
-        (&ctx.metrics, Protocol::Gopher),
-        || log(ctx, Protocol::Gopher, &conn, (bot, target), &outcome),
-    )
-    .await;
+    proxy::serve_line(stream, conn, ctx, lines, listener)
+}
+
+/// Gopher as a line protocol: how its lines are parsed, and whether menus
+/// are rewritten.
+struct Lines<F> {
+    parse: F,
+    rewrite_menus: bool,
+}
+
+impl<F: Fn(&[u8]) -> Result<Request, BadRequest>> LineProtocol for Lines<F> {
+    type Request = Request;
+    const PROTOCOL: Protocol = Protocol::Gopher;
+    const MAX_LINE: usize = MAX_REQUEST;
+    const WHAT: &'static str = "selector line";
+
+    fn parse(&self, line: &[u8]) -> Result<Request, Unparsed> {
+        (self.parse)(line).map_err(|e| match e {
+            BadRequest::Http => Unparsed::Http,
+            BadRequest::Unlisted { protocol, port } => {
+                Unparsed::refused(Refusal::ProxyRule(ProxyRule::Unlisted {
+                    protocol: protocol.as_str(),
+                    port,
+                }))
+            }
+            e => Unparsed::refused(Refusal::Malformed(e.into())),
+        })
+    }
+
+    fn target(request: &Request) -> &Target {
+        &request.target
+    }
+
+    async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut BufReader<S>,
+        (bot, request): (BotId, &Request),
+        ctx: &Context,
+    ) -> Outcome {
+        process(client, (bot, request), ctx, self.rewrite_menus).await
+    }
+
+    async fn refuse<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
+    }
 }
 
 /// The shared checks, then the relay. `rewrite_menus`: menus answer to a client
@@ -167,8 +166,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gopher<'_> {
     }
 }
 
-/// Sends the selector upstream and streams the answer back. A refusal is
-/// returned only while nothing has been sent to the client yet.
+/// Sends the selector upstream and streams the answer back, menus through
+/// the rewriter for the Gopher listener's clients. A refusal is returned only
+/// while nothing has been sent to the client yet.
 async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     client: &mut BufReader<S>,
     request: &Request,
@@ -176,44 +176,6 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &Context,
     rewrite_menus: bool,
 ) -> Result<Outcome, Refusal> {
-    let idle = ctx.config.limits.idle_timeout;
-    let target = &request.target;
-    let connecting = Instant::now();
-    let upstream = ctx
-        .upstream
-        .connect_tcp(&target.host, &admitted.server.addrs)
-        .await
-        .map_err(Refusal::from)?;
-    let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
-    let line = request.upstream_line();
-    ctx.metrics.bytes_to_upstream.inc_by(line.len() as u64);
-    let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(&line)).await;
-    if !matches!(sent, Ok(Ok(()))) {
-        return Err(Refusal::Upstream(UpstreamFailure::Send {
-            authority: target.authority(),
-            what: "selector",
-        }));
-    }
-    // Wait for the first byte before answering anything: a server that says
-    // nothing gets a 3502, not an empty answer.
-    match tokio::time::timeout(idle, upstream.fill_buf()).await {
-        Ok(Ok(_)) => ctx
-            .metrics
-            .upstream_first_byte
-            .observe(connecting.elapsed().as_secs_f64()),
-        Ok(Err(e)) => {
-            return Err(Refusal::Upstream(UpstreamFailure::Answer {
-                authority: target.authority(),
-                why: e.to_string(),
-            }))
-        }
-        Err(_) => {
-            return Err(Refusal::Upstream(UpstreamFailure::Silent {
-                authority: target.authority(),
-                after: idle,
-            }))
-        }
-    }
     let mut rewriter = match &ctx.gopher_public {
         Some((host, port)) if rewrite_menus && request.answer_is_menu() => Some(Rewriting {
             menu: MenuRewriter::new(host, *port),
@@ -221,15 +183,15 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
         }),
         _ => None,
     };
-    let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, &mut rewriter).await;
-    ctx.metrics
-        .upstream_duration
-        .observe(connecting.elapsed().as_secs_f64());
-    Ok(Outcome {
-        bytes,
-        cut: ended == Ended::UpstreamFailed,
-        ..Outcome::new(Fate::Relayed, None, ended.detail())
-    })
+    let line = request.upstream_line();
+    relay_line(
+        client,
+        (&request.target, &line, "selector"),
+        admitted,
+        ctx,
+        &mut rewriter,
+    )
+    .await
 }
 
 /// A menu rewritten on its way to the client, its items pointing back at the

@@ -30,9 +30,17 @@ pub enum BadRequest {
     #[error("{0}")]
     Target(#[from] TargetError),
     /// An HTTP request line: a web client pointed at a Gopher port (or through
-    /// the SOCKS5 drop-in, which is for Gemini and Gopher only).
-    #[error("an HTTP request; this proxy is for Gemini and Gopher only")]
+    /// the SOCKS5 drop-in, which is for the small web's protocols only).
+    #[error("an HTTP request; this proxy is for the small web's protocols only")]
     Http,
+    /// Through a drop-in, to a port `[ports]` does not list: a line that reads
+    /// as another protocol's request (a Spartan request line), which is
+    /// refused rather than sent as a selector.
+    #[error("a {} request line to port {port}, which [ports] does not list for it", protocol.as_str())]
+    Unlisted {
+        protocol: crate::protocol::Protocol,
+        port: u16,
+    },
 }
 
 /// `METHOD SP TARGET SP HTTP/x`: an HTTP/1 request line (or HTTP/2's preface
@@ -119,7 +127,7 @@ impl Request {
     pub fn item_type(&self) -> u8 {
         match &self.target.resource {
             Resource::Gopher { item_type, .. } => *item_type,
-            Resource::Path(_) => b'1',
+            Resource::Path(_) | Resource::Selector(_) => b'1',
         }
     }
 

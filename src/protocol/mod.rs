@@ -1,21 +1,26 @@
 //! The protocols the proxy serves to crawlers, each a unit of its own
-//! ([`crate::gemini`], [`crate::gopher`]: wire format, serving, robots.txt),
-//! named here once: the `protocol` label and the URL scheme. What is
-//! shared below them: the line reader ([`line`]) and what first bytes say
+//! ([`crate::gemini`], [`crate::gopher`], [`crate::spartan`], [`crate::nex`]:
+//! wire format, serving, robots.txt), named here once: the `protocol` label
+//! and the URL scheme. What is shared below them: the line reader ([`line`]),
+//! which protocol a port speaks ([`ports`]) and what first bytes say
 //! ([`sniff`]). Pure, but for the line reader.
 
 use crate::target::Scheme;
 
 pub mod line;
+pub mod ports;
 pub mod sniff;
 
 pub use line::{read_line, LineError};
+pub use ports::PortTable;
 
 label_set! {
     /// A protocol the proxy serves (and its `protocol` label).
     pub enum Protocol {
         Gemini => "gemini",
         Gopher => "gopher",
+        Spartan => "spartan",
+        Nex => "nex",
     }
 }
 
@@ -25,6 +30,8 @@ impl Protocol {
         match self {
             Protocol::Gemini => Scheme::Gemini,
             Protocol::Gopher => Scheme::Gopher,
+            Protocol::Spartan => Scheme::Spartan,
+            Protocol::Nex => Scheme::Nex,
         }
     }
 

@@ -19,7 +19,9 @@ use crate::metrics::{Metrics, Protocol};
 use crate::refusal::Refusal;
 use crate::target::Target;
 
+pub mod line;
 mod outcome;
+pub use line::{relay_line, serve_line, LineProtocol, Unparsed};
 pub use outcome::{client_left, log, Outcome};
 
 /// One client connection as the request path sees it: who is asking, since
@@ -119,11 +121,17 @@ pub enum Hangup {
     /// Only an error means the client left (Gopher: tools such as `nc` and `socat`
     /// half-close after the selector and still read the answer).
     OnError,
+    /// Nothing is read while the request waits: what the client sends next
+    /// is the request's own data (a Spartan upload), relayed later.
+    Unwatched,
 }
 
 /// Resolves when the client has gone away, as `hangup` reads it; never, otherwise.
 /// Anything the client sends meanwhile is read and dropped (a request is one line).
 pub async fn client_gone<R: AsyncRead + Unpin>(client: &mut R, hangup: Hangup) {
+    if hangup == Hangup::Unwatched {
+        return std::future::pending().await;
+    }
     let mut buf = [0u8; 256];
     loop {
         match client.read(&mut buf).await {

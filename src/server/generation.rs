@@ -14,8 +14,6 @@ use crate::config::Config;
 use crate::context::Context;
 use crate::egress::Reach;
 use crate::fetch::{ByProtocol, Polite};
-use crate::gemini::robots::GeminiRobots;
-use crate::gopher::robots::GopherRobots;
 use crate::listener::{Listener, Listens};
 use crate::metrics::Metrics;
 use crate::pins::{self, Pins};
@@ -100,10 +98,7 @@ impl Built {
             .with_metrics(metrics.clone());
         let upstream = Arc::new(upstream);
         let fetcher = Arc::new(Polite {
-            inner: ByProtocol {
-                gemini: GeminiRobots::new(upstream.clone(), config.robots.fetch_timeout),
-                gopher: GopherRobots::new(upstream.clone(), config.robots.fetch_timeout),
-            },
+            inner: ByProtocol::new(&upstream, config.robots.fetch_timeout),
             gate: politeness.clone(),
             metrics: metrics.clone(),
         });

@@ -6,7 +6,8 @@
 //! What the rules do, in order: the proxy's own upstream connections (its mark)
 //! pass; connections to this machine's loopback pass (local services); with a
 //! crawler user named, only that user's connections are caught; the chosen ports
-//! (Gemini's and Gopher's, or every TCP port but DNS) go to the listener. IPv6 is
+//! (`[ports]`: Gemini's, Gopher's, Spartan's and Nex's, or every TCP port but
+//! DNS) go to the listener. IPv6 is
 //! redirected when the listener takes IPv6, and refused with a reset otherwise,
 //! so it never goes around the proxy.
 
@@ -15,16 +16,13 @@ use std::net::SocketAddr;
 
 use thiserror::Error;
 
-/// Ports that are caught by default: Gemini's and Gopher's.
-pub const DEFAULT_PORTS: [u16; 2] = [1965, 70];
-
 /// Which connections are sent to the proxy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ports {
     /// These destination ports; others go out as they are.
     These(Vec<u16>),
-    /// Every TCP port but DNS (53): what is not Gemini or Gopher then fails
-    /// closed at the proxy.
+    /// Every TCP port but DNS (53): what is none of the small web's
+    /// protocols then fails closed at the proxy.
     AllButDns,
 }
 
@@ -317,7 +315,7 @@ mod tests {
             listen: listen.parse().unwrap(),
             mark: Some(42),
             crawler_user: None,
-            ports: Ports::These(DEFAULT_PORTS.to_vec()),
+            ports: Ports::These(vec![1965, 70]),
         }
     }
 

@@ -1,0 +1,116 @@
+//! One Nex request: the path line, the shared checks, then the upstream's
+//! document streamed back byte for byte; a refusal is a short text document
+//! ([`crate::nex::wire::refusal_document`]).
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::admission::Admitted;
+use crate::bots::BotId;
+use crate::context::Context;
+use crate::metrics::{Listener, Protocol};
+use crate::nex::wire::{parse_path_line, refusal_document, Request, MAX_REQUEST};
+use crate::proxy::{
+    self, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome, Unparsed,
+    Verbatim,
+};
+use crate::refusal::{Malformed, Refusal};
+use crate::target::Target;
+
+/// Writes the answer to a refusal: a document whose first line names the
+/// Gemini status it would get and the refusal's text.
+pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+    let code = crate::gemini::serve::status_for(refusal);
+    let detail = refusal.detail();
+    let _ = client.write_all(&refusal_document(code, &detail)).await;
+    let _ = client.flush().await;
+    Outcome::new(refusal.fate(), Some(code), detail)
+}
+
+/// Serves one Nex path line that reached `host:port` (SOCKS5, the
+/// transparent listener).
+pub fn serve_line<'a, S: AsyncRead + AsyncWrite + Cut + Unpin + 'a>(
+    stream: S,
+    conn: Conn<'a>,
+    ctx: &'a Context,
+    (host, port): (&'a str, u16),
+    listener: Listener,
+) -> impl std::future::Future<Output = ()> + 'a {
+    proxy::serve_line(stream, conn, ctx, Lines { host, port }, listener)
+}
+
+/// Nex as a line protocol, for a connection made to `host:port`.
+struct Lines<'a> {
+    host: &'a str,
+    port: u16,
+}
+
+impl LineProtocol for Lines<'_> {
+    type Request = Request;
+    const PROTOCOL: Protocol = Protocol::Nex;
+    const MAX_LINE: usize = MAX_REQUEST;
+    const WHAT: &'static str = "path line";
+
+    fn parse(&self, line: &[u8]) -> Result<Request, Unparsed> {
+        if crate::gopher::wire::looks_like_http(line) {
+            return Err(Unparsed::Http);
+        }
+        parse_path_line(self.host, self.port, line)
+            .map_err(|e| Unparsed::refused(Refusal::Malformed(Malformed::Target(e))))
+    }
+
+    fn target(request: &Request) -> &Target {
+        &request.target
+    }
+
+    async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut BufReader<S>,
+        request: (BotId, &Request),
+        ctx: &Context,
+    ) -> Outcome {
+        process(client, request, ctx).await
+    }
+
+    async fn refuse<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
+    }
+}
+
+/// The shared checks, then the relay.
+pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
+    (bot, request): (BotId, &Request),
+    ctx: &Context,
+) -> Outcome {
+    let nex = Nex { ctx, request };
+    serve_admitted(ctx, (bot, &request.target), client, Hangup::OnError, &nex).await
+}
+
+/// How Nex relays and refuses.
+struct Nex<'a> {
+    ctx: &'a Context,
+    request: &'a Request,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Nex<'_> {
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        admitted: &Admitted,
+    ) -> Result<Outcome, Refusal> {
+        let line = self.request.upstream_line();
+        let target = &self.request.target;
+        relay_line(
+            client,
+            (target, &line, "path"),
+            admitted,
+            self.ctx,
+            &mut Verbatim,
+        )
+        .await
+    }
+
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
+    }
+}

@@ -1,0 +1,262 @@
+//! One Spartan request: the request line (and its data, for a bot that may
+//! upload), the shared checks, then the upstream's status line checked and
+//! the answer streamed back byte for byte.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
+
+use crate::admission::Admitted;
+use crate::bots::BotId;
+use crate::context::Context;
+use crate::fate::Fate;
+use crate::metrics::{Listener, Protocol};
+use crate::protocol::read_line;
+use crate::proxy::{
+    self, serve_admitted, stream, Answer, Conn, Cut, Ended, Hangup, LineProtocol, Outcome,
+    Unparsed, Verbatim,
+};
+use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
+use crate::spartan::wire::{
+    header, parse_header, parse_request_line, BadRequest, Data, Request, MAX_HEADER, MAX_REQUEST,
+};
+use crate::target::{canonical_host, Target};
+
+/// The Spartan status for a refusal: the nearest to Gemini's. What Gemini
+/// answers with a `5x`/`6x` (refused, malformed, no certificate) is the
+/// client's: `4`; what it answers with a `4x` (slow down, unreachable,
+/// upstream failure) is the server side's: `5`.
+pub fn status_for(refusal: &Refusal) -> u8 {
+    match crate::gemini::serve::status_for(refusal) / 10 {
+        4 => 5,
+        _ => 4,
+    }
+}
+
+/// Writes the answer to a refusal: the status and the refusal's text (a
+/// slow-down's says when to ask again).
+pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+    let code = status_for(refusal);
+    let detail = refusal.detail();
+    let _ = client.write_all(&header(code, &detail)).await;
+    let _ = client.flush().await;
+    Outcome::new(refusal.fate(), Some(code), detail)
+}
+
+/// Serves one Spartan request line that reached `host:port` (SOCKS5, the
+/// transparent listener). The line must name that host, unless the client
+/// connected to an address (it resolved the name itself): then the name it
+/// gives is the target, resolved and checked afresh.
+pub fn serve_line<'a, S: AsyncRead + AsyncWrite + Cut + Unpin + 'a>(
+    stream: S,
+    conn: Conn<'a>,
+    ctx: &'a Context,
+    (host, port): (&'a str, u16),
+    listener: Listener,
+) -> impl std::future::Future<Output = ()> + 'a {
+    proxy::serve_line(stream, conn, ctx, Lines { host, port }, listener)
+}
+
+/// Spartan as a line protocol, for a connection made to `host:port`.
+struct Lines<'a> {
+    host: &'a str,
+    port: u16,
+}
+
+impl LineProtocol for Lines<'_> {
+    type Request = Request;
+    const PROTOCOL: Protocol = Protocol::Spartan;
+    const MAX_LINE: usize = MAX_REQUEST;
+    const WHAT: &'static str = "request line";
+
+    fn parse(&self, line: &[u8]) -> Result<Request, Unparsed> {
+        if crate::gopher::wire::looks_like_http(line) {
+            return Err(Unparsed::Http);
+        }
+        let malformed = |e: BadRequest| Unparsed::refused(Refusal::Malformed(e.into()));
+        let request = parse_request_line(self.port, line).map_err(malformed)?;
+        let by_address =
+            self.host.parse::<std::net::IpAddr>().is_ok() || self.host.starts_with('[');
+        let expected = canonical_host(self.host).unwrap_or_default();
+        if request.target.host != expected && !by_address {
+            return Err(Unparsed::refused(Refusal::ProxyRule(
+                ProxyRule::OtherHost {
+                    expected,
+                    port: self.port,
+                    named: request.target.host.clone(),
+                },
+            )));
+        }
+        Ok(request)
+    }
+
+    fn target(request: &Request) -> &Target {
+        &request.target
+    }
+
+    async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut BufReader<S>,
+        request: (BotId, &Request),
+        ctx: &Context,
+    ) -> Outcome {
+        process(client, request, ctx).await
+    }
+
+    async fn refuse<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
+    }
+}
+
+/// An upload is refused before anything else for a bot that may not upload;
+/// then the shared checks and the relay.
+pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
+    (bot, request): (BotId, &Request),
+    ctx: &Context,
+) -> Outcome {
+    if request.uploads() && !ctx.config.bots.get(bot).limits.uploads {
+        let refusal = Refusal::ProxyRule(ProxyRule::Upload {
+            what: "a Spartan request with data",
+        });
+        return answer(client.get_mut(), &refusal).await;
+    }
+    // Data that follows the line is the request's own: nothing may read it
+    // while the request waits.
+    let hangup = match request.data {
+        Data::Follows(_) => Hangup::Unwatched,
+        _ => Hangup::OnError,
+    };
+    let spartan = Spartan { ctx, request };
+    serve_admitted(ctx, (bot, &request.target), client, hangup, &spartan).await
+}
+
+/// How Spartan relays and refuses.
+struct Spartan<'a> {
+    ctx: &'a Context,
+    request: &'a Request,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Spartan<'_> {
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        admitted: &Admitted,
+    ) -> Result<Outcome, Refusal> {
+        relay(client, self.request, admitted, self.ctx).await
+    }
+
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
+    }
+}
+
+/// Sends the request (and its data) upstream, checks the status line, and
+/// streams the answer back. A refusal only while nothing has been sent to
+/// the client.
+async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
+    request: &Request,
+    admitted: &Admitted,
+    ctx: &Context,
+) -> Result<Outcome, Refusal> {
+    let idle = ctx.config.limits.idle_timeout;
+    let target = &request.target;
+    let authority = target.authority();
+    let connecting = Instant::now();
+    let upstream = ctx
+        .upstream
+        .connect_tcp(&target.host, &admitted.server.addrs)
+        .await
+        .map_err(Refusal::from)?;
+    let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
+    let head = request.upstream_head();
+    let not_sent = || {
+        Refusal::Upstream(UpstreamFailure::Send {
+            authority: authority.clone(),
+            what: "request",
+        })
+    };
+    if !matches!(
+        tokio::time::timeout(idle, upstream.get_mut().write_all(&head)).await,
+        Ok(Ok(()))
+    ) {
+        return Err(not_sent());
+    }
+    let mut sent = head.len() as u64;
+    if let Data::Follows(announced) = request.data {
+        let copied = copy_exactly(client, upstream.get_mut(), announced, idle).await;
+        sent += copied.unwrap_or(0);
+        match copied {
+            Some(n) if n == announced => {}
+            Some(n) => {
+                return Err(Refusal::Malformed(Malformed::ShortUpload {
+                    announced,
+                    sent: n,
+                }))
+            }
+            None => return Err(not_sent()),
+        }
+    }
+    ctx.metrics.bytes_to_upstream.inc_by(sent);
+    let bad_answer = |why: String| {
+        Refusal::Upstream(UpstreamFailure::Answer {
+            authority: authority.clone(),
+            why,
+        })
+    };
+    let line = read_line(&mut upstream, MAX_HEADER, idle)
+        .await
+        .map_err(|e| bad_answer(e.to_string()))?;
+    let status = parse_header(&line)
+        .map_err(|e| bad_answer(e.to_string()))?
+        .status;
+    ctx.metrics
+        .upstream_first_byte
+        .observe(connecting.elapsed().as_secs_f64());
+    let client_io = client.get_mut();
+    let head = [line.as_slice(), b"\r\n"].concat();
+    let mut outcome = Outcome::new(Fate::Relayed, Some(status), String::new());
+    if !matches!(
+        tokio::time::timeout(idle, client_io.write_all(&head)).await,
+        Ok(Ok(()))
+    ) {
+        outcome.detail = Ended::ClientGone.detail();
+        return Ok(outcome);
+    }
+    let (body, ended) = stream(&mut upstream, client_io, idle, &mut Verbatim).await;
+    ctx.metrics
+        .upstream_duration
+        .observe(connecting.elapsed().as_secs_f64());
+    outcome.bytes = head.len() as u64 + body;
+    outcome.detail = ended.detail();
+    outcome.cut = ended == Ended::UpstreamFailed;
+    Ok(outcome)
+}
+
+/// Copies `n` bytes from the client (its buffer first) to the upstream, each
+/// read and write within `idle`. `Some(copied)`: fewer than `n` when the
+/// client stopped sending; `None`: the upstream could not take them.
+async fn copy_exactly<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
+    upstream: &mut W,
+    n: u64,
+    idle: std::time::Duration,
+) -> Option<u64> {
+    let mut copied = 0u64;
+    while copied < n {
+        let chunk = match tokio::time::timeout(idle, client.fill_buf()).await {
+            Ok(Ok([])) | Ok(Err(_)) | Err(_) => return Some(copied),
+            Ok(Ok(chunk)) => chunk,
+        };
+        let take = chunk.len().min((n - copied) as usize);
+        if !matches!(
+            tokio::time::timeout(idle, upstream.write_all(&chunk[..take])).await,
+            Ok(Ok(()))
+        ) {
+            return None;
+        }
+        client.consume(take);
+        copied += take as u64;
+    }
+    Some(copied)
+}
