@@ -46,6 +46,25 @@ pub async fn within(timeout: Duration, fetch: impl Future<Output = FetchOutcome>
         })
 }
 
+/// A robots.txt body read to its end (at most the parse limit and a byte:
+/// reading further would only cost memory). A server that closes without TLS
+/// `close_notify` still sent its body; another error makes it unreachable.
+pub async fn read_body<R: tokio::io::AsyncRead + Unpin>(reader: &mut R) -> FetchOutcome {
+    use tokio::io::AsyncReadExt;
+    let mut body = Vec::new();
+    match reader
+        .take(crate::robots::PARSE_LIMIT as u64 + 1)
+        .read_to_end(&mut body)
+        .await
+    {
+        Ok(_) => FetchOutcome::Found(body),
+        Err(e) if !body.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            FetchOutcome::Found(body)
+        }
+        Err(e) => FetchOutcome::unreachable(format!("reading the body: {e}")),
+    }
+}
+
 /// A boxed future, so fetchers can be chosen at run time and faked in tests.
 pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
 

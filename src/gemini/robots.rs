@@ -12,11 +12,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
-use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{read_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::gemini::wire::{parse_header, read_line, MAX_HEADER};
-use crate::robots::PARSE_LIMIT;
 use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;
 
@@ -96,23 +95,7 @@ impl GeminiRobots {
                     .to_ascii_lowercase()
                     .starts_with("text/") =>
                 {
-                    let mut body = Vec::new();
-                    // Reading past the parse limit would only cost memory.
-                    return match (&mut stream)
-                        .take(PARSE_LIMIT as u64 + 1)
-                        .read_to_end(&mut body)
-                        .await
-                    {
-                        Ok(_) => FetchOutcome::Found(body),
-                        // Servers that close without TLS close_notify still sent the body.
-                        Err(e)
-                            if !body.is_empty()
-                                && e.kind() == std::io::ErrorKind::UnexpectedEof =>
-                        {
-                            FetchOutcome::Found(body)
-                        }
-                        Err(e) => FetchOutcome::unreachable(format!("reading the body: {e}")),
-                    };
+                    return read_body(&mut stream).await;
                 }
                 2 => {
                     return FetchOutcome::Missing(format!(

@@ -20,8 +20,8 @@ use crate::gemini::wire::{
 };
 use crate::metrics::{Protocol, TlsSide};
 use crate::proxy::{
-    close, finish, log, serve_admitted, stream, Answer, Conn, Cut, Ended, Hangup, Outcome,
-    Verbatim, CLIENT_BUFFER,
+    close, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, Outcome,
+    CLIENT_BUFFER,
 };
 use crate::refusal::{ceil_secs, Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::Target;
@@ -294,22 +294,6 @@ where
         _ => {}
     }
 
-    let client_io = client.get_mut();
-    let head = [line.as_slice(), b"\r\n"].concat();
-    let mut outcome = Outcome::new(Fate::Relayed, Some(upstream_header.status), String::new());
-    if !matches!(
-        tokio::time::timeout(idle, client_io.write_all(&head)).await,
-        Ok(Ok(()))
-    ) {
-        outcome.detail = Ended::ClientGone.detail();
-        return Ok(outcome);
-    }
-    let (body, ended) = stream(&mut upstream, client_io, idle, &mut Verbatim).await;
-    ctx.metrics
-        .upstream_duration
-        .observe(connecting.elapsed().as_secs_f64());
-    outcome.bytes = head.len() as u64 + body;
-    outcome.detail = ended.detail();
-    outcome.cut = ended == Ended::UpstreamFailed;
-    Ok(outcome)
+    let answer = (line.as_slice(), upstream_header.status);
+    Ok(relay_answer(&mut upstream, client.get_mut(), answer, ctx, connecting).await)
 }

@@ -44,20 +44,7 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
     if !(10..=69).contains(&digits) {
         return Err(HeaderError("status outside 10-69"));
     }
-    let meta = match rest {
-        [] => "",
-        [b' ', meta @ ..] => {
-            let meta = std::str::from_utf8(meta).map_err(|_| HeaderError("meta is not UTF-8"))?;
-            // A CR, a NUL, an escape sequence… in the META is no header a
-            // client should be handed (it could end the line early or mislead
-            // a terminal): the answer is malformed.
-            if meta.chars().any(char::is_control) {
-                return Err(HeaderError("control character in meta"));
-            }
-            meta
-        }
-        _ => return Err(HeaderError("no space after the status")),
-    };
+    let meta = crate::protocol::status_meta(rest).map_err(HeaderError)?;
     Ok(Header {
         status: digits,
         meta: meta.to_string(),
@@ -109,17 +96,7 @@ pub fn parse_request(line: &[u8]) -> Result<Target, BadRequest> {
 /// A header the proxy writes: `NN META\r\n`, META cut to 1024 bytes on a character
 /// boundary and stripped of control characters, so nothing upstream can inject a line.
 pub fn header(status: u8, meta: &str) -> Vec<u8> {
-    let mut clean: String = meta
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if clean.len() > 1024 {
-        let mut cut = 1024;
-        while !clean.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        clean.truncate(cut);
-    }
+    let clean = crate::protocol::one_line(meta, 1024);
     format!("{status:02} {clean}\r\n").into_bytes()
 }
 

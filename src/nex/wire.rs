@@ -46,17 +46,7 @@ pub fn parse_path_line(host: &str, port: u16, line: &[u8]) -> Result<Request, Ta
 /// line (control characters made spaces, at most 1024 bytes), then a line
 /// for people.
 pub fn refusal_document(status: u8, text: &str) -> Vec<u8> {
-    let mut clean: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if clean.len() > 1024 {
-        let mut cut = 1024;
-        while !clean.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        clean.truncate(cut);
-    }
+    let clean = crate::protocol::one_line(text, 1024);
     format!("{REFUSAL_MARK}{status} {clean}\n\nThis document was not fetched: the proxy in front of this crawler refused it.\n")
         .into_bytes()
 }

@@ -24,6 +24,42 @@ label_set! {
     }
 }
 
+/// A line of text the proxy writes into an answer (a status line's meta, a
+/// refusal's first line): control characters made spaces, so it cannot end
+/// early or mislead a terminal, and cut at `max` bytes on a character boundary.
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut clean: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if clean.len() > max {
+        let mut cut = max;
+        while !clean.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        clean.truncate(cut);
+    }
+    clean
+}
+
+/// What follows a status line's status (Gemini, Spartan): nothing, or a
+/// space and the meta. A meta that is not UTF-8, or holds a CR, a NUL, an
+/// escape sequence… is no header a client should be handed (it could end the
+/// line early or mislead a terminal): the answer is malformed.
+pub fn status_meta(rest: &[u8]) -> Result<&str, &'static str> {
+    match rest {
+        [] => Ok(""),
+        [b' ', meta @ ..] => {
+            let meta = std::str::from_utf8(meta).map_err(|_| "meta is not UTF-8")?;
+            match meta.chars().any(char::is_control) {
+                true => Err("control character in meta"),
+                false => Ok(meta),
+            }
+        }
+        _ => Err("no space after the status"),
+    }
+}
+
 impl Protocol {
     /// The URL scheme that names it.
     pub fn scheme(self) -> Scheme {

@@ -338,6 +338,40 @@ where
     (bytes, ended)
 }
 
+/// The end of a relay whose upstream answered with a status line (Gemini,
+/// Spartan): the line (its end removed) is written to the client, then the
+/// body byte for byte. `status`: as the log line shows it.
+pub async fn relay_answer<R, W>(
+    upstream: &mut R,
+    client: &mut W,
+    (line, status): (&[u8], u8),
+    ctx: &Context,
+    connecting: Instant,
+) -> Outcome
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let idle = ctx.config.limits.idle_timeout;
+    let head = [line, b"\r\n"].concat();
+    let mut outcome = Outcome::new(crate::fate::Fate::Relayed, Some(status), String::new());
+    if !matches!(
+        tokio::time::timeout(idle, client.write_all(&head)).await,
+        Ok(Ok(()))
+    ) {
+        outcome.detail = Ended::ClientGone.detail();
+        return outcome;
+    }
+    let (body, ended) = stream(upstream, client, idle, &mut Verbatim).await;
+    ctx.metrics
+        .upstream_duration
+        .observe(connecting.elapsed().as_secs_f64());
+    outcome.bytes = head.len() as u64 + body;
+    outcome.detail = ended.detail();
+    outcome.cut = ended == Ended::UpstreamFailed;
+    outcome
+}
+
 /// Ends a client connection politely: shut down our side, then read and drop
 /// what the client may still send (at most 64 KiB, at most 1 s). Closing a socket
 /// with unread input makes the kernel send a reset, which can destroy an answer

@@ -13,12 +13,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 
-use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{read_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::gemini::robots::MAX_REDIRECTS;
 use crate::protocol::read_line;
-use crate::robots::PARSE_LIMIT;
 use crate::spartan::wire::{parse_header, MAX_HEADER};
 use crate::target::{Scheme, Server, Target};
 use crate::upstream::Upstream;
@@ -77,16 +76,7 @@ impl SpartanRobots {
                     .to_ascii_lowercase()
                     .starts_with("text/") =>
                 {
-                    let mut body = Vec::new();
-                    return match (&mut stream)
-                        .take(PARSE_LIMIT as u64 + 1)
-                        .read_to_end(&mut body)
-                        .await
-                    {
-                        Ok(_) => FetchOutcome::Found(body),
-                        Err(_) if !body.is_empty() => FetchOutcome::Found(body),
-                        Err(e) => FetchOutcome::unreachable(format!("reading the body: {e}")),
-                    };
+                    return read_body(&mut stream).await;
                 }
                 2 => {
                     return FetchOutcome::Missing(format!(

@@ -8,12 +8,10 @@ use tokio::time::Instant;
 use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::context::Context;
-use crate::fate::Fate;
 use crate::metrics::{Listener, Protocol};
 use crate::protocol::read_line;
 use crate::proxy::{
-    self, serve_admitted, stream, Answer, Conn, Cut, Ended, Hangup, LineProtocol, Outcome,
-    Unparsed, Verbatim,
+    self, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome, Unparsed,
 };
 use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::spartan::wire::{
@@ -213,24 +211,8 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     ctx.metrics
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());
-    let client_io = client.get_mut();
-    let head = [line.as_slice(), b"\r\n"].concat();
-    let mut outcome = Outcome::new(Fate::Relayed, Some(status), String::new());
-    if !matches!(
-        tokio::time::timeout(idle, client_io.write_all(&head)).await,
-        Ok(Ok(()))
-    ) {
-        outcome.detail = Ended::ClientGone.detail();
-        return Ok(outcome);
-    }
-    let (body, ended) = stream(&mut upstream, client_io, idle, &mut Verbatim).await;
-    ctx.metrics
-        .upstream_duration
-        .observe(connecting.elapsed().as_secs_f64());
-    outcome.bytes = head.len() as u64 + body;
-    outcome.detail = ended.detail();
-    outcome.cut = ended == Ended::UpstreamFailed;
-    Ok(outcome)
+    let answer = (line.as_slice(), status);
+    Ok(relay_answer(&mut upstream, client.get_mut(), answer, ctx, connecting).await)
 }
 
 /// Copies `n` bytes from the client (its buffer first) to the upstream, each

@@ -196,17 +196,7 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
         [d, rest @ ..] if (b'2'..=b'5').contains(d) => (d - b'0', rest),
         _ => return Err(HeaderError("no status digit 2-5")),
     };
-    let meta = match rest {
-        [] => "",
-        [b' ', meta @ ..] => {
-            let meta = std::str::from_utf8(meta).map_err(|_| HeaderError("meta is not UTF-8"))?;
-            if meta.chars().any(char::is_control) {
-                return Err(HeaderError("control character in meta"));
-            }
-            meta
-        }
-        _ => return Err(HeaderError("no space after the status")),
-    };
+    let meta = crate::protocol::status_meta(rest).map_err(HeaderError)?;
     Ok(Header {
         status,
         meta: meta.to_string(),
@@ -216,17 +206,7 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
 /// A status line the proxy writes: control characters become spaces, the
 /// meta is cut at 1024 bytes.
 pub fn header(status: u8, meta: &str) -> Vec<u8> {
-    let mut clean: String = meta
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if clean.len() > 1024 {
-        let mut cut = 1024;
-        while !clean.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        clean.truncate(cut);
-    }
+    let clean = crate::protocol::one_line(meta, 1024);
     format!("{status} {clean}\r\n").into_bytes()
 }
 
