@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+pub use crate::protocol::sniff::looks_like_http;
 pub use crate::target::gopher_url;
 use crate::target::{Resource, Scheme, Target, TargetError};
 
@@ -41,22 +42,6 @@ pub enum BadRequest {
         protocol: crate::protocol::Protocol,
         port: u16,
     },
-}
-
-/// `METHOD SP TARGET SP HTTP/x`: an HTTP/1 request line (or HTTP/2's preface
-/// `PRI * HTTP/2.0`). No Gopher selector or Gopher URL has this shape by chance:
-/// an upper-case word, one space, a word, one space, and `HTTP/`.
-pub fn looks_like_http(line: &[u8]) -> bool {
-    let mut parts = line.split(|&b| b == b' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return false;
-    };
-    (1..=16).contains(&method.len())
-        && method.iter().all(u8::is_ascii_uppercase)
-        && !target.is_empty()
-        && version.starts_with(b"HTTP/")
 }
 
 /// Splits a request line at its first tab: what follows (search terms, or a

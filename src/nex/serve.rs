@@ -51,7 +51,7 @@ impl LineProtocol for Lines<'_> {
     const WHAT: &'static str = "path line";
 
     fn parse(&self, line: &[u8]) -> Result<Request, Unparsed> {
-        if crate::gopher::wire::looks_like_http(line) {
+        if crate::protocol::sniff::looks_like_http(line) {
             return Err(Unparsed::Http);
         }
         parse_path_line(self.host, self.port, line)

@@ -6,6 +6,23 @@
 /// The port Gemini servers listen on: TLS there is Gemini, whatever else it offers.
 pub const GEMINI_PORT: u16 = 1965;
 
+/// `METHOD SP TARGET SP HTTP/x`: an HTTP/1 request line (or HTTP/2's preface
+/// `PRI * HTTP/2.0`). No Gopher selector, Spartan or Nex request has this shape by
+/// chance:
+/// an upper-case word, one space, a word, one space, and `HTTP/`.
+pub fn looks_like_http(line: &[u8]) -> bool {
+    let mut parts = line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    (1..=16).contains(&method.len())
+        && method.iter().all(u8::is_ascii_uppercase)
+        && !target.is_empty()
+        && version.starts_with(b"HTTP/")
+}
+
 /// Does a connection that starts with `first` open with a TLS handshake record?
 pub fn looks_like_tls(first: &[u8]) -> bool {
     first.first() == Some(&0x16)

@@ -67,7 +67,7 @@ impl LineProtocol for Lines<'_> {
     const WHAT: &'static str = "request line";
 
     fn parse(&self, line: &[u8]) -> Result<Request, Unparsed> {
-        if crate::gopher::wire::looks_like_http(line) {
+        if crate::protocol::sniff::looks_like_http(line) {
             return Err(Unparsed::Http);
         }
         let malformed = |e: BadRequest| Unparsed::refused(Refusal::Malformed(e.into()));
