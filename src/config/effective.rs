@@ -162,12 +162,10 @@ impl RawConfig {
                 per_host: Some(config.metrics_per_host.is_some()),
                 per_host_limit: config.metrics_per_host,
             },
-            ports: RawPorts {
-                gemini: Some(config.ports.ports(Protocol::Gemini).to_vec()),
-                gopher: Some(config.ports.ports(Protocol::Gopher).to_vec()),
-                spartan: Some(config.ports.ports(Protocol::Spartan).to_vec()),
-                nex: Some(config.ports.ports(Protocol::Nex).to_vec()),
-            },
+            ports: Protocol::ALL
+                .iter()
+                .map(|&p| (p.as_str().to_string(), config.ports.ports(p).to_vec()))
+                .collect(),
             socks5: RawSocks5 {
                 users: Some(
                     config

@@ -20,7 +20,7 @@ pub struct RawConfig {
     pub listen: RawListen,
     #[serde(default)]
     pub socks5: RawSocks5,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "RawPorts::is_empty")]
     pub ports: RawPorts,
     #[serde(default)]
     pub gopher: RawGopher,
@@ -159,43 +159,11 @@ pub struct RawSocks5 {
     pub https_ports: Option<Vec<String>>,
 }
 
-/// `[ports]`: the protocol each destination port speaks (SOCKS5, transparent).
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawPorts {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gemini: Option<Vec<u16>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gopher: Option<Vec<u16>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spartan: Option<Vec<u16>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nex: Option<Vec<u16>>,
-}
-
-impl RawPorts {
-    /// The key that holds `protocol`'s list, as an error names it.
-    pub fn key(protocol: crate::protocol::Protocol) -> &'static str {
-        use crate::protocol::Protocol;
-        match protocol {
-            Protocol::Gemini => "ports.gemini",
-            Protocol::Gopher => "ports.gopher",
-            Protocol::Spartan => "ports.spartan",
-            Protocol::Nex => "ports.nex",
-        }
-    }
-
-    /// The list the file gives `protocol`, if any.
-    pub fn get(&self, protocol: crate::protocol::Protocol) -> Option<&[u16]> {
-        use crate::protocol::Protocol;
-        match protocol {
-            Protocol::Gemini => self.gemini.as_deref(),
-            Protocol::Gopher => self.gopher.as_deref(),
-            Protocol::Spartan => self.spartan.as_deref(),
-            Protocol::Nex => self.nex.as_deref(),
-        }
-    }
-}
+/// `[ports]`: the protocol each destination port speaks (SOCKS5, transparent),
+/// keyed by the protocol's name (`gemini = [1965]`): a protocol added to
+/// [`crate::protocol::Protocol`] has its key with nothing written here. A
+/// name that is no protocol is an error when the section is resolved.
+pub type RawPorts = std::collections::BTreeMap<String, Vec<u16>>;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use super::clients::{access, bots};
 use super::listens::listen;
-use super::raw::RawPorts;
 use super::values::{
     bound, count, default_state_dir, duration, flag_or_key, valid_log_filter, DAY,
 };
@@ -345,18 +344,18 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
     // A port the file says speaks a protocol, but no request may go to: a
     // config that contradicts itself. (A default port that an explicit
     // `upstream_ports` leaves out is only refused, as any other port.)
-    for protocol in Protocol::ALL {
-        if raw.ports.get(*protocol).is_none() {
+    for name in raw.ports.keys() {
+        let Some(protocol) = Protocol::named(name) else {
             continue;
-        }
+        };
         if let Some(port) = table
-            .ports(*protocol)
+            .ports(protocol)
             .iter()
             .find(|&&p| !limits.upstream_ports.contains(p))
         {
             return Err(invalid(
-                RawPorts::key(*protocol),
-                format!("port {port} is refused by limits.upstream_ports"),
+                "ports",
+                format!("{name}: port {port} is refused by limits.upstream_ports"),
             ));
         }
     }
@@ -364,16 +363,33 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
     Ok(limits)
 }
 
-/// `[ports]`: each protocol's list replaces its default.
+/// `[ports]`: each protocol's list replaces its default (all given lists
+/// are cleared first, so moving a port from one protocol to another does not
+/// depend on the keys' order); a key that names no protocol is an error.
 fn ports(raw: &RawConfig) -> Result<PortTable, ConfigError> {
-    Protocol::ALL
+    let given = raw
+        .ports
         .iter()
-        .try_fold(PortTable::default(), |table, &p| match raw.ports.get(p) {
-            None => Ok(table),
-            Some(list) => table
-                .with(p, list)
-                .map_err(|e| invalid(RawPorts::key(p), e)),
+        .map(|(name, list)| match Protocol::named(name) {
+            Some(p) => Ok((p, name, list)),
+            None => {
+                let known: Vec<&str> = Protocol::ALL.iter().map(|p| p.as_str()).collect();
+                Err(invalid(
+                    "ports",
+                    format!("{name:?} is no protocol ({})", known.join(", ")),
+                ))
+            }
         })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cleared = given
+        .iter()
+        .try_fold(PortTable::default(), |t, (p, _, _)| t.with(*p, &[]));
+    let cleared = cleared.map_err(|e| invalid("ports", e))?;
+    given.iter().try_fold(cleared, |table, (p, name, list)| {
+        table
+            .with(*p, list)
+            .map_err(|e| invalid("ports", format!("{name}: {e}")))
+    })
 }
 
 /// `[tls]`.

@@ -71,6 +71,11 @@ impl Protocol {
         }
     }
 
+    /// The protocol called `name` (its label, as `[ports]` keys write it).
+    pub fn named(name: &str) -> Option<Protocol> {
+        Protocol::ALL.iter().copied().find(|p| p.as_str() == name)
+    }
+
     /// The protocol a scheme names, if the proxy serves it (it does not serve
     /// HTTP: `check` reads such URLs, the listeners never take them).
     pub fn of(scheme: Scheme) -> Option<Protocol> {
