@@ -318,3 +318,22 @@ async fn one_gate_for_a_machine_reached_over_four_protocols() {
         .collect();
     assert_spaced(&gaps, 0.5);
 }
+
+/// A client that connected by address and names a host in its line is no
+/// way around robots.txt: the named host's robots.txt decides, fetched over
+/// Spartan from the addresses that name resolves to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_named_after_connecting_by_address_is_decided_by_its_own_robots_txt() {
+    let spartan = SmallServer::start(Speaks::Spartan, machine(1), &files(ROBOTS)).await;
+    let port = spartan.addr.port();
+    let proxy = start_proxy(config_for(port, 1, "")).await;
+    let socks = proxy.addr(Listener::Socks5);
+    let answer = text(&through_socks(socks, port, b"localhost /private/x.txt 0\r\n").await);
+    assert!(
+        answer.starts_with("4 robots.txt of localhost:") && answer.contains("Disallow: /private"),
+        "{answer}"
+    );
+    let answer = text(&through_socks(socks, port, b"LocalHost. /public.txt 0\r\n").await);
+    assert_eq!(answer, "2 text/plain\r\npublic text\n");
+    assert_eq!(spartan.count("/private/x.txt"), 0, "{:?}", spartan.paths());
+}
