@@ -47,6 +47,7 @@ pub mod dropin;
 pub mod egress;
 pub mod fate;
 pub mod fetch;
+pub mod gateway;
 pub mod gemini;
 pub mod gopher;
 pub mod guesses;

@@ -63,6 +63,15 @@ impl Scheme {
         }
     }
 
+    /// The scheme whose robots.txt rules it: its own, but for Titan, whose
+    /// uploads go to a Gemini capsule and are ruled by its robots.txt.
+    pub fn robots_scheme(self) -> Scheme {
+        match self {
+            Scheme::Titan => Scheme::Gemini,
+            s => s,
+        }
+    }
+
     fn from_name(name: &str) -> Option<Scheme> {
         Scheme::ALL
             .into_iter()

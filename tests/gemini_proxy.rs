@@ -292,11 +292,11 @@ async fn bad_requests_are_answered() {
         (b"gemini://127.0.0.1:99999/\r\n".to_vec(), "59 invalid port"),
         (
             b"https://example.org/\r\n".to_vec(),
-            "59 this listener fetches gemini:// URLs, not https://",
+            "59 this listener fetches the small web's URLs (gemini, titan, gopher, spartan, nex), not https://",
         ),
         (
             b"ftp://example.org/\r\n".to_vec(),
-            "59 this proxy fetches gemini:// URLs, not ftp://",
+            "59 this proxy fetches gemini://, titan://, gopher://, spartan:// and nex:// URLs, not ftp://",
         ),
     ];
     for (request, want) in cases {

@@ -137,7 +137,7 @@ pub async fn where_to(ctx: &Context, target: &Target) -> Result<Server, Refusal>
     let addrs = ctx.upstream.resolve(&target.host, target.port).await?;
     Ok(Server {
         name: HostKey {
-            scheme: target.scheme,
+            scheme: target.scheme.robots_scheme(),
             host: target.host.clone(),
             port: target.port,
         },

@@ -4,4 +4,5 @@
 
 pub mod robots;
 pub mod serve;
+pub mod titan;
 pub mod wire;

@@ -15,16 +15,18 @@ use crate::admission::Admitted;
 use crate::bots::{BotId, Fingerprint, Presented};
 use crate::context::Context;
 use crate::fate::Fate;
+use crate::gateway;
+use crate::gemini::titan::Upload;
 use crate::gemini::wire::{
-    header, parse_header, parse_request, read_line, status, LineError, MAX_HEADER, MAX_URL,
+    header, parse_header, parse_url, read_line, status, BadRequest, LineError, MAX_HEADER, MAX_URL,
 };
 use crate::metrics::{Protocol, TlsSide};
 use crate::proxy::{
-    close, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, Outcome,
+    self, close, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, Outcome,
     CLIENT_BUFFER,
 };
 use crate::refusal::{ceil_secs, Malformed, ProxyRule, Refusal, UpstreamFailure};
-use crate::target::Target;
+use crate::target::{Scheme, Target};
 
 /// The Gemini status for a request that was not relayed (the README's table).
 pub fn status_for(refusal: &Refusal) -> u8 {
@@ -156,7 +158,7 @@ where
 }
 
 /// Writes the answer to a refusal.
-async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
     let code = status_for(refusal);
     let detail = refusal.detail();
     // Our own `44` always carries a number: the seconds to wait.
@@ -169,9 +171,42 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
     Outcome::new(refusal.fate(), Some(code), detail)
 }
 
-/// The request line → a Gemini target, or a `59`.
-fn parse(line: &[u8]) -> Result<Target, Refusal> {
-    parse_request(line).map_err(|e| Refusal::Malformed(e.into()))
+/// What a Gemini listener's client asked for.
+enum Asked {
+    Gemini(Target),
+    Titan(Upload),
+    /// Another protocol's URL, fetched over its protocol (`crate::gateway`).
+    Other(gateway::Request),
+}
+
+impl Asked {
+    fn target(&self) -> &Target {
+        match self {
+            Asked::Gemini(target) => target,
+            Asked::Titan(upload) => &upload.target,
+            Asked::Other(request) => request.target(),
+        }
+    }
+}
+
+/// The request line → what it asks for, or a `59`. Through a drop-in
+/// connection to a Gemini server (`drop_in`), only Gemini's own URLs.
+fn parse(line: &[u8], drop_in: bool) -> Result<Asked, Refusal> {
+    let malformed = |e: Malformed| Refusal::Malformed(e);
+    let target = parse_url(line).map_err(|e| malformed(e.into()))?;
+    // `parse_url` took it for UTF-8.
+    let url = std::str::from_utf8(line).unwrap_or_default();
+    match target.scheme {
+        Scheme::Gemini => Ok(Asked::Gemini(target)),
+        Scheme::Titan => Upload::parse(url)
+            .map(Asked::Titan)
+            .map_err(|e| malformed(e.into())),
+        other if drop_in => Err(malformed(BadRequest::DropIn(other.as_str()).into())),
+        Scheme::Gopher | Scheme::Spartan | Scheme::Nex => gateway::Request::new(url, target)
+            .map(Asked::Other)
+            .map_err(malformed),
+        other => Err(malformed(BadRequest::NotGemini(other.as_str()).into())),
+    }
 }
 
 /// One request line from a client identified as `who`: parsed, refused if the
@@ -187,15 +222,16 @@ async fn handle<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (target, bot) = match (parse(line), who) {
+    let (asked, bot) = match (parse(line, expected.is_some()), who) {
         (parsed, Err(denied)) => {
             ctx.metrics.access_refused(&denied);
             let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
-            return (parsed.ok(), outcome);
+            return (parsed.ok().map(|a| a.target().clone()), outcome);
         }
         (Err(refusal), Ok(_)) => return (None, answer(client.get_mut(), &refusal).await),
-        (Ok(target), Ok(bot)) => (target, bot),
+        (Ok(asked), Ok(bot)) => (asked, bot),
     };
+    let target = asked.target();
     if let Some((hosts, port)) = expected {
         if !hosts.contains(&target.host) || target.port != port {
             let refusal = Refusal::ProxyRule(ProxyRule::OtherHost {
@@ -203,21 +239,49 @@ where
                 port,
                 named: target.authority(),
             });
-            return (Some(target), answer(client.get_mut(), &refusal).await);
+            return (
+                Some(target.clone()),
+                answer(client.get_mut(), &refusal).await,
+            );
         }
     }
-    let gemini = Gemini {
-        ctx,
-        target: &target,
+    let outcome = match &asked {
+        Asked::Gemini(target) => {
+            let gemini = Gemini {
+                ctx,
+                target,
+                upload: None,
+            };
+            serve_admitted(ctx, (bot, target), client, Hangup::OnEof, &gemini).await
+        }
+        Asked::Titan(upload) if !ctx.config.bots.get(bot).limits.uploads => {
+            let refusal = Refusal::ProxyRule(ProxyRule::Upload {
+                what: "a titan:// upload",
+            });
+            answer(client.get_mut(), &refusal).await
+        }
+        Asked::Titan(upload) => {
+            let gemini = Gemini {
+                ctx,
+                target: &upload.target,
+                upload: Some(upload),
+            };
+            // The data that follows the line is the upload's: nothing may
+            // read it while the request waits.
+            let request = (bot, &upload.target);
+            serve_admitted(ctx, request, client, Hangup::Unwatched, &gemini).await
+        }
+        Asked::Other(request) => gateway::process(client, (bot, request), ctx).await,
     };
-    let outcome = serve_admitted(ctx, (bot, &target), client, Hangup::OnEof, &gemini).await;
-    (Some(target), outcome)
+    (Some(asked.target().clone()), outcome)
 }
 
 /// How Gemini relays and refuses.
 struct Gemini<'a> {
     ctx: &'a Context,
     target: &'a Target,
+    /// A Titan upload: its line and its data are sent instead.
+    upload: Option<&'a Upload>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gemini<'_> {
@@ -226,7 +290,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gemini<'_> {
         client: &mut BufReader<S>,
         admitted: &Admitted,
     ) -> Result<Outcome, Refusal> {
-        relay(client, self.target, admitted, self.ctx).await
+        relay(client, (self.target, self.upload), admitted, self.ctx).await
     }
 
     async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
@@ -234,12 +298,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gemini<'_> {
     }
 }
 
-/// Connects upstream, sends the canonical URL, and streams the answer back as it
-/// arrives: the header after checking it, then the body, byte for byte. A
-/// refusal is returned only while nothing has been sent to the client yet.
+/// Connects upstream, sends the canonical URL (a Titan upload's line, then
+/// its data from the client), and streams the answer back as it arrives: the
+/// header after checking it, then the body, byte for byte. A refusal is
+/// returned only while nothing has been sent to the client yet.
 async fn relay<S>(
     client: &mut BufReader<S>,
-    target: &Target,
+    (target, upload): (&Target, Option<&Upload>),
     admitted: &Admitted,
     ctx: &Context,
 ) -> Result<Outcome, Refusal>
@@ -255,15 +320,27 @@ where
         .await
         .map_err(Refusal::from)?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
-    let request = format!("{}\r\n", target.url());
-    ctx.metrics.bytes_to_upstream.inc_by(request.len() as u64);
+    let request = match upload {
+        Some(upload) => upload.upstream_line(),
+        None => format!("{}\r\n", target.url()),
+    };
+    let not_sent = || {
+        Refusal::Upstream(UpstreamFailure::Send {
+            authority: authority.clone(),
+            what: "request",
+        })
+    };
     let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(request.as_bytes())).await;
     if !matches!(sent, Ok(Ok(()))) {
-        return Err(Refusal::Upstream(UpstreamFailure::Send {
-            authority,
-            what: "request",
-        }));
+        return Err(not_sent());
     }
+    let mut sent = request.len() as u64;
+    if let Some(upload) = upload {
+        sent += proxy::upload(client, upstream.get_mut(), upload.size, idle)
+            .await
+            .map_err(|short| short.unwrap_or_else(not_sent))?;
+    }
+    ctx.metrics.bytes_to_upstream.inc_by(sent);
     let bad_answer = |why: String| {
         Refusal::Upstream(UpstreamFailure::Answer {
             authority: authority.clone(),

@@ -2,6 +2,7 @@
 //! proxy writes itself. Reading never waits forever and never buffers more than
 //! one header: the buffer is the length limit (agate does the same).
 
+use crate::protocol::MAX_UPLOAD;
 use crate::target::{Scheme, Target, TargetError};
 use thiserror::Error;
 
@@ -56,24 +57,46 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
 pub enum BadRequest {
     #[error("the request is not UTF-8")]
     NotUtf8,
-    #[error("this proxy fetches gemini:// URLs, not {0}://")]
+    #[error(
+        "this proxy fetches gemini://, titan://, gopher://, spartan:// and nex:// URLs, not {0}://"
+    )]
     OtherScheme(String),
     #[error("send an absolute gemini:// URL of the capsule to fetch")]
     NotAbsolute,
     #[error("{0}")]
     Target(TargetError),
-    #[error("this listener fetches gemini:// URLs, not {0}://")]
+    #[error("this listener fetches the small web's URLs (gemini, titan, gopher, spartan, nex), not {0}://")]
     NotGemini(&'static str),
     #[error("Gemini URLs carry no userinfo")]
     Userinfo,
     #[error("Gemini requests carry no fragment")]
     Fragment,
+    /// Through a drop-in connection to a Gemini server: only its own URLs.
+    #[error("a connection to a Gemini server takes gemini:// and titan:// URLs, not {0}://")]
+    DropIn(&'static str),
+    #[error("a titan:// URL gives the size of its data: ;size=N")]
+    TitanSize,
+    #[error("a titan:// upload of {0} bytes; at most {MAX_UPLOAD} are relayed")]
+    TitanTooLarge(u64),
+    #[error("titan:// parameter {0:?} is not key=value")]
+    TitanParameter(String),
 }
 
 /// A client's request line (its line end removed) → the Gemini target it
 /// names, or the reason for a `59`: UTF-8, an absolute `gemini://` URL, no
 /// userinfo, no fragment, and whatever [`Target::parse`] requires.
 pub fn parse_request(line: &[u8]) -> Result<Target, BadRequest> {
+    let target = parse_url(line)?;
+    if target.scheme != Scheme::Gemini {
+        return Err(BadRequest::NotGemini(target.scheme.as_str()));
+    }
+    Ok(target)
+}
+
+/// A request line → the target of whatever scheme it names (the Gemini
+/// listener takes other protocols' URLs too), or the reason for a `59`:
+/// UTF-8, an absolute URL, no userinfo, no fragment.
+pub fn parse_url(line: &[u8]) -> Result<Target, BadRequest> {
     let url = std::str::from_utf8(line).map_err(|_| BadRequest::NotUtf8)?;
     let target = match Target::parse(url) {
         Ok(t) => t,
@@ -81,9 +104,6 @@ pub fn parse_request(line: &[u8]) -> Result<Target, BadRequest> {
         Err(TargetError::NotAbsolute) => return Err(BadRequest::NotAbsolute),
         Err(e) => return Err(BadRequest::Target(e)),
     };
-    if target.scheme != Scheme::Gemini {
-        return Err(BadRequest::NotGemini(target.scheme.as_str()));
-    }
     if target.had_userinfo {
         return Err(BadRequest::Userinfo);
     }

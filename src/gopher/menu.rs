@@ -4,6 +4,7 @@
 //! Gopher listener ([`MenuRewriter`]), or rendered as `text/gemini` for the
 //! Gemini listener (`crate::gateway::gemtext`).
 
+use crate::proxy::Transform;
 use crate::target::gopher_url;
 
 /// The longest menu line held while waiting for its end. A longer line is
@@ -89,6 +90,8 @@ enum Overlong {
 /// input is cut into chunks.
 pub struct MenuLines<H> {
     writer: H,
+    /// What the last [`Transform`] call wrote.
+    out: Vec<u8>,
     partial: Vec<u8>,
     /// The line being read is over-long.
     overlong: Option<Overlong>,
@@ -100,6 +103,7 @@ impl<H: MenuLine> MenuLines<H> {
     pub fn with(writer: H) -> MenuLines<H> {
         MenuLines {
             writer,
+            out: Vec::new(),
             partial: Vec::new(),
             overlong: None,
             after_cr: false,
@@ -188,6 +192,25 @@ impl<H: MenuLine> MenuLines<H> {
         } else {
             Overlong::Drop
         }
+    }
+}
+
+/// The pump's [`Transform`]: each chunk's complete lines, written.
+impl<H: MenuLine> Transform for MenuLines<H> {
+    fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        MenuLines::feed(self, chunk, &mut out);
+        self.out = out;
+        &self.out
+    }
+
+    fn finish(&mut self) -> &[u8] {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        MenuLines::finish(self, &mut out);
+        self.out = out;
+        &self.out
     }
 }
 

@@ -19,7 +19,7 @@ use crate::gopher::wire::{
 use crate::metrics::{Listener, Protocol};
 use crate::proxy::{
     self, close, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome,
-    Transform, Unparsed,
+    Unparsed,
 };
 use crate::refusal::{ProxyRule, Refusal};
 use crate::target::Target;
@@ -177,10 +177,9 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     rewrite_menus: bool,
 ) -> Result<Outcome, Refusal> {
     let mut rewriter = match &ctx.gopher_public {
-        Some((host, port)) if rewrite_menus && request.answer_is_menu() => Some(Rewriting {
-            menu: MenuRewriter::new(host, *port),
-            out: Vec::new(),
-        }),
+        Some((host, port)) if rewrite_menus && request.answer_is_menu() => {
+            Some(MenuRewriter::new(host, *port))
+        }
         _ => None,
     };
     let line = request.upstream_line();
@@ -192,25 +191,4 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
         &mut rewriter,
     )
     .await
-}
-
-/// A menu rewritten on its way to the client, its items pointing back at the
-/// proxy (`gopher.public_host`): the pump's [`Transform`] for Gopher.
-struct Rewriting {
-    menu: MenuRewriter,
-    out: Vec<u8>,
-}
-
-impl Transform for Rewriting {
-    fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
-        self.out.clear();
-        self.menu.feed(chunk, &mut self.out);
-        &self.out
-    }
-
-    fn finish(&mut self) -> &[u8] {
-        self.out.clear();
-        self.menu.finish(&mut self.out);
-        &self.out
-    }
 }

@@ -14,6 +14,11 @@ pub mod sniff;
 pub use line::{read_line, LineError};
 pub use ports::PortTable;
 
+/// The most data an upload (a Spartan request with data, a `titan://` URL)
+/// may announce: a larger one is refused before anything is read or sent (a
+/// guestbook post or a small file fits; a crawler has no reason to send more).
+pub const MAX_UPLOAD: u64 = 16 << 20;
+
 label_set! {
     /// A protocol the proxy serves (and its `protocol` label).
     pub enum Protocol {

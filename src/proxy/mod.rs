@@ -399,3 +399,50 @@ async fn drain<S: AsyncRead + Unpin>(client: &mut S) {
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), ending).await;
 }
+
+/// Copies an upload's `announced` bytes from the client (its buffer first)
+/// to the upstream, each read and write within `idle`. `Ok`: the bytes
+/// copied. `Err(Some)`: the client stopped sending before the end;
+/// `Err(None)`: the upstream could not take them (the caller names it).
+pub async fn upload<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
+    upstream: &mut W,
+    announced: u64,
+    idle: Duration,
+) -> Result<u64, Option<Refusal>> {
+    match copy_exactly(client, upstream, announced, idle).await {
+        Some(n) if n == announced => Ok(n),
+        Some(sent) => Err(Some(Refusal::Malformed(
+            crate::refusal::Malformed::ShortUpload { announced, sent },
+        ))),
+        None => Err(None),
+    }
+}
+
+/// Copies `n` bytes from the client (its buffer first) to the upstream, each
+/// read and write within `idle`. `Some(copied)`: fewer than `n` when the
+/// client stopped sending; `None`: the upstream could not take them.
+async fn copy_exactly<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    client: &mut BufReader<S>,
+    upstream: &mut W,
+    n: u64,
+    idle: Duration,
+) -> Option<u64> {
+    let mut copied = 0u64;
+    while copied < n {
+        let chunk = match tokio::time::timeout(idle, client.fill_buf()).await {
+            Ok(Ok([])) | Ok(Err(_)) | Err(_) => return Some(copied),
+            Ok(Ok(chunk)) => chunk,
+        };
+        let take = chunk.len().min((n - copied) as usize);
+        if !matches!(
+            tokio::time::timeout(idle, upstream.write_all(&chunk[..take])).await,
+            Ok(Ok(()))
+        ) {
+            return None;
+        }
+        client.consume(take);
+        copied += take as u64;
+    }
+    Some(copied)
+}

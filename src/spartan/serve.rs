@@ -2,7 +2,8 @@
 //! upload), the shared checks, then the upstream's status line checked and
 //! the answer streamed back byte for byte.
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::admission::Admitted;
@@ -11,11 +12,13 @@ use crate::context::Context;
 use crate::metrics::{Listener, Protocol};
 use crate::protocol::read_line;
 use crate::proxy::{
-    self, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome, Unparsed,
+    self, relay_answer, serve_admitted, upload, Answer, Conn, Cut, Hangup, LineProtocol, Outcome,
+    Unparsed,
 };
-use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
+use crate::refusal::{ProxyRule, Refusal, UpstreamFailure};
 use crate::spartan::wire::{
-    header, parse_header, parse_request_line, BadRequest, Data, Request, MAX_HEADER, MAX_REQUEST,
+    header, parse_header, parse_request_line, BadRequest, Data, Header, Request, MAX_HEADER,
+    MAX_REQUEST,
 };
 use crate::target::{canonical_host, Target};
 
@@ -157,6 +160,33 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     admitted: &Admitted,
     ctx: &Context,
 ) -> Result<Outcome, Refusal> {
+    let mut answered = exchange(client, request, admitted, ctx).await?;
+    let line = (answered.line.as_slice(), answered.header.status);
+    let upstream = &mut answered.upstream;
+    Ok(relay_answer(upstream, client.get_mut(), line, ctx, answered.connecting).await)
+}
+
+/// An upstream that has answered a Spartan request with a valid status
+/// line; its body is still to be read.
+pub struct Answered {
+    pub upstream: BufReader<TcpStream>,
+    /// The status line as it came (its end removed).
+    pub line: Vec<u8>,
+    pub header: Header,
+    /// When connecting began.
+    pub connecting: Instant,
+}
+
+/// Connects to the admitted server, sends the request (and the data that
+/// follows it, from the client), and reads the status line, within the
+/// idle deadline. Any failure is a refusal: nothing has been sent to the
+/// client yet.
+pub async fn exchange<S: AsyncRead + Unpin>(
+    client: &mut BufReader<S>,
+    request: &Request,
+    admitted: &Admitted,
+    ctx: &Context,
+) -> Result<Answered, Refusal> {
     let idle = ctx.config.limits.idle_timeout;
     let target = &request.target;
     let authority = target.authority();
@@ -182,18 +212,9 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let mut sent = head.len() as u64;
     if let Data::Follows(announced) = request.data {
-        let copied = copy_exactly(client, upstream.get_mut(), announced, idle).await;
-        sent += copied.unwrap_or(0);
-        match copied {
-            Some(n) if n == announced => {}
-            Some(n) => {
-                return Err(Refusal::Malformed(Malformed::ShortUpload {
-                    announced,
-                    sent: n,
-                }))
-            }
-            None => return Err(not_sent()),
-        }
+        sent += upload(client, upstream.get_mut(), announced, idle)
+            .await
+            .map_err(|short| short.unwrap_or_else(not_sent))?;
     }
     ctx.metrics.bytes_to_upstream.inc_by(sent);
     let bad_answer = |why: String| {
@@ -205,40 +226,14 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     let line = read_line(&mut upstream, MAX_HEADER, idle)
         .await
         .map_err(|e| bad_answer(e.to_string()))?;
-    let status = parse_header(&line)
-        .map_err(|e| bad_answer(e.to_string()))?
-        .status;
+    let header = parse_header(&line).map_err(|e| bad_answer(e.to_string()))?;
     ctx.metrics
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());
-    let answer = (line.as_slice(), status);
-    Ok(relay_answer(&mut upstream, client.get_mut(), answer, ctx, connecting).await)
-}
-
-/// Copies `n` bytes from the client (its buffer first) to the upstream, each
-/// read and write within `idle`. `Some(copied)`: fewer than `n` when the
-/// client stopped sending; `None`: the upstream could not take them.
-async fn copy_exactly<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    client: &mut BufReader<S>,
-    upstream: &mut W,
-    n: u64,
-    idle: std::time::Duration,
-) -> Option<u64> {
-    let mut copied = 0u64;
-    while copied < n {
-        let chunk = match tokio::time::timeout(idle, client.fill_buf()).await {
-            Ok(Ok([])) | Ok(Err(_)) | Err(_) => return Some(copied),
-            Ok(Ok(chunk)) => chunk,
-        };
-        let take = chunk.len().min((n - copied) as usize);
-        if !matches!(
-            tokio::time::timeout(idle, upstream.write_all(&chunk[..take])).await,
-            Ok(Ok(()))
-        ) {
-            return None;
-        }
-        client.consume(take);
-        copied += take as u64;
-    }
-    Some(copied)
+    Ok(Answered {
+        upstream,
+        line,
+        header,
+        connecting,
+    })
 }

@@ -14,10 +14,7 @@ pub const MAX_REQUEST: usize = 2048;
 /// A status line is one digit, a space and a meta of at most 1024 bytes.
 pub const MAX_HEADER: usize = 2 + 1024;
 
-/// The most data a request may announce: an upload larger than this is
-/// refused before anything is read or sent (a guestbook post or a small file
-/// fits; a crawler has no reason to send more).
-pub const MAX_UPLOAD: u64 = 16 << 20;
+pub use crate::protocol::MAX_UPLOAD;
 
 /// What follows a request's line.
 #[derive(Clone, Debug, PartialEq, Eq)]
