@@ -164,6 +164,15 @@ pub fn text(status_and_meta: &str, body: &str) -> Reply {
 
 type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
 
+/// A `titan://` URL's `;size=N`: the bytes of data that follow its line.
+fn titan_size(url: &str) -> Option<usize> {
+    url.strip_prefix("titan://")?
+        .split(';')
+        .find_map(|p| p.strip_prefix("size="))?
+        .parse()
+        .ok()
+}
+
 /// Polls `condition` until it holds; panics after 10 s (a bound, not a timing).
 pub async fn wait_until(what: &str, condition: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -212,6 +221,8 @@ pub struct Origin {
     pub requests: Arc<Mutex<Vec<String>>>,
     /// When each request line arrived, with the URL.
     pub arrivals: Arc<Mutex<Vec<(std::time::Instant, String)>>>,
+    /// Titan uploads: the URL and the data that followed it (`;size=N` bytes).
+    pub uploads: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -242,16 +253,19 @@ impl Origin {
         let recorded = requests.clone();
         let arrivals = Arc::new(Mutex::new(Vec::new()));
         let arrived = arrivals.clone();
+        let uploads = Arc::new(Mutex::new(Vec::new()));
+        let uploaded = uploads.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (acceptor, handler, recorded, arrived) = (
+                let (acceptor, handler, recorded, arrived, uploaded) = (
                     acceptor.clone(),
                     handler.clone(),
                     recorded.clone(),
                     arrived.clone(),
+                    uploaded.clone(),
                 );
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(stream).await else {
@@ -273,6 +287,17 @@ impl Origin {
                         .unwrap()
                         .push((std::time::Instant::now(), url.clone()));
                     recorded.lock().unwrap().push(url.clone());
+                    if let Some(size) = titan_size(&url) {
+                        let mut data = vec![0u8; size.min(1 << 20)];
+                        let read = tls.read_exact(&mut data);
+                        if !matches!(
+                            tokio::time::timeout(Duration::from_secs(5), read).await,
+                            Ok(Ok(_))
+                        ) {
+                            return;
+                        }
+                        uploaded.lock().unwrap().push((url.clone(), data));
+                    }
                     if write_reply(tls.get_mut(), handler(&url)).await {
                         let _ = tls.get_ref().get_ref().0.set_zero_linger();
                         return;
@@ -285,6 +310,7 @@ impl Origin {
             addr,
             requests,
             arrivals,
+            uploads,
             task,
         }
     }
