@@ -164,6 +164,9 @@ pub fn text(status_and_meta: &str, body: &str) -> Reply {
 
 type Handler = Arc<dyn Fn(&str) -> Reply + Send + Sync>;
 
+/// A Titan upload as a test capsule received it: the URL line and the data.
+pub type Upload = (String, Vec<u8>);
+
 /// A `titan://` URL's `;size=N`: the bytes of data that follow its line.
 fn titan_size(url: &str) -> Option<usize> {
     url.strip_prefix("titan://")?
@@ -222,7 +225,7 @@ pub struct Origin {
     /// When each request line arrived, with the URL.
     pub arrivals: Arc<Mutex<Vec<(std::time::Instant, String)>>>,
     /// Titan uploads: the URL and the data that followed it (`;size=N` bytes).
-    pub uploads: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    pub uploads: Arc<Mutex<Vec<Upload>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
