@@ -280,3 +280,43 @@ async fn titan_uploads_are_refused_unless_the_bot_may_upload() {
         body(&answer)
     );
 }
+
+/// A hostile hole: escape sequences, bytes that are no UTF-8, a line that
+/// would start a preformatted block, an item longer than the proxy holds,
+/// and an item pointing at a port nothing is given for. The client gets
+/// gemtext that is UTF-8, holds no control character but line ends, and
+/// links only where the menu gave a usable host and port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_menu_reaches_the_client_as_harmless_gemtext() {
+    let mut menu = b"i\x1b]0;owned\x07title\t\tnull.host\t1\r\n\
+i```\t\tnull.host\t1\r\n\
+i\xff\xfe bytes\t\tnull.host\t1\r\n\
+1No port\t/x\t127.0.0.1\r\n\
+1=> fake\t/y\t127.0.0.1\t70\r\n"
+        .to_vec();
+    menu.extend_from_slice(b"1");
+    menu.extend(vec![b'z'; 100 * 1024]);
+    menu.extend_from_slice(b"\t/z\t127.0.0.1\t70\r\n.\r\n");
+    let hole = GopherOrigin::start(move |selector| match selector {
+        b"robots.txt" => Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        _ => Reply::Bytes(menu.clone()),
+    })
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    let (header, rendered) = gemini(proxy.addr(Listener::Gemini), &hole.url("1/")).await;
+    assert_eq!(header, "20 text/gemini");
+    let rendered = String::from_utf8(rendered).expect("UTF-8");
+    assert!(
+        !rendered.chars().any(|c| c.is_control() && c != '\n'),
+        "{rendered:?}"
+    );
+    assert_eq!(
+        rendered,
+        " ]0;owned title\n \
+```\n\
+\u{fffd}\u{fffd} bytes\n\
+No port\n\
+=> gopher://127.0.0.1/1/y => fake\n\
+[an item longer than 64 KiB was dropped by the proxy]\n"
+    );
+}
