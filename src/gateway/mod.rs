@@ -106,7 +106,7 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
             let refusal = Refusal::ProxyRule(ProxyRule::Upload {
                 what: "a spartan:// URL with a query (data)",
             });
-            return crate::gemini::serve::answer(client.get_mut(), &refusal).await;
+            return crate::gemini::answer::answer(client.get_mut(), &refusal).await;
         }
         Request::Gopher(r) if r.item_type() == b'7' && !has_search(&r.target) => {
             return prompt(client.get_mut()).await;
@@ -193,7 +193,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gateway<'_> {
     }
 
     async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        crate::gemini::serve::answer(client, refusal).await
+        crate::gemini::answer::answer(client, refusal).await
     }
 }
 

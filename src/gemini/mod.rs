@@ -2,6 +2,7 @@
 //! lines), serving a request on the Gemini listener and answering each fate
 //! ([`serve`]), and fetching a capsule's robots.txt ([`robots`]).
 
+pub mod answer;
 pub mod robots;
 pub mod serve;
 pub mod titan;

@@ -14,38 +14,19 @@ use crate::access::Denied;
 use crate::admission::Admitted;
 use crate::bots::{BotId, Fingerprint, Presented};
 use crate::context::Context;
-use crate::fate::Fate;
 use crate::gateway;
+use crate::gemini::answer::answer;
 use crate::gemini::titan::Upload;
 use crate::gemini::wire::{
-    header, parse_header, parse_url, read_line, status, BadRequest, LineError, MAX_HEADER, MAX_URL,
+    parse_header, parse_url, read_line, BadRequest, LineError, MAX_HEADER, MAX_URL,
 };
 use crate::metrics::{Protocol, TlsSide};
 use crate::proxy::{
     self, close, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, Outcome,
     CLIENT_BUFFER,
 };
-use crate::refusal::{ceil_secs, Malformed, ProxyRule, Refusal, UpstreamFailure};
+use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{Scheme, Target};
-
-/// The Gemini status for a request that was not relayed (the README's table).
-pub fn status_for(refusal: &Refusal) -> u8 {
-    match refusal {
-        Refusal::Denied(Denied::NoCertificate) => return status::CERTIFICATE_REQUIRED,
-        Refusal::Denied(Denied::UnknownCertificate(_)) => {
-            return status::CERTIFICATE_NOT_AUTHORISED
-        }
-        _ => {}
-    }
-    match refusal.fate() {
-        Fate::Malformed => status::BAD_REQUEST,
-        Fate::ProxyRule | Fate::Disallowed | Fate::Denied => status::PROXY_REQUEST_REFUSED,
-        Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
-            status::PROXY_ERROR
-        }
-        Fate::SlowDown => status::SLOW_DOWN,
-    }
-}
 
 /// Serves one client connection: TLS, one request, one answer.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: Arc<Context>) {
@@ -155,20 +136,6 @@ where
         )
         .await;
     }
-}
-
-/// Writes the answer to a refusal.
-pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    let code = status_for(refusal);
-    let detail = refusal.detail();
-    // Our own `44` always carries a number: the seconds to wait.
-    let meta = match refusal.retry_after() {
-        Some(retry_after) => &ceil_secs(retry_after).to_string(),
-        None => &detail,
-    };
-    let _ = client.write_all(&header(code, meta)).await;
-    let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(code), detail)
 }
 
 /// What a Gemini listener's client asked for.

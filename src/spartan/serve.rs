@@ -27,7 +27,7 @@ use crate::target::{canonical_host, Target};
 /// client's: `4`; what it answers with a `4x` (slow down, unreachable,
 /// upstream failure) is the server side's: `5`.
 pub fn status_for(refusal: &Refusal) -> u8 {
-    match crate::gemini::serve::status_for(refusal) / 10 {
+    match crate::gemini::answer::status_for(refusal) / 10 {
         4 => 5,
         _ => 4,
     }
