@@ -5,7 +5,8 @@
 # and an upstream mark, and the rules printed by `robots-proxy transparent-rules`
 # send every other connection to those ports into it. The clients are
 # unmodified and know no proxy: curl, openssl s_client with SNI, and a small
-# Python Gemini client.
+# Python Gemini client; socat for Spartan (port 300) and Nex (port 1900), whose
+# servers (tests/interop/small_web_server.py) serve there too.
 
 if [ "$(id -u)" != 0 ]; then
   check "transparent: needs root for a network namespace (run as root, as CI does)" false
@@ -38,6 +39,10 @@ printf 'Not for robots.\n' > "$tp/capsule/private/secret.gmi"
 printf 'User-agent: interopbot\nDisallow: /private\nCrawl-delay: 0.5\n' > "$tp/hole/robots.txt"
 printf 'Hello through the kernel.\n' > "$tp/hole/hello.txt"
 printf 'Not for robots.\n' > "$tp/hole/private/secret.txt"
+mkdir -p "$tp/small/private"
+printf 'User-agent: interopbot\nDisallow: /private\n' > "$tp/small/robots.txt"
+printf 'Small web text.\n' > "$tp/small/public.txt"
+printf 'Not for robots.\n' > "$tp/small/private/secret.txt"
 : > "$tp/stamps.log"
 chmod -R a+rX "$tp"
 chmod a+w "$tp/stamps.log"
@@ -49,6 +54,11 @@ in_ns socat TCP-LISTEN:70,bind=10.200.0.2,fork,reuseaddr \
   "SYSTEM:date +%s.%N >> $tp/stamps.log; exec $gophernicus -h 10.200.0.2 -p 70 -r $tp/hole$as_user" \
   > /dev/null 2>&1 &
 pids+=($!)
+for small in spartan:300 nex:1900; do
+  in_ns python3 tests/interop/small_web_server.py --protocol "${small%%:*}" --root "$tp/small" \
+    --bind 10.200.0.2 --port "${small##*:}" --log "$tp/small.log" > /dev/null 2>&1 &
+  pids+=($!)
+done
 RUST_LOG=info in_ns "$proxy_bin" run --gemini-listen 127.0.0.1:1966 --gopher-listen 127.0.0.1:7070 \
   --metrics-listen 127.0.0.1:9770 --transparent-listen 127.0.0.1:8965 --upstream-mark 0x2a \
   --agent interopbot --allow-private-upstreams --state-dir "$tp/state" --default-delay 0s \
@@ -63,6 +73,8 @@ ns_wait() { # ns_wait HOST PORT: a bounded poll until something listens there
 }
 ns_wait 10.200.0.2 1965
 ns_wait 10.200.0.2 70
+ns_wait 10.200.0.2 300
+ns_wait 10.200.0.2 1900
 ns_wait 127.0.0.1 8965
 ns_wait 127.0.0.1 9770
 
@@ -80,6 +92,14 @@ in_ns curl -s "$hole/0/private/secret.txt" > "$tp/secret.before"
 check "transparent: without the rules, a proxy-unaware client gets the secret (the hole)" \
   grep -q '^Not for robots' "$tp/secret.before"
 in_ns curl -s "$hole/0/hello.txt" > "$tp/hello.direct"
+ns_plain() { # ns_plain PORT LINE: LINE and CRLF to 10.200.0.2:PORT with socat, unmodified
+  printf '%s\r\n' "$2" | timeout 30 ip netns exec "$ns" socat -t 5 - "TCP:10.200.0.2:$1" 2>/dev/null || true
+}
+ns_plain 300 "10.200.0.2 /private/secret.txt 0" > "$tp/spartan.before"
+ns_plain 1900 "private/secret.txt" > "$tp/nex.before"
+check "transparent: without the rules, Spartan and Nex clients get the secret (the side door)" \
+  bash -c "grep -q 'Not for robots' '$tp/spartan.before' && grep -q 'Not for robots' '$tp/nex.before'"
+: > "$tp/small.log"
 ns_gem "$capsule/" > "$tp/index.direct"
 # The readiness probes and the controls were connections too: start the stamps afresh.
 : > "$tp/stamps.log"
@@ -101,6 +121,24 @@ check "transparent: curl gopher:// is refused the secret with 3403" grep -q \
   '^3403 Forbidden: robots.txt of 10.200.0.2:70 disallows this for interopbot: Disallow: /private' "$tp/secret.after"
 in_ns curl -s "$hole/0private/secret.txt" > "$tp/dodge.after"
 check "transparent: the slash-less spelling is refused too" grep -q '^3403 Forbidden' "$tp/dodge.after"
+
+ns_plain 300 "10.200.0.2 /public.txt 0" > "$tp/spartan.public"
+check "transparent: socat gets a Spartan page through the rules" \
+  bash -c "printf '2 text/plain\r\nSmall web text.\n' | cmp -s - '$tp/spartan.public'"
+ns_plain 1900 "public.txt" > "$tp/nex.public"
+check "transparent: socat gets a Nex document through the rules" \
+  bash -c "printf 'Small web text.\n' | cmp -s - '$tp/nex.public'"
+small_refused=0
+for spelling in /private/secret.txt /%70rivate/secret.txt //private/secret.txt /a/../private/secret.txt; do
+  ns_plain 300 "10.200.0.2 $spelling 0" | grep -q '^4 robots.txt of 10.200.0.2:300 disallows' &&
+    small_refused=$((small_refused + 1))
+  ns_plain 1900 "${spelling#/}" | grep -q '^robots-proxy: 53 robots.txt of 10.200.0.2:1900 disallows' &&
+    small_refused=$((small_refused + 1))
+done
+check "transparent: Spartan and Nex are refused the secret, $small_refused of 8 spellings" \
+  bash -c "[ $small_refused = 8 ] && ! grep -q 'private' '$tp/small.log'"
+ns_plain 300 "10.200.0.2 /guestbook 5" > "$tp/spartan.upload"
+check "transparent: a Spartan upload is refused for the bot" grep -q '^4 uploads are refused' "$tp/spartan.upload"
 
 ns_gem "$capsule/" > "$tp/index.proxied"
 check "transparent: openssl s_client (SNI capsule.test) gets agate's page byte for byte" \
