@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -291,23 +291,9 @@ where
         Some(upload) => upload.upstream_line(),
         None => format!("{}\r\n", target.url()),
     };
-    let not_sent = || {
-        Refusal::Upstream(UpstreamFailure::Send {
-            authority: authority.clone(),
-            what: "request",
-        })
-    };
-    let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(request.as_bytes())).await;
-    if !matches!(sent, Ok(Ok(()))) {
-        return Err(not_sent());
-    }
-    let mut sent = request.len() as u64;
-    if let Some(upload) = upload {
-        sent += proxy::upload(client, upstream.get_mut(), upload.size, idle)
-            .await
-            .map_err(|short| short.unwrap_or_else(not_sent))?;
-    }
-    ctx.metrics.bytes_to_upstream.inc_by(sent);
+    let announced = upload.map(|u| u.size);
+    let head = (request.as_bytes(), announced);
+    proxy::send_request(client, upstream.get_mut(), head, ctx, &authority).await?;
     let bad_answer = |why: String| {
         Refusal::Upstream(UpstreamFailure::Answer {
             authority: authority.clone(),

@@ -400,23 +400,44 @@ async fn drain<S: AsyncRead + Unpin>(client: &mut S) {
     let _ = tokio::time::timeout(Duration::from_secs(1), ending).await;
 }
 
-/// Copies an upload's `announced` bytes from the client (its buffer first)
-/// to the upstream, each read and write within `idle`. `Ok`: the bytes
-/// copied. `Err(Some)`: the client stopped sending before the end;
-/// `Err(None)`: the upstream could not take them (the caller names it).
-pub async fn upload<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+/// Sends a request upstream: its `head` (the request line, and inline
+/// data), then, for an upload, the `announced` bytes that follow it from the
+/// client (its buffer first), each write within `idle`; counts what was sent
+/// (once all of it was). A refusal names `authority`: the upstream could not take it, or the client
+/// stopped sending before its announced end.
+pub async fn send_request<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     client: &mut BufReader<S>,
     upstream: &mut W,
-    announced: u64,
-    idle: Duration,
-) -> Result<u64, Option<Refusal>> {
-    match copy_exactly(client, upstream, announced, idle).await {
-        Some(n) if n == announced => Ok(n),
-        Some(sent) => Err(Some(Refusal::Malformed(
-            crate::refusal::Malformed::ShortUpload { announced, sent },
-        ))),
-        None => Err(None),
+    (head, announced): (&[u8], Option<u64>),
+    ctx: &Context,
+    authority: &str,
+) -> Result<(), Refusal> {
+    let idle = ctx.config.limits.idle_timeout;
+    let not_sent = || {
+        Refusal::Upstream(crate::refusal::UpstreamFailure::Send {
+            authority: authority.to_string(),
+            what: "request",
+        })
+    };
+    if !matches!(
+        tokio::time::timeout(idle, upstream.write_all(head)).await,
+        Ok(Ok(()))
+    ) {
+        return Err(not_sent());
     }
+    if let Some(announced) = announced {
+        match copy_exactly(client, upstream, announced, idle).await {
+            Some(n) if n == announced => {}
+            Some(sent) => {
+                let short = crate::refusal::Malformed::ShortUpload { announced, sent };
+                return Err(Refusal::Malformed(short));
+            }
+            None => return Err(not_sent()),
+        }
+    }
+    let sent = head.len() as u64 + announced.unwrap_or(0);
+    ctx.metrics.bytes_to_upstream.inc_by(sent);
+    Ok(())
 }
 
 /// Copies `n` bytes from the client (its buffer first) to the upstream, each

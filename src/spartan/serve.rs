@@ -12,8 +12,8 @@ use crate::context::Context;
 use crate::metrics::{Listener, Protocol};
 use crate::protocol::read_line;
 use crate::proxy::{
-    self, relay_answer, serve_admitted, upload, Answer, Conn, Cut, Hangup, LineProtocol, Outcome,
-    Unparsed,
+    self, relay_answer, send_request, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol,
+    Outcome, Unparsed,
 };
 use crate::refusal::{ProxyRule, Refusal, UpstreamFailure};
 use crate::spartan::wire::{
@@ -198,25 +198,18 @@ pub async fn exchange<S: AsyncRead + Unpin>(
         .map_err(Refusal::from)?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
     let head = request.upstream_head();
-    let not_sent = || {
-        Refusal::Upstream(UpstreamFailure::Send {
-            authority: authority.clone(),
-            what: "request",
-        })
+    let announced = match request.data {
+        Data::Follows(n) => Some(n),
+        _ => None,
     };
-    if !matches!(
-        tokio::time::timeout(idle, upstream.get_mut().write_all(&head)).await,
-        Ok(Ok(()))
-    ) {
-        return Err(not_sent());
-    }
-    let mut sent = head.len() as u64;
-    if let Data::Follows(announced) = request.data {
-        sent += upload(client, upstream.get_mut(), announced, idle)
-            .await
-            .map_err(|short| short.unwrap_or_else(not_sent))?;
-    }
-    ctx.metrics.bytes_to_upstream.inc_by(sent);
+    send_request(
+        client,
+        upstream.get_mut(),
+        (&head, announced),
+        ctx,
+        &authority,
+    )
+    .await?;
     let bad_answer = |why: String| {
         Refusal::Upstream(UpstreamFailure::Answer {
             authority: authority.clone(),
