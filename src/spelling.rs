@@ -1,10 +1,12 @@
 //! The spellings a server reads as one resource, and deciding over all of them.
 //!
 //! A refusal must not be dodged by writing the same resource another way. For a
-//! Gemini (or HTTP) path the canonical form in [`crate::target`] already removes
-//! dot segments and normalises escapes; what is left is a doubled slash, which
-//! many servers fold (`//private/x` is `/private/x`), so a path is decided as
-//! written and with its slashes folded. The query is matched as written (RFC 9309
+//! Gemini, Spartan (or HTTP) path the canonical form in [`crate::target`] already
+//! removes dot segments and normalises escapes; what is left is a doubled slash,
+//! which many servers fold (`//private/x` is `/private/x`), and an encoded slash,
+//! which servers that decode a path before opening a file read as one
+//! (`/%2Fprivate/x`, `/pub/..%2Fprivate/x`). So a path is decided as written and
+//! as such a server reads it: `%2F` decoded, dot segments removed, slashes folded. The query is matched as written (RFC 9309
 //! §2.2.2): `?u=http://x` keeps its `//`.
 //!
 //! A Gopher selector is sent upstream byte for byte, and the servers people run
@@ -147,9 +149,10 @@ pub fn fold_path(path: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
-/// Decides a path with its query (Gemini, HTTP, or a bare `check` target): as
-/// written, and with the path part folded ([`fold_path`]); the query is left as
-/// it is. The first refusal wins.
+/// Decides a path with its query (Gemini, Spartan, HTTP, or a bare `check`
+/// target): as written, and as a server that decodes it reads it: `%2F` taken
+/// as `/` ([`slashes_decoded`]), then folded ([`fold_path`]). The query is left
+/// as it is. The first refusal wins.
 pub fn decide_path(policy: &Policy, path: &[u8]) -> Decision {
     let as_written = policy.decide_bytes(path);
     if !as_written.allowed() {
@@ -159,13 +162,39 @@ pub fn decide_path(policy: &Policy, path: &[u8]) -> Decision {
         Some(at) => path.split_at(at),
         None => (path, &[][..]),
     };
-    match fold_path(before) {
-        Cow::Borrowed(_) => as_written,
-        Cow::Owned(mut folded) => {
-            folded.extend_from_slice(query);
-            first_refusal(as_written, policy.decide_bytes(&folded))
+    let decoded = slashes_decoded(before);
+    match fold_path(&decoded) {
+        Cow::Borrowed(_) if matches!(decoded, Cow::Borrowed(_)) => as_written,
+        read => {
+            let mut read = read.into_owned();
+            read.extend_from_slice(query);
+            first_refusal(as_written, policy.decide_bytes(&read))
         }
     }
+}
+
+/// `path` with each `%2F` (either case) read as `/`, as servers that
+/// percent-decode a path before opening a file read it: `/%2Fprivate/x` and
+/// `/pub/..%2Fprivate/x` reach `/private/x`. Other escapes stay: the canonical
+/// form already decoded the unreserved ones, and a server that decodes `%25`
+/// once reads a literal `%`. Borrowed when there is none.
+fn slashes_decoded(path: &[u8]) -> Cow<'_, [u8]> {
+    let is_slash = |w: &[u8]| w[0] == b'%' && w[1] == b'2' && (w[2] | 0x20) == b'f';
+    if !path.windows(3).any(is_slash) {
+        return Cow::Borrowed(path);
+    }
+    let mut out = Vec::with_capacity(path.len());
+    let mut rest = path;
+    while !rest.is_empty() {
+        if rest.len() >= 3 && is_slash(&rest[..3]) {
+            out.push(b'/');
+            rest = &rest[3..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Decides a Gopher selector over all its spellings; robots.txt itself, asked
@@ -307,6 +336,33 @@ mod tests {
         let policy = robots.policy(&crate::robots::BotProfile::new("x"));
         assert!(!decide_path(&policy, b"//private?a=//b").allowed());
         assert!(decide_path(&policy, b"/public?u=//private").allowed());
+    }
+
+    #[test]
+    fn an_encoded_slash_is_read_as_a_slash() {
+        let robots = RobotsTxt::parse(b"User-agent: *\nDisallow: /private\n");
+        let policy = robots.policy(&crate::robots::BotProfile::new("x"));
+        for no in [
+            "/%2Fprivate/x",
+            "/%2fprivate/x",
+            "%2Fprivate/x",
+            "/pub/..%2Fprivate/x",
+            "/pub%2F..%2Fprivate/x?q",
+            "/%2F%2Fprivate",
+        ] {
+            assert!(!decide_path(&policy, no.as_bytes()).allowed(), "{no}");
+        }
+        for ok in [
+            "/pub%2Fprivate",
+            "/%252Fprivate",
+            "/%2",
+            "/pub?u=%2Fprivate",
+            "/%2Gprivate",
+        ] {
+            assert!(decide_path(&policy, ok.as_bytes()).allowed(), "{ok}");
+        }
+        assert_eq!(&*slashes_decoded(b"/a%2Fb%2fc%2"), b"/a/b/c%2");
+        assert!(matches!(slashes_decoded(b"/plain"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -104,6 +104,8 @@ async fn dodging_spellings_are_refused() {
         format!("gemini://127.0.0.1:{port}/a/%2e%2e/private/x"),
         format!("gemini://127.0.0.1:{port}//private/x"),
         format!("gemini://127.0.0.1:{port}/./private"),
+        format!("gemini://127.0.0.1:{port}/%2Fprivate/x"),
+        format!("gemini://127.0.0.1:{port}/a/..%2fprivate/x"),
     ] {
         let (header, _) = gemini(proxy.addr(Listener::Gemini), &url).await;
         assert!(header.starts_with("53 robots.txt"), "{url}: {header}");

@@ -66,6 +66,9 @@ async fn spartan_through_socks5_follows_its_own_robots_txt_over_every_spelling()
         "/./private/x.txt",
         "/public/../private/x.txt",
         "/PRIVATE/../private/x.txt",
+        "/%2Fprivate/x.txt",
+        "/%2fprivate%2Fx.txt",
+        "/public/..%2Fprivate/x.txt",
     ] {
         let line = format!("127.0.0.1 {spelling} 0\r\n");
         let answer = text(&through_socks(socks, port, line.as_bytes()).await);
