@@ -48,3 +48,10 @@ _end_work() {
   if declare -F cleanup_more > /dev/null; then cleanup_more; fi
   if [ -n "${KEEP_WORK:-}" ]; then echo "work dir kept: $work"; else rm -rf "$work"; fi
 }
+
+build_errand_fetch() { # the errand-fetch client (tests/interop/errand_fetch), built from crates.io once
+  local target=${ROBOTS_PROXY_TOOLS:-$HOME/.cache/robots-proxy-interop}/errand-fetch
+  cargo build --release --locked --quiet --manifest-path tests/interop/errand_fetch/Cargo.toml \
+    --target-dir "$target" >&2
+  echo "$target/release/errand-fetch"
+}

@@ -105,3 +105,34 @@ curl -s "http://127.0.0.1:$swm/metrics" > "$sw/metrics.txt"
 check "small web: robots.txt fetched once over each protocol" bash -c \
   "grep -qE '^robots_proxy_robots_fetches_total\\{outcome=\"found\",protocol=\"spartan\"\\} 1\$' '$sw/metrics.txt' &&
    grep -qE '^robots_proxy_robots_fetches_total\\{outcome=\"found\",protocol=\"nex\"\\} 1\$' '$sw/metrics.txt'"
+
+# A third-party client library through SOCKS5: the `errand` crate (crates.io,
+# unmodified, tests/interop/errand_fetch), its connections sent to the SOCKS5
+# listener by proxychains4. The proxy tells Spartan from Nex by port ([ports]).
+need proxychains4 proxychains4
+errand_fetch=$(build_errand_fetch)
+printf 'strict_chain\nproxy_dns\nquiet_mode\n[ProxyList]\nsocks5 127.0.0.1 %s\n' "$sws" > "$sw/proxychains.conf"
+sw_errand() { # sw_errand ARG...: errand-fetch through SOCKS5, a line per ARG
+  timeout 60 proxychains4 -f "$sw/proxychains.conf" "$errand_fetch" "$@" 2>/dev/null || true
+}
+: > "$sw/served.log"
+sw_errand "spartan://127.0.0.1:$spport/public.txt" "nex://127.0.0.1:$nxport/public.txt" \
+  "nex://127.0.0.1:$nxport/" > "$sw/errand.allowed"
+check "small web: errand through SOCKS5 gets a Spartan page, a Nex document and a Nex listing" bash -c \
+  "printf '%s\t2\ttext/plain\tPublic text.\\\\n\n%s\t-\t\tPublic text.\\\\n\n%s\t-\t\t=> private/\\\\n=> public.txt\\\\n=> robots.txt\\\\n\n' \
+     'spartan://127.0.0.1:$spport/public.txt' 'nex://127.0.0.1:$nxport/public.txt' 'nex://127.0.0.1:$nxport/' |
+   cmp -s - '$sw/errand.allowed'"
+errand_urls=()
+for spelling in /private/secret.txt /%70rivate/secret.txt //private/secret.txt /%2Fprivate/secret.txt \
+  /private//secret.txt /PRIVATE/../private/secret.txt; do
+  errand_urls+=("spartan://127.0.0.1:$spport$spelling" "nex://127.0.0.1:$nxport$spelling")
+done
+sw_errand "${errand_urls[@]}" "submit:spartan://127.0.0.1:$spport/guestbook hello" > "$sw/errand.refused"
+errand_spartan=$(grep -cP "^spartan://[^\t]*\t4\trobots\.txt of 127\.0\.0\.1:$spport disallows this for interopbot" "$sw/errand.refused" || true)
+errand_nex=$(grep -cP "^nex://[^\t]*\t-\t\trobots-proxy: 53 robots\.txt of 127\.0\.0\.1:$nxport disallows" "$sw/errand.refused" || true)
+check "small web: errand through SOCKS5 is refused $errand_spartan of 6 Spartan and $errand_nex of 6 Nex spellings of a disallowed path" \
+  test "$errand_spartan $errand_nex" = "6 6"
+check "small web: errand's Spartan upload (spartan_submit) is refused with 4" grep -qP \
+  "^submit:[^\t]*\t4\tuploads are refused for this bot" "$sw/errand.refused"
+check "small web: the servers saw errand's allowed requests and nothing else" bash -c \
+  "! grep -qiE 'private|guestbook' '$sw/served.log' && grep -c public.txt '$sw/served.log' | grep -qx 2"
