@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum, ValueHint};
+use clap_complete::Shell;
 
 use crate::listener::Listener;
 use crate::robots::{valid_product_token, valid_virtual_agent};
@@ -57,11 +59,11 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ManArgs {
     /// A subcommand's page (robots-proxy-SUBCOMMAND(1)) rather than robots-proxy(1).
-    #[arg(value_name = "SUBCOMMAND")]
+    #[arg(value_name = "SUBCOMMAND", value_parser = Suggest(any, SUBCOMMANDS), hide_possible_values = true)]
     pub subcommand: Option<String>,
 
     /// Write every page (robots-proxy.1, robots-proxy-run.1, …) into this directory.
-    #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+    #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath, conflicts_with = "subcommand")]
     pub out_dir: Option<PathBuf>,
 }
 
@@ -70,8 +72,77 @@ pub struct ManArgs {
 pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: Shell,
 }
+
+/// The completion script for `shell`: subcommands, and every subcommand's
+/// flags and their values.
+///
+/// clap_complete's bash script names each subcommand's state twice, and for a
+/// binary whose name holds a hyphen the two spellings differ
+/// (`robots__proxy__subcmd__run` where the subcommand is found,
+/// `robots__subcmd__proxy__subcmd__run` where its flags are listed), so
+/// nothing after a subcommand completes. The second spelling is mended here.
+pub fn completion_script(shell: Shell) -> Vec<u8> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), BIN, &mut script);
+    match shell {
+        Shell::Bash => {
+            let text = String::from_utf8_lossy(&script);
+            let found = BIN.replace('-', "__");
+            let listed = BIN.replace('-', "__subcmd__");
+            text.replace(
+                &format!("{listed}__subcmd__"),
+                &format!("{found}__subcmd__"),
+            )
+            .into_bytes()
+        }
+        Shell::Fish => {
+            script.extend(fish_positionals().into_bytes());
+            script
+        }
+        _ => script,
+    }
+}
+
+/// What clap_complete's fish script leaves out: a subcommand's positional
+/// values (`completions <TAB>`, `man <TAB>`), and no file names where a
+/// subcommand takes none (`run <TAB>`, `check <TAB>` is a target).
+fn fish_positionals() -> String {
+    let mut lines = String::new();
+    for sub in Cli::command().get_subcommands() {
+        let positionals: Vec<_> = sub.get_positionals().collect();
+        let takes_files = positionals.iter().any(|p| {
+            matches!(
+                p.get_value_hint(),
+                ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
+            )
+        });
+        let condition = format!(
+            "__fish_{}_using_subcommand {}",
+            BIN.replace('-', "_"),
+            sub.get_name()
+        );
+        let words: Vec<String> = positionals
+            .iter()
+            .flat_map(|p| p.get_possible_values())
+            .map(|v| v.get_name().to_string())
+            .collect();
+        if !takes_files {
+            lines.push_str(&format!("complete -c {BIN} -n \"{condition}\" -f\n"));
+        }
+        if !words.is_empty() {
+            lines.push_str(&format!(
+                "complete -c {BIN} -n \"{condition}\" -f -a \"{}\"\n",
+                words.join(" ")
+            ));
+        }
+    }
+    lines
+}
+
+/// The binary's name, as shells and manual pages call it.
+pub const BIN: &str = "robots-proxy";
 
 /// How `transparent-rules` writes its rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -89,14 +160,14 @@ pub struct RulesArgs {
 
     /// Catch only this user's connections (a name or uid): a crawler running as
     /// its own Unix user on the proxy's machine.
-    #[arg(long, value_name = "USER")]
+    #[arg(long, value_name = "USER", value_hint = ValueHint::Username)]
     pub crawler_user: Option<String>,
 
     /// Destination ports to catch, comma-separated, or `all`: every TCP port but
     /// 53 (DNS), so what is none of the small web's protocols fails closed at
     /// the proxy. Default: every port of the config's `[ports]` table
     /// (1965, 70, 300, 1900).
-    #[arg(long, value_name = "PORTS")]
+    #[arg(long, value_name = "PORTS", value_hint = ValueHint::Other)]
     pub ports: Option<String>,
 
     /// The rules' syntax.
@@ -107,60 +178,60 @@ pub struct RulesArgs {
 #[derive(Debug, Default, Args)]
 pub struct RunArgs {
     /// TOML config file (commented example: config/robots-proxy.toml).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub config: Option<PathBuf>,
 
     /// Address of the Gemini listener (TLS), e.g. 127.0.0.1:1965.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub gemini_listen: Option<String>,
 
     /// Address of the Gopher listener (plain TCP), e.g. 127.0.0.1:7070.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub gopher_listen: Option<String>,
 
     /// Address of the SOCKS5 drop-in listener (off unless given), for crawlers that
     /// know no Gemini or Gopher proxy: `curl --socks5-hostname ADDR gopher://…`.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub socks5_listen: Option<String>,
 
     /// Address of the transparent listener (Linux; off unless given): connections
     /// that iptables or nftables REDIRECT sent here, for crawlers that know no proxy
     /// at all. `robots-proxy transparent-rules` prints the firewall rules.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub transparent_listen: Option<String>,
 
     /// Set this mark (SO_MARK, needs CAP_NET_ADMIN) on every upstream socket, so
     /// the transparent-mode rules let the proxy's own connections pass, e.g. 0x2a.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
     pub upstream_mark: Option<String>,
 
     /// Fleet mode: share the politeness gate, robots.txt and certificate pins
     /// with other proxies through Redis or Valkey, e.g. redis://127.0.0.1:6379
     /// or unix:///run/redis/redis.sock.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_hint = ValueHint::Url)]
     pub store: Option<String>,
 
     /// Address of the metrics listener: GET /metrics (Prometheus) and /healthz.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub metrics_listen: Option<String>,
 
     /// The bot's product token, as robots.txt files name it (`examplebot`).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]
     pub agent: Option<String>,
 
     /// A virtual agent the bot acts as (archiver, indexer, researcher, webproxy, or any word).
     /// Repeatable; replaces the config file's list.
-    #[arg(long = "virtual-agent", value_name = "NAME")]
+    #[arg(long = "virtual-agent", value_name = "NAME", value_parser = Suggest(any, VIRTUAL_AGENTS), hide_possible_values = true)]
     pub virtual_agents: Vec<String>,
 
     /// Spacing between request starts to one host when its robots.txt gives the bot
     /// no Crawl-delay, e.g. 1s or 500ms.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other)]
     pub default_delay: Option<String>,
 
     /// A request that would wait longer than this for its host's turn is answered
     /// "slow down" at once (Gemini 44, Gopher 3503), e.g. 60s.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other)]
     pub max_wait: Option<String>,
 
     /// Allow upstreams in private, loopback and link-local ranges (refused by default).
@@ -168,7 +239,7 @@ pub struct RunArgs {
     pub allow_private_upstreams: bool,
 
     /// Log format: `human` (the default) or `json` (one object per line).
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", value_parser = Suggest(any, LOG_FORMATS), hide_possible_values = true)]
     pub log_format: Option<String>,
 
     /// Validate the configuration, print it in full (defaults included) as TOML, and exit.
@@ -176,7 +247,7 @@ pub struct RunArgs {
     pub check_config: bool,
 
     /// Where the proxy keeps its generated certificate.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     pub state_dir: Option<PathBuf>,
 }
 
@@ -204,24 +275,24 @@ pub enum Format {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// The robots.txt to read; `-` reads standard input.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub robots: String,
 
     /// The bot's product token (`examplebot`; a `/version` suffix is ignored). Empty:
     /// only the virtual agents' groups and `*` apply.
-    #[arg(long, value_name = "NAME", value_parser = parse_agent)]
+    #[arg(long, value_name = "NAME", value_parser = parse_agent, value_hint = ValueHint::Other)]
     pub agent: String,
 
     /// A virtual agent the bot acts as: archiver, indexer, researcher, webproxy, or any word.
     /// Repeatable.
-    #[arg(long = "virtual-agent", value_name = "NAME", value_parser = parse_virtual_agent)]
+    #[arg(long = "virtual-agent", value_name = "NAME", value_parser = Suggest(parse_virtual_agent, VIRTUAL_AGENTS), hide_possible_values = true)]
     pub virtual_agents: Vec<String>,
 
     /// A use the bot declares for what it fetches (`train-ai`, `train-genai`,
     /// `search`, `ai-input`; `ai-train` is `train-ai`), as `content_usage` in
     /// its config: robots.txt's `Content-Usage` and `Content-Signal` lines
     /// refusing it disallow a target. Repeatable.
-    #[arg(long = "content-usage", value_name = "USE", value_parser = crate::robots::Use::parse)]
+    #[arg(long = "content-usage", value_name = "USE", value_parser = Suggest(crate::robots::Use::parse, USES), hide_possible_values = true)]
     pub content_usage: Vec<crate::robots::Use>,
 
     /// Also print `crawl-delay<TAB>SECONDS` (or `none`) for the bot.
@@ -249,12 +320,12 @@ pub struct CheckArgs {
 
     /// Read targets from a file, one per line (`-` for standard input), after those given
     /// as arguments. Blank lines are skipped.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub targets_from: Option<String>,
 
     /// Paths or selectors (`/a/b`, `0/foo`), or full `gemini://`, `gopher://`,
     /// `http://`, `https://` URLs.
-    #[arg(value_name = "TARGET")]
+    #[arg(value_name = "TARGET", value_hint = ValueHint::Other)]
     pub targets: Vec<String>,
 }
 
@@ -279,5 +350,40 @@ fn parse_virtual_agent(value: &str) -> Result<String, String> {
             "a virtual agent is one word of letters, digits, '_' and '-' (e.g. indexer)"
                 .to_string(),
         )
+    }
+}
+
+/// Words a shell offers for a value that takes any word: the value is still
+/// checked by the parser, not by the list.
+const VIRTUAL_AGENTS: &[&str] = &["archiver", "indexer", "researcher", "webproxy"];
+const USES: &[&str] = &["train-ai", "train-genai", "search", "ai-input"];
+const LOG_FORMATS: &[&str] = &["human", "json"];
+const SUBCOMMANDS: &[&str] = &["run", "check", "transparent-rules", "completions", "man"];
+
+fn any(value: &str) -> Result<String, String> {
+    Ok(value.to_string())
+}
+
+/// A value parser that accepts what its function accepts (with that
+/// function's error) and offers `words` to shell completion.
+#[derive(Clone)]
+struct Suggest<T>(fn(&str) -> Result<T, String>, &'static [&'static str]);
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Suggest<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        self.0.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            self.1.iter().map(|&word| PossibleValue::new(word)),
+        ))
     }
 }

@@ -40,8 +40,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => {
             // Written whole, then copied out: a reader that stops early
             // (`| head`) is not an error worth a panic.
-            let mut script = Vec::new();
-            clap_complete::generate(args.shell, &mut Cli::command(), "robots-proxy", &mut script);
+            let script = robots_proxy::cli::completion_script(args.shell);
             match io::Write::write_all(&mut io::stdout(), &script) {
                 Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
                     eprintln!("robots-proxy completions: {e}");

@@ -8,8 +8,20 @@ check "packaging: systemd-analyze verify accepts the unit" tests/packaging/verif
 check "packaging: a man page per subcommand" bash -c \
   "'$proxy_bin' man --out-dir '$work/man' && for c in '' -run -check -transparent-rules -completions -man; do
      test -s '$work/man/robots-proxy'\$c.1 || exit 1; done"
-check "packaging: bash completions know the subcommands" bash -c \
-  "'$proxy_bin' completions bash | grep -q 'transparent-rules' && '$proxy_bin' completions zsh | grep -q '#compdef robots-proxy'"
+# Completion in each shell, driven as a user's TAB would be (tests/packaging/complete).
+need zsh zsh fish fish
+for sh in bash zsh fish; do
+  got=$(for words in "robots-proxy tr" "robots-proxy run --gemini-l" "robots-proxy check --format " \
+    "robots-proxy transparent-rules --syntax " "robots-proxy run --virtual-agent " "robots-proxy man "; do
+    tests/packaging/complete "$sh" "$proxy_bin" "$words" | tr '\n' ' '; echo; done)
+  check "packaging: $sh completes subcommands, their flags and values" test "$got" = \
+"transparent-rules 
+--gemini-listen 
+json text 
+iptables nft 
+archiver indexer researcher webproxy 
+$(if [ "$sh" = bash ]; then echo -n '--help --out-dir -h '; fi)check completions man run transparent-rules "
+done
 check "packaging: both license files" bash -c "grep -q 'Apache License' LICENSE-APACHE && grep -q 'MIT License' LICENSE-MIT"
 
 # --- operating a running proxy: status page in a real browser, reload, actions -----
