@@ -168,16 +168,34 @@ fn run(args: RunArgs) -> ExitCode {
     })
 }
 
-/// Logging as the config says; `RUST_LOG`, when set, overrides its level.
+/// Logging as the config says; `RUST_LOG`, when set to a filter, overrides its
+/// level. An empty `RUST_LOG` (`Environment=RUST_LOG=` in a unit) is unset,
+/// not a filter that logs nothing; one that does not parse is said, and the
+/// config's level is used.
 fn start_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log_level));
+    use tracing_subscriber::EnvFilter;
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| EnvFilter::try_new(&v).map_err(|e| (v, e)));
+    let (filter, bad) = match from_env {
+        Some(Ok(filter)) => (filter, None),
+        Some(Err(bad)) => (EnvFilter::new(&config.log_level), Some(bad)),
+        None => (EnvFilter::new(&config.log_level), None),
+    };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr);
     match config.log_format {
         LogFormat::Json => logs.json().flatten_event(true).init(),
         LogFormat::Human => logs.with_ansi(io::stderr().is_terminal()).init(),
+    }
+    if let Some((value, error)) = bad {
+        tracing::warn!(
+            rust_log = %value,
+            level = %config.log_level,
+            "RUST_LOG is not a log filter ({error}); logging at the config's level (log.level)"
+        );
     }
 }
 
