@@ -28,7 +28,7 @@ use generation::Lasting;
 
 #[derive(Debug, Error)]
 pub enum StartError {
-    #[error("the {listener} listener ({key}) cannot listen on {addr}: {source}")]
+    #[error("the {listener} listener ({key}) cannot listen on {addr}: {source}{}", bind_hint(*addr, source))]
     Bind {
         listener: &'static str,
         key: &'static str,
@@ -54,6 +54,27 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// The next step after a listener could not bind, where there is one.
+fn bind_hint(addr: SocketAddr, error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::PermissionDenied if addr.port() < 1024 => {
+            "; ports below 1024 need root or CAP_NET_BIND_SERVICE (systemd: \
+             AmbientCapabilities=CAP_NET_BIND_SERVICE, which the shipped unit grants; \
+             otherwise `setcap cap_net_bind_service=+ep` on the binary), or use a port above 1023"
+                .to_string()
+        }
+        ErrorKind::AddrInUse => format!(
+            "; another program listens there (`ss -ltnp 'sport = :{}'` names it)",
+            addr.port()
+        ),
+        ErrorKind::AddrNotAvailable => {
+            "; no interface of this machine has that address".to_string()
+        }
+        _ => String::new(),
+    }
 }
 
 /// A running proxy.
