@@ -13,8 +13,8 @@ use crate::protocol::Protocol;
 use crate::spelling::SelectorReading;
 
 /// A duration as the file writes it.
-fn d(value: std::time::Duration) -> Option<String> {
-    Some(format_duration(value))
+fn d(value: std::time::Duration) -> Option<DurationText> {
+    Some(DurationText(format_duration(value)))
 }
 
 /// Items written as they read back.
@@ -32,7 +32,7 @@ fn secret(value: &str, redact: bool, hidden: impl FnOnce(&str) -> String) -> Str
 
 /// A bot's limits as its section writes them (an unset one left out).
 struct LimitKeys {
-    min_delay: Option<String>,
+    min_delay: Option<DurationText>,
     concurrency: Option<usize>,
     rate: Option<String>,
     daily_requests_per_server: Option<u32>,

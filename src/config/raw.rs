@@ -72,9 +72,9 @@ pub struct RawStore {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_unavailable: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<String>,
+    pub timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease: Option<String>,
+    pub lease: Option<DurationText>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -99,15 +99,15 @@ pub struct RawLog {
 #[serde(deny_unknown_fields)]
 pub struct RawPoliteness {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_delay: Option<String>,
+    pub default_delay: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_delay: Option<String>,
+    pub min_delay: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_delay: Option<String>,
+    pub max_delay: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_host_concurrency: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_wait: Option<String>,
+    pub max_wait: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }
@@ -193,7 +193,7 @@ pub struct RawBot {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub virtual_agents: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_delay: Option<String>,
+    pub min_delay: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -225,7 +225,7 @@ pub struct RawNamedBot {
     #[serde(default)]
     pub clients: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_delay: Option<String>,
+    pub min_delay: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,17 +255,17 @@ pub struct RawAccess {
 #[serde(deny_unknown_fields)]
 pub struct RawRobots {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<String>,
+    pub ttl: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_stale: Option<String>,
+    pub max_stale: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub unreachable_retry: Option<String>,
+    pub unreachable_retry: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_unreachable: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fetch_timeout: Option<String>,
+    pub fetch_timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name_bot_in_request: Option<bool>,
 }
@@ -278,13 +278,13 @@ pub struct RawLimits {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub request_timeout: Option<String>,
+    pub request_timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub connect_timeout: Option<String>,
+    pub connect_timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle_timeout: Option<String>,
+    pub idle_timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub shutdown_grace: Option<String>,
+    pub shutdown_grace: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_private_upstreams: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -363,3 +363,55 @@ macro_rules! raw_bot_limits {
 }
 raw_bot_limits!(RawBot);
 raw_bot_limits!(RawNamedBot);
+
+/// A duration as written in the file (`"2s"`, `"500ms"`, `"1m"`), read by
+/// [`super::values::parse_duration`]. A bare number has no unit, so it is
+/// refused with the spelling to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct DurationText(pub String);
+
+impl std::ops::Deref for DurationText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for DurationText {
+    fn from(text: String) -> Self {
+        DurationText(text)
+    }
+}
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = DurationText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration with its unit, as a string (\"2s\", \"500ms\", \"1m\")")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DurationText, E> {
+                Ok(DurationText(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<DurationText, E> {
+                Err(E::custom(unitless(&v.to_string())))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<DurationText, E> {
+                Err(E::custom(unitless(&v.to_string())))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<DurationText, E> {
+                Err(E::custom(unitless(&v.to_string())))
+            }
+        }
+        deserializer.deserialize_any(Text)
+    }
+}
+
+/// The message for a duration written as a bare number.
+fn unitless(number: &str) -> String {
+    format!(
+        "a duration needs its unit, as a string: write \"{number}s\" (or \"500ms\", \"1m\"), as the flags take it"
+    )
+}

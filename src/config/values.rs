@@ -117,9 +117,9 @@ pub(super) mod bound {
 
 /// A value set by a flag of `run` or by a file key: the flag wins. Returns the
 /// name to blame in an error, and the value if either was set.
-pub(super) fn flag_or_key<'a>(
+pub(super) fn flag_or_key<'a, T: std::ops::Deref<Target = str>>(
     flag: (&'static str, &'a Option<String>),
-    key: (&'static str, &'a Option<String>),
+    key: (&'static str, &'a Option<T>),
 ) -> (&'static str, Option<&'a str>) {
     match flag.1 {
         Some(f) => (flag.0, Some(f.as_str())),
@@ -156,14 +156,24 @@ pub(super) fn valid_log_filter(text: &str) -> bool {
         && tracing_subscriber::EnvFilter::try_new(text).is_ok()
 }
 
-/// Where state lives when neither the config nor `--state-dir` says.
-pub(super) fn default_state_dir() -> PathBuf {
+/// Where state lives when neither the config nor `--state-dir` says, and
+/// what said so; with neither `XDG_STATE_HOME` nor `HOME` there is no place
+/// that is the user's own, and guessing one (the working directory) would
+/// scatter certificates and pins wherever the proxy was started.
+pub(super) fn default_state_dir() -> Result<(PathBuf, &'static str), ConfigError> {
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("robots-proxy");
+        return Ok((PathBuf::from(dir).join("robots-proxy"), "$XDG_STATE_HOME"));
     }
     match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        Some(home) => PathBuf::from(home).join(".local/state/robots-proxy"),
-        None => PathBuf::from("robots-proxy-state"),
+        Some(home) => Ok((
+            PathBuf::from(home).join(".local/state/robots-proxy"),
+            "$HOME",
+        )),
+        None => Err(invalid(
+            "state_dir",
+            "neither HOME nor XDG_STATE_HOME is set, so there is no default place for the \
+             certificate and pins: give one with --state-dir DIR (or state_dir in the config)",
+        )),
     }
 }
 
