@@ -10,6 +10,29 @@ use crate::store::{OnUnavailable, StoreConfig};
 /// The longest key prefix: keys stay short whatever the operator writes.
 const MAX_PREFIX: usize = 64;
 
+/// What is wrong with a store URL whose scheme is right, in words (the
+/// redis crate only says "did not parse").
+fn url_problem(text: &str) -> Option<String> {
+    let url = match url::Url::parse(text) {
+        Ok(url) => url,
+        Err(e) => return Some(format!("not a URL: {e}")),
+    };
+    if url.scheme() == "redis" {
+        if url.host_str().is_none_or(str::is_empty) {
+            return Some("no host".to_string());
+        }
+        let db = url.path().trim_start_matches('/');
+        if !db.is_empty() && db.parse::<u16>().is_err() {
+            return Some(format!(
+                "the database after the host is a number, not {db:?}"
+            ));
+        }
+    } else if url.path().trim_start_matches('/').is_empty() {
+        return Some("no socket path".to_string());
+    }
+    None
+}
+
 /// `[store]`: `None` unless a URL is set (by the key or `--store`).
 pub(super) fn store(raw: &RawConfig, flags: &RunArgs) -> Result<Option<StoreConfig>, ConfigError> {
     let s = &raw.store;
@@ -24,6 +47,15 @@ pub(super) fn store(raw: &RawConfig, flags: &RunArgs) -> Result<Option<StoreConf
             key,
             format!(
                 "{:?}: write redis://host:port[/db] or unix:///path/redis.sock",
+                crate::store::redacted(&url)
+            ),
+        ));
+    }
+    if let Some(problem) = url_problem(&url) {
+        return Err(invalid(
+            key,
+            format!(
+                "{:?}: {problem}; write redis://host:port[/db] or unix:///path/redis.sock",
                 crate::store::redacted(&url)
             ),
         ));
