@@ -1,6 +1,8 @@
 //! `[listen]` and the `--*-listen` flags: where each listener of the table
 //! ([`crate::listener`]) is bound.
 
+use std::net::SocketAddr;
+
 use super::values::{address, flag_or_key};
 use super::{invalid, ConfigError, RawConfig};
 use crate::cli::RunArgs;
@@ -11,6 +13,7 @@ use crate::listener::{Listener, Listens};
 /// off for an empty key too.
 pub(super) fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, ConfigError> {
     let mut listens = Listens::default();
+    let mut named: Vec<(&'static str, SocketAddr)> = Vec::new();
     for &listener in Listener::ALL {
         let spec = listener.spec();
         let key = match spec.default_port {
@@ -24,11 +27,31 @@ pub(super) fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, Config
                         return Err(invalid(name, why));
                     }
                 }
-                Some(address(name, text)?)
+                Some((name, address(name, text)?))
             }
-            (_, None) => listener.default_addr(),
+            (_, None) => listener.default_addr().map(|a| (spec.key, a)),
         };
-        listens.set(listener, addr);
+        if let Some((name, addr)) = addr {
+            if let Some((other, taken)) = named.iter().find(|(_, a)| clash(*a, addr)) {
+                return Err(invalid(
+                    name,
+                    format!(
+                        "{addr} is where {other} listens ({taken}): two listeners cannot share \
+                         an address; give each its own port"
+                    ),
+                ));
+            }
+            named.push((name, addr));
+        }
+        listens.set(listener, addr.map(|(_, a)| a));
     }
     Ok(listens)
+}
+
+/// Two listen addresses one machine cannot bind both: the same port (not 0,
+/// which picks a free one) on the same address, or on all addresses and one.
+fn clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
