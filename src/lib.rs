@@ -56,6 +56,7 @@ pub mod metrics;
 pub mod nex;
 pub mod pins;
 pub mod politeness;
+pub mod preflight;
 pub mod protocol;
 pub mod proxy;
 pub mod recent;

@@ -127,6 +127,10 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     if args.check_config {
+        if let Err(e) = robots_proxy::preflight::check(&config) {
+            eprintln!("robots-proxy run: {e}");
+            return ExitCode::from(2);
+        }
         print!("{}", config.to_toml_redacted());
         return ExitCode::SUCCESS;
     }

@@ -89,6 +89,13 @@ fn flags_override_the_file() {
     assert!(err.starts_with("--agent: "), "{err}");
 }
 
+/// A configuration as the file says it: what chose the state directory (the
+/// file, once printed, where it was `$HOME` before) is left out.
+fn same(mut config: robots_proxy::config::Config) -> String {
+    config.state_dir_origin = "";
+    format!("{config:?}")
+}
+
 /// `run --check-config` prints the effective configuration: a TOML file that,
 /// read back, resolves to the same configuration.
 #[test]
@@ -106,7 +113,7 @@ fn the_printed_effective_config_reads_back_the_same() {
         .unwrap()
         .resolve(&RunArgs::default())
         .unwrap();
-    assert_eq!(format!("{again:?}"), format!("{config:?}"));
+    assert_eq!(same(again), same(config));
     assert!(printed.contains("default_delay = \"1500ms\""), "{printed}");
 }
 
@@ -125,12 +132,7 @@ fn valid_configs_resolve() {
             .unwrap()
             .resolve(&RunArgs::default())
             .unwrap();
-        assert_eq!(
-            format!("{again:?}"),
-            format!("{config:?}"),
-            "{}",
-            path.display()
-        );
+        assert_eq!(same(again), same(config), "{}", path.display());
         checked += 1;
     }
     assert!(checked >= 2, "found only {checked} valid configs");
@@ -498,4 +500,110 @@ async fn a_bind_error_names_the_listener() {
         )),
         "{err}"
     );
+    assert!(
+        err.ends_with(&format!(
+            "; another program listens there (`ss -ltnp 'sport = :{port}'` names it)"
+        )),
+        "{err}"
+    );
+}
+
+/// `--check-config` checks what start-up would meet before binding: the
+/// certificate files `[tls]` names and the state directory, each error naming
+/// the key or flag to change, with exit 2.
+#[test]
+fn check_config_checks_files_and_the_state_directory() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("preflight-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let check = |args: &[&str], env: &[(&str, Option<&str>)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"));
+        command.args(["run", "--check-config"]).args(args);
+        for (name, value) in env {
+            match value {
+                Some(v) => command.env(name, v),
+                None => command.env_remove(name),
+            };
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let state = dir.join("state");
+    let state = state.to_str().unwrap();
+
+    let missing = dir.join("tls-missing.toml");
+    std::fs::write(
+        &missing,
+        "[tls]\ncert = \"/nonexistent/cert.pem\"\nkey = \"/nonexistent/key.pem\"\n",
+    )
+    .unwrap();
+    let (code, err) = check(
+        &["--state-dir", state, "--config", missing.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("tls.cert: /nonexistent/cert.pem: No such file"),
+        "{err}"
+    );
+
+    // A key that is not the certificate's.
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let other = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("other-key.pem"), other.serialize_pem()).unwrap();
+    let mismatched = dir.join("tls-mismatched.toml");
+    std::fs::write(
+        &mismatched,
+        format!(
+            "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            dir.join("cert.pem").display(),
+            dir.join("other-key.pem").display()
+        ),
+    )
+    .unwrap();
+    let (code, err) = check(
+        &[
+            "--state-dir",
+            state,
+            "--config",
+            mismatched.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tls.cert and tls.key: "), "{err}");
+
+    // A state directory that cannot be made (a file is in its way).
+    let blocked = dir.join("a-file");
+    std::fs::write(&blocked, "").unwrap();
+    let inside = blocked.join("state");
+    let (code, err) = check(&["--state-dir", inside.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--state-dir: the state directory")
+            && err.contains("give one the proxy's user can write with --state-dir DIR"),
+        "{err}"
+    );
+    // No HOME and no XDG_STATE_HOME: no default, said, rather than the working directory.
+    let (code, err) = check(&[], &[("HOME", None), ("XDG_STATE_HOME", None)]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("state_dir: neither HOME nor XDG_STATE_HOME is set"),
+        "{err}"
+    );
+    // The default under HOME, made when it can be.
+    let home = dir.join("home");
+    let (code, err) = check(
+        &[],
+        &[
+            ("HOME", Some(home.to_str().unwrap())),
+            ("XDG_STATE_HOME", None),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(home.join(".local/state/robots-proxy").is_dir());
 }

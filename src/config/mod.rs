@@ -67,6 +67,9 @@ pub enum OnUnreachable {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub state_dir: PathBuf,
+    /// What chose `state_dir`: `--state-dir`, `state_dir`, `$XDG_STATE_HOME`
+    /// or `$HOME`, for errors about it.
+    pub state_dir_origin: &'static str,
     /// Where each listener is bound; `None` where it is off (SOCKS5 and
     /// transparent unless configured).
     pub listen: Listens,

@@ -44,13 +44,14 @@ impl RawConfig {
         let metrics_per_host = metrics(&self)?;
         let admin = admin(&self, &listen)?;
         let store = super::fleet::store(&self, flags)?;
-        let state_dir = flags
-            .state_dir
-            .clone()
-            .or(self.state_dir.as_ref().map(PathBuf::from))
-            .unwrap_or_else(default_state_dir);
+        let (state_dir, state_dir_origin) = match (&flags.state_dir, &self.state_dir) {
+            (Some(dir), _) => (dir.clone(), "--state-dir"),
+            (None, Some(dir)) => (PathBuf::from(dir), "state_dir"),
+            (None, None) => default_state_dir()?,
+        };
         Ok(Config {
             state_dir,
+            state_dir_origin,
             listen,
             socks5_users,
             socks5_https_ports,

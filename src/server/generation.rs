@@ -73,7 +73,9 @@ impl Built {
             .into_iter()
             .collect();
         let identity = match &config.tls.cert_and_key {
-            Some((cert, key)) => tls::load_identity(cert, key)?,
+            Some((cert, key)) => {
+                tls::load_identity(cert, key).map_err(|e| crate::preflight::tls_error(key, e))?
+            }
             None => tls::load_or_generate(
                 &config.state_dir,
                 &tls::certificate_names(&config.tls.hostnames, &gemini_ips),

@@ -37,6 +37,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(transparent)]
+    Preflight(#[from] crate::preflight::PreflightError),
     #[error(
         "limits.upstream_mark: cannot set mark {mark} on sockets ({source}); the proxy needs \
          CAP_NET_ADMIN (systemd: AmbientCapabilities=CAP_NET_ADMIN; docker: --cap-add NET_ADMIN)"
@@ -115,6 +117,7 @@ impl Proxy {
     /// [`Proxy::start`], with the transparent listener asking `kernel` where
     /// redirected connections were going (tests supply the answers).
     pub async fn start_with(config: Config, kernel: Kernel) -> Result<Proxy, StartError> {
+        crate::preflight::check(&config)?;
         let (bound, listens) = bind_all(&config).await?;
         // The drop-in CA, for the listeners that end a client's TLS for any host.
         let authority = match listens.iter().any(|(l, _)| l.spec().drop_in) {
