@@ -58,6 +58,9 @@ pub struct Upstream {
     metrics: Option<Arc<Metrics>>,
     /// Names resolved lately: name → addresses, for [`NAMES_KEPT_FOR`].
     names: moka::sync::Cache<String, Arc<[IpAddr]>>,
+    /// Certificate changes already logged (host, port, new fingerprint): one
+    /// warning per change and [`CHANGE_WARNED_FOR`], not one per request.
+    changes_warned: moka::sync::Cache<(String, u16, String), ()>,
 }
 
 /// How long a resolved name is used before it is resolved again. Short, as
@@ -82,6 +85,10 @@ impl Upstream {
             names: moka::sync::Cache::builder()
                 .max_capacity(NAMES_KEPT)
                 .time_to_live(NAMES_KEPT_FOR)
+                .build(),
+            changes_warned: moka::sync::Cache::builder()
+                .max_capacity(NAMES_KEPT)
+                .time_to_live(CHANGE_WARNED_FOR)
                 .build(),
         })
     }
@@ -285,15 +292,39 @@ impl Upstream {
         let seen = tls::fingerprint(cert);
         match self.pins.check(host, port, &seen).await {
             Ok(()) => Ok(tls),
-            Err(m) => Err(UpstreamError::CertificateChanged {
-                host: host.to_string(),
-                port,
-                pinned: m.pinned,
-                now: seen,
-            }),
+            Err(m) => {
+                self.warn_changed(host, port, &m.pinned, &seen);
+                Err(UpstreamError::CertificateChanged {
+                    host: host.to_string(),
+                    port,
+                    pinned: m.pinned,
+                    now: seen,
+                })
+            }
         }
     }
+
+    /// A changed certificate does not mend itself: every request to the
+    /// capsule is refused until an operator forgets the pin, so it is a
+    /// warning that names the action, once per change (and hour).
+    fn warn_changed(&self, host: &str, port: u16, pinned: &str, seen: &str) {
+        let key = (host.to_string(), port, seen.to_string());
+        if self.changes_warned.contains_key(&key) {
+            return;
+        }
+        self.changes_warned.insert(key, ());
+        tracing::warn!(
+            host,
+            port,
+            pinned,
+            now = seen,
+            "{host}:{port} shows another certificate than the one pinned on first use; every request to it is refused until the pin is forgotten. If the change is expected (a renewed certificate), forget the pin: the status page's host page, or POST /api/pins/forget?host={host}&port={port} on the admin listener"
+        );
+    }
 }
+
+/// How long a logged certificate change stays logged (then it is said again).
+const CHANGE_WARNED_FOR: Duration = Duration::from_secs(3600);
 
 /// Shared handle.
 pub type SharedUpstream = Arc<Upstream>;

@@ -1,7 +1,7 @@
 //! Logging as an operator's environment sets it: an empty `RUST_LOG` (what a
 //! unit's `Environment=RUST_LOG=` gives) is unset, not a filter that logs
 //! nothing; a `RUST_LOG` that does not parse is said, and the config's level
-//! is used.
+//! is used. And what needs an operator is a warning that says what to do.
 
 mod common;
 
@@ -13,6 +13,11 @@ use common::*;
 
 /// `robots-proxy run` on port 0, with `RUST_LOG` set to `rust_log`.
 fn spawn_with(rust_log: &str) -> (Child, Receiver<String>) {
+    spawn(rust_log, &[])
+}
+
+/// `robots-proxy run` on port 0 with `RUST_LOG` and more arguments.
+fn spawn(rust_log: &str, more: &[&str]) -> (Child, Receiver<String>) {
     let dir = state_dir();
     let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
         .args([
@@ -26,6 +31,7 @@ fn spawn_with(rust_log: &str) -> (Child, Receiver<String>) {
             "--state-dir",
         ])
         .arg(&dir)
+        .args(more)
         .env("RUST_LOG", rust_log)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -75,6 +81,57 @@ fn a_rust_log_that_does_not_parse_is_said_and_the_config_level_used() {
         seen.iter()
             .any(|l| l.contains("RUST_LOG is not a log filter") && l.contains("robots_proxy=loud")),
         "{seen:#?}"
+    );
+    stop(child);
+}
+
+/// A capsule whose certificate changed is refused until the pin is forgotten:
+/// that will not mend itself, so it is a warning naming the action, said once
+/// for the change, not once per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_certificate_is_a_warning_naming_the_action_once() {
+    let first = Origin::start(|_| text("20 text/gemini", "first")).await;
+    let addr = first.addr;
+    let (child, lines) = spawn(
+        "info",
+        &[
+            "--log-format",
+            "json",
+            "--allow-private-upstreams",
+            "--default-delay",
+            "0s",
+        ],
+    );
+    let listening = until(&lines, "robots-proxy listening");
+    let line: serde_json::Value = serde_json::from_str(listening.last().unwrap()).unwrap();
+    let gemini_at: std::net::SocketAddr = line["gemini"].as_str().unwrap().parse().unwrap();
+    let url = format!("gemini://127.0.0.1:{}/page", addr.port());
+    assert_eq!(gemini(gemini_at, &url).await.1, b"first");
+    first.stop().await;
+    let _renewed = Origin::start_on(addr, |_| text("20 text/gemini", "renewed")).await;
+    for _ in 0..3 {
+        let (header, _) = gemini(gemini_at, &url).await;
+        assert!(header.starts_with("43"), "{header}");
+    }
+    // Four requests, four request lines: the first relayed, three refused.
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.extend(until(&lines, "\"request\""));
+    }
+    let warnings: Vec<serde_json::Value> = seen
+        .iter()
+        .filter(|l| l.contains("another certificate than the one pinned"))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{seen:#?}");
+    assert_eq!(warnings[0]["level"], "WARN");
+    let message = warnings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "POST /api/pins/forget?host=127.0.0.1&port={}",
+            addr.port()
+        )),
+        "{message}"
     );
     stop(child);
 }
