@@ -211,7 +211,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL", value_hint = ValueHint::Url)]
     pub store: Option<String>,
 
-    /// Address of the metrics listener: GET /metrics (Prometheus) and /healthz.
+    /// Address of the admin listener (default 127.0.0.1:9770): GET /metrics
+    /// (Prometheus), /healthz, the status page (/ and /host/HOST:PORT) and its
+    /// JSON (/api/status, /api/host/HOST:PORT), and the actions POST
+    /// /api/pins/forget and /api/robots/forget. Who may read and act: [admin]
+    /// in the config (allow_from, hosts, token).
     #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub metrics_listen: Option<String>,
 
@@ -246,7 +250,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub check_config: bool,
 
-    /// Where the proxy keeps its generated certificate.
+    /// Where the proxy keeps what must outlive a restart: the Gemini
+    /// listener's certificate and key, the drop-in CA and the leaves it issued,
+    /// the capsules' certificate pins, and bots' daily budgets (see FILES in
+    /// robots-proxy-run(1)). Made owner-only if missing. Default:
+    /// $XDG_STATE_HOME/robots-proxy, else ~/.local/state/robots-proxy.
     #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
     pub state_dir: Option<PathBuf>,
 }

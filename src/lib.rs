@@ -52,6 +52,7 @@ pub mod gemini;
 pub mod gopher;
 pub mod guesses;
 pub mod listener;
+pub mod manual;
 pub mod metrics;
 pub mod nex;
 pub mod pins;

@@ -1,7 +1,7 @@
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::Parser;
 use robots_proxy::check;
 use robots_proxy::cli::{Cli, Command, ManArgs, RulesArgs, RulesSyntax, RunArgs};
 use robots_proxy::config::{Config, LogFormat};
@@ -53,28 +53,29 @@ fn main() -> ExitCode {
     }
 }
 
-/// `robots-proxy man`: the manual pages, from the clap definitions.
+/// `robots-proxy man`: the manual pages ([`robots_proxy::manual`]).
 fn man(args: ManArgs) -> ExitCode {
-    let cli = Cli::command();
+    use robots_proxy::manual;
     let written = match (&args.out_dir, &args.subcommand) {
-        (Some(dir), _) => {
-            std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir))
-        }
-        (None, None) => clap_mangen::Man::new(cli).render(&mut io::stdout()),
-        (None, Some(name)) => {
-            let Some(sub) = cli.find_subcommand(name) else {
-                let names: Vec<_> = cli.get_subcommands().map(|c| c.get_name()).collect();
+        (Some(dir), _) => manual::write_all(dir),
+        (None, name) => {
+            let stem = match name {
+                Some(name) => format!("robots-proxy-{name}"),
+                None => "robots-proxy".to_string(),
+            };
+            let pages = manual::pages();
+            let Some((stem, page)) = pages.iter().find(|(s, _)| *s == stem) else {
+                let names: Vec<_> = pages.iter().skip(1).map(|(_, c)| c.get_name()).collect();
                 eprintln!(
-                    "robots-proxy man: no subcommand {name:?} (one of: {})",
+                    "robots-proxy man: no subcommand {:?} (one of: {})",
+                    name.as_deref().unwrap_or_default(),
                     names.join(", ")
                 );
                 return ExitCode::from(2);
             };
-            let page = sub
-                .clone()
-                .display_name(format!("robots-proxy-{name}"))
-                .bin_name(format!("robots-proxy {name}"));
-            clap_mangen::Man::new(page).render(&mut io::stdout())
+            let mut text = Vec::new();
+            manual::render(stem, page, &mut text)
+                .and_then(|()| io::Write::write_all(&mut io::stdout(), &text))
         }
     };
     match written {

@@ -491,6 +491,45 @@ fn man_pages_and_completions_describe_the_real_command_line() {
     ] {
         assert!(page.contains(&format!("\\-\\-{flag}")), "{flag} missing");
     }
+    for section in [
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH SIGNALS",
+        ".SH \"EXIT STATUS\"",
+    ] {
+        assert!(
+            page.contains(section),
+            "robots-proxy-run(1) lacks {section}"
+        );
+    }
+    for (what, text) in [
+        ("RUST_LOG", "\\fBRUST_LOG\\fR"),
+        ("SIGHUP", "\\fBSIGHUP\\fR"),
+        ("the pins", "STATE_DIR/pins"),
+    ] {
+        assert!(
+            page.contains(text),
+            "robots-proxy-run(1) does not name {what}"
+        );
+    }
+    let (code, page, _) = run(&["man", "check"]);
+    assert_eq!(code, Some(0));
+    assert!(page.contains(".SH \"EXIT STATUS\"") && page.contains("Every target was decided."));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("man-{}", std::process::id()));
+    let (code, _, err) = run(&["man", "--out-dir", dir.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    for stem in [
+        "",
+        "-run",
+        "-check",
+        "-transparent-rules",
+        "-completions",
+        "-man",
+    ] {
+        let page = std::fs::read_to_string(dir.join(format!("robots-proxy{stem}.1"))).unwrap();
+        assert!(page.contains(".SH \"EXIT STATUS\""), "robots-proxy{stem}.1");
+    }
     let (code, _, err) = run(&["man", "nosuch"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("one of: run, check"), "{err}");
