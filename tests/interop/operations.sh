@@ -8,6 +8,10 @@ check "packaging: systemd-analyze verify accepts the unit" tests/packaging/verif
 check "packaging: a man page per subcommand" bash -c \
   "'$proxy_bin' man --out-dir '$work/man' && for c in '' -run -check -transparent-rules -completions -man; do
      test -s '$work/man/robots-proxy'\$c.1 || exit 1; done"
+need man man-db
+check "packaging: man renders robots-proxy-run(1) with ENVIRONMENT, FILES, SIGNALS, EXIT STATUS" bash -c \
+  "MANWIDTH=100 man -l '$work/man/robots-proxy-run.1' 2>/dev/null > '$work/man/run.txt' &&
+   for s in ENVIRONMENT FILES SIGNALS 'EXIT STATUS'; do grep -qx \"\$s\" '$work/man/run.txt' || exit 1; done"
 # Completion in each shell, driven as a user's TAB would be (tests/packaging/complete).
 need zsh zsh fish fish
 for sh in bash zsh fish; do
@@ -22,6 +26,25 @@ iptables nft
 archiver indexer researcher webproxy 
 $(if [ "$sh" = bash ]; then echo -n '--help --out-dir -h '; fi)check completions man run transparent-rules "
 done
+# --check-config on what `run` would refuse, each naming the key or flag to change.
+cc() { # cc EXPECTED TOML [ARGS...]: --check-config exits 2 and says EXPECTED
+  local expected=$1 toml=$2; shift 2
+  printf '%b' "$toml" > "$work/cc.toml"
+  local err
+  err=$("$proxy_bin" run --check-config --config "$work/cc.toml" "$@" 2>&1 >/dev/null) && return 1
+  [[ $err == *"$expected"* ]] || { echo "got: $err" >&2; return 1; }
+}
+touch "$work/not-a-dir"
+check "check-config: a tls.cert that does not exist" \
+  cc 'tls.cert: /nonexistent/cert.pem: No such file' '[tls]\ncert = "/nonexistent/cert.pem"\nkey = "/nonexistent/key.pem"\n' --state-dir "$work/cc-state"
+check "check-config: two listeners on one address" \
+  cc 'listen.gopher: 127.0.0.1:1965 is where listen.gemini listens' '[listen]\ngemini = "127.0.0.1:1965"\ngopher = "127.0.0.1:1965"\n'
+check "check-config: default_delay = 2 says write \"2s\"" cc 'write "2s"' '[politeness]\ndefault_delay = 2\n'
+check "check-config: a --store URL that does not parse says why" cc 'not a URL: invalid IPv6 address' '' --store 'redis://[::1'
+check "check-config: a state directory that cannot be made names --state-dir" \
+  cc '--state-dir: the state directory' '' --state-dir "$work/not-a-dir/state"
+check "check-config: no HOME names --state-dir" bash -c \
+  "env -u HOME -u XDG_STATE_HOME '$proxy_bin' run --check-config 2>&1 >/dev/null | grep -q 'give one with --state-dir DIR'"
 check "packaging: both license files" bash -c "grep -q 'Apache License' LICENSE-APACHE && grep -q 'MIT License' LICENSE-MIT"
 
 # --- operating a running proxy: status page in a real browser, reload, actions -----
