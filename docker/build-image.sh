@@ -36,7 +36,7 @@ fi
 cargo build --release --locked
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
-cp docker/Dockerfile docker/robots-proxy.toml target/release/robots-proxy "$context"/
+cp docker/Dockerfile docker/robots-proxy.toml docker/healthcheck target/release/robots-proxy "$context"/
 docker build --quiet --build-arg BASE="$base" -t "$image" "$context" >/dev/null
 
 # Smoke test: the image decides like the binary does, as a non-root user.
@@ -55,12 +55,18 @@ server=$!
 gp=$(free_port)
 mp=$(free_port)
 name=robots-proxy-smoke-$$
-docker run -d --rm --name "$name" --network host "$image" run \
+docker run -d --rm --name "$name" --network host --health-interval 1s --health-start-period 1s "$image" run \
   --config /etc/robots-proxy/robots-proxy.toml --gemini-listen "127.0.0.1:$(free_port)" \
   --gopher-listen "127.0.0.1:$gp" --metrics-listen "127.0.0.1:$mp" --allow-private-upstreams >/dev/null
 trap 'docker rm -f "$name" >/dev/null 2>&1; kill $server 2>/dev/null; rm -rf "$context"' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mp/healthz" >/dev/null && break; sleep 0.1; done
 [ "$(curl -sf "http://127.0.0.1:$mp/healthz")" = ok ] || { echo "healthz did not answer"; exit 1; }
+# The HEALTHCHECK follows the admin listener the flags put on a port of their own.
+for _ in $(seq 150); do
+  [ "$(docker inspect -f '{{.State.Health.Status}}' "$name")" = healthy ] && break; sleep 0.2
+done
+health=$(docker inspect -f '{{.State.Health.Status}}' "$name")
+[ "$health" = healthy ] || { echo "HEALTHCHECK says $health with --metrics-listen 127.0.0.1:$mp"; exit 1; }
 allowed=$(curl -s "gopher://127.0.0.1:$gp/0gopher://127.0.0.1:$up/0/page")
 refused=$(curl -s "gopher://127.0.0.1:$gp/0gopher://127.0.0.1:$up/0/private/x" | head -1)
 case "$allowed" in "User-agent: *"*) ;; *) echo "proxied request failed: [$allowed]"; exit 1 ;; esac

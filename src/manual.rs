@@ -68,6 +68,9 @@ The certificate each capsule showed first (trust on first use). A capsule that s
 .TP
 \fISTATE_DIR/budgets\fR
 Bots' daily request budgets used so far, kept across restarts.
+.TP
+\fISTATE_DIR/listening\fR
+Where each listener is bound (\fBlisten.metrics 127.0.0.1:9770\fR, a line each), written at every start, for what runs beside the proxy without knowing its flags: the container image's HEALTHCHECK reads the admin listener's address here.
 "#;
 
 const SIGNALS: &str = r#".SH SIGNALS

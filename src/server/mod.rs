@@ -127,6 +127,7 @@ impl Proxy {
             false => None,
         };
         let ca_cert_path = authority.as_ref().map(|ca| ca.cert_path.clone());
+        write_listening(&config.state_dir, &listens);
         let (lasting, built) = Lasting::open(&config, listens).await?;
         let grace = config.limits.shutdown_grace;
         let max_connections = connection_cap(config.limits.max_connections);
@@ -261,6 +262,24 @@ async fn bind_all(config: &Config) -> Result<(Vec<(Listener, TcpListener)>, List
     }
     Ok((bound, listens))
 }
+
+/// `STATE_DIR/listening`: where each listener is bound, a line each
+/// (`listen.metrics 127.0.0.1:9770`), for what runs beside the proxy and
+/// knows neither its flags nor its config: the container's HEALTHCHECK reads
+/// the admin listener's address here. Rewritten at every start.
+fn write_listening(state_dir: &std::path::Path, listens: &Listens) {
+    let text: String = listens
+        .iter()
+        .map(|(l, addr)| format!("{} {addr}\n", l.spec().key))
+        .collect();
+    let path = state_dir.join(LISTENING);
+    if let Err(e) = crate::state::write_unsynced(&path, text.as_bytes(), 0o644) {
+        tracing::warn!(path = %path.display(), "cannot write where the listeners are: {e}");
+    }
+}
+
+/// The file [`write_listening`] writes in the state directory.
+pub const LISTENING: &str = "listening";
 
 /// `limits.max_connections`, lowered to what the open-files limit allows
 /// (raised first as far as it may be).
