@@ -45,6 +45,8 @@ check "check-config: a state directory that cannot be made names --state-dir" \
   cc '--state-dir: the state directory' '' --state-dir "$work/not-a-dir/state"
 check "check-config: no HOME names --state-dir" bash -c \
   "env -u HOME -u XDG_STATE_HOME '$proxy_bin' run --check-config 2>&1 >/dev/null | grep -q 'give one with --state-dir DIR'"
+check "packaging: compose publishes each Gopher listener on the port its menus name, and Prometheus scrapes every proxy" \
+  tests/packaging/check-compose
 check "packaging: both license files" bash -c "grep -q 'Apache License' LICENSE-APACHE && grep -q 'MIT License' LICENSE-MIT"
 
 # --- operating a running proxy: status page in a real browser, reload, actions -----
@@ -63,6 +65,8 @@ RUST_LOG=info "$proxy_bin" run --config "$work/ops.toml" --state-dir "$work/ops-
 ops_pid=$!
 pids+=($ops_pid)
 wait_port "$opm"
+check "healthcheck: the image's HEALTHCHECK script finds the admin listener on port $opm (STATE_DIR/listening)" \
+  docker/healthcheck "$work/ops-state"
 wait_log() { # wait_log TEXT: a bounded poll of the ops proxy's log
   local deadline=$((SECONDS + 30))
   until grep -q "$1" "$work/ops.log"; do
