@@ -62,18 +62,13 @@ impl Guesses {
         self.log.lock().unwrap_or_else(|e| e.into_inner()).note()
     }
 
-    /// Whether `ip` may have its password checked now.
-    pub fn may_try(&self, ip: IpAddr) -> bool {
-        let now = Instant::now();
-        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        buckets
-            .get(&ClientKey::of(ip))
-            .is_none_or(|b| b.now(now) >= 1.0)
-    }
-
-    /// `ip` gave a wrong password: one less allowed. Returns whether its
-    /// budget is now spent.
-    pub fn failed(&self, ip: IpAddr) -> bool {
+    /// Takes one password check for `ip`, if its budget has one. It is taken
+    /// before the password is looked at, not after a wrong one: connections
+    /// racing each other (a client opening many at once, or the next one
+    /// opened while the last failure was being written) cannot check more
+    /// passwords between them than the budget holds. A right password gives
+    /// the check back ([`Guesses::succeeded`]).
+    pub fn take(&self, ip: IpAddr) -> bool {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if buckets.len() >= MAX_CLIENTS {
@@ -91,9 +86,23 @@ impl Guesses {
             left: f64::from(BURST),
             at: now,
         });
-        bucket.left = (bucket.now(now) - 1.0).max(0.0);
+        let left = bucket.now(now);
+        if left < 1.0 {
+            return false;
+        }
+        bucket.left = left - 1.0;
         bucket.at = now;
-        bucket.left < 1.0
+        true
+    }
+
+    /// Whether `ip` has no password check left now (for the log line of a
+    /// failed one).
+    pub fn spent(&self, ip: IpAddr) -> bool {
+        let now = Instant::now();
+        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets
+            .get(&ClientKey::of(ip))
+            .is_some_and(|b| b.now(now) < 1.0)
     }
 
     /// A client logged in: its failures are forgotten.
@@ -113,22 +122,21 @@ mod tests {
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         for i in 0..BURST {
-            assert!(g.may_try(a), "try {i}");
-            assert_eq!(g.failed(a), i + 1 == BURST);
+            assert!(g.take(a), "try {i}");
+            assert_eq!(g.spent(a), i + 1 == BURST);
         }
-        assert!(!g.may_try(a));
-        assert!(g.may_try(b), "another client is not affected");
+        assert!(!g.take(a));
+        assert!(g.take(b), "another client is not affected");
         tokio::time::advance(REFILL).await;
-        assert!(g.may_try(a));
-        assert!(g.failed(a));
-        assert!(!g.may_try(a));
+        assert!(g.take(a));
+        assert!(g.spent(a));
+        assert!(!g.take(a));
         // The same /64 is one client.
-        let v6: IpAddr = "2001:db8::1".parse().unwrap();
         for _ in 0..BURST {
-            g.failed(v6);
+            assert!(g.take("2001:db8::1".parse().unwrap()));
         }
-        assert!(!g.may_try("2001:db8::ffff".parse().unwrap()));
+        assert!(!g.take("2001:db8::ffff".parse().unwrap()));
         g.succeeded(a);
-        assert!(g.may_try(a));
+        assert!(g.take(a));
     }
 }

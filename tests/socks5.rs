@@ -208,6 +208,39 @@ async fn password_guessing_is_throttled_per_client() {
     assert_eq!(failed("throttled"), Some(guesses as f64 + 1.0 - checked));
 }
 
+/// Guesses sent at once, over many connections, get no more checks than
+/// guesses sent one by one: a check is taken from the budget before the
+/// password is looked at, so connections racing each other cannot share one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guesses_sent_at_once_get_no_more_checks() {
+    let (origin, proxy) = with_a_password().await;
+    let socks = proxy.addr(Listener::Socks5);
+    let port = origin.addr.port();
+    let guesses = 40;
+    let started = std::time::Instant::now();
+    let tries = (0..guesses).map(|i| async move {
+        let pass = format!("guess{i}");
+        socks_connect(socks, "127.0.0.1", port, Some(("crawler", &pass)))
+            .await
+            .1
+    });
+    let codes = futures_util::future::join_all(tries).await;
+    assert!(codes.iter().all(|&c| c == 0xFF), "{codes:?}");
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
+    let checked = sample(
+        &metrics,
+        "robots_proxy_socks5_auth_failures_total{reason=\"bad-credentials\"}",
+    )
+    .unwrap_or_default();
+    let refills =
+        (started.elapsed().as_secs_f64() / robots_proxy::guesses::REFILL.as_secs_f64()).floor();
+    let burst = f64::from(robots_proxy::guesses::BURST);
+    assert!(
+        (burst..=burst + refills).contains(&checked),
+        "{checked} of {guesses} guesses sent at once were checked"
+    );
+}
+
 /// The CA is generated once: a restart issues under the same CA certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ca_survives_a_restart() {

@@ -28,16 +28,16 @@ pub async fn serve(
 ) {
     let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
     let deadline = conn.deadline;
-    let may_check = ctx.guesses.may_try(peer.ip());
+    let take_check = || ctx.guesses.take(peer.ip());
     let users = &ctx.config.socks5_users;
-    let connect = match tokio::time::timeout_at(deadline, handshake(&mut stream, users, may_check))
+    let connect = match tokio::time::timeout_at(deadline, handshake(&mut stream, users, take_check))
         .await
     {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             let failure = match e {
                 SocksError::BadCredentials => {
-                    let spent = ctx.guesses.failed(peer.ip());
+                    let spent = ctx.guesses.spent(peer.ip());
                     Some((SocksAuthFailure::BadCredentials, spent))
                 }
                 SocksError::Throttled => Some((SocksAuthFailure::Throttled, true)),

@@ -86,19 +86,20 @@ pub struct Connect {
 
 /// Runs the server side of the handshake up to the CONNECT request. On an error
 /// the proper reply has been sent (when the protocol has one) before returning.
-/// With `may_check` false (the client has spent its failed logins), a
-/// password is read and answered "failure" without being looked at.
+/// A password is looked at only if `take_check` (asked once it has been
+/// read) grants a check; otherwise (the client has spent its failed logins)
+/// it is answered "failure" without being looked at.
 pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     users: &Users,
-    may_check: bool,
+    take_check: impl FnOnce() -> bool,
 ) -> Result<Connect, SocksError> {
     let wanted = if users.is_empty() { NO_AUTH } else { USER_PASS };
     greeting(s, |methods| methods.contains(&wanted).then_some(wanted)).await?;
     let mut user = None;
     if wanted == USER_PASS {
         let (name, pass) = credentials(s).await?;
-        if !may_check {
+        if !take_check() {
             let _ = s.write_all(&[1, 1]).await;
             return Err(SocksError::Throttled);
         }
@@ -240,7 +241,7 @@ mod tests {
         let (mut client, mut server) = tokio::io::duplex(1024);
         client.write_all(client_bytes).await.unwrap();
         drop(client.shutdown().await);
-        let result = handshake(&mut server, users, true).await;
+        let result = handshake(&mut server, users, || true).await;
         drop(server);
         let mut written = Vec::new();
         client.read_to_end(&mut written).await.unwrap();
