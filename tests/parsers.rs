@@ -247,7 +247,7 @@ proptest! {
             let (mut client, mut server) = tokio::io::duplex(4096);
             client.write_all(&bytes).await.unwrap();
             client.shutdown().await.unwrap();
-            tokio::time::timeout(std::time::Duration::from_secs(5), handshake(&mut server, &users, true))
+            tokio::time::timeout(std::time::Duration::from_secs(5), handshake(&mut server, &users, || true))
                 .await
                 .expect("ends once the client is done")
         });

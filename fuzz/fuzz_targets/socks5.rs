@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
             client.shutdown().await.unwrap();
             let ended = tokio::time::timeout(
                 std::time::Duration::from_secs(5),
-                handshake(&mut server, &users, true),
+                handshake(&mut server, &users, || true),
             )
             .await;
             assert!(ended.is_ok(), "the handshake ends once the client is done");
