@@ -11,7 +11,7 @@
 //!
 //! A Gopher selector is sent upstream byte for byte, and the servers people run
 //! read it loosely. Checked against gophernicus, pygopherd and geomyidae (see the
-//! README's table), a server may
+//! table in docs/guide/robots-txt.md), a server may
 //!
 //! * add or drop a leading `/` (`private/x` and `/private/x` are one file),
 //! * fold doubled slashes and dot segments,

@@ -3,7 +3,7 @@
 //! sections (every struct written out whole, so a key added to the file is a
 //! compile error here until it is printed too), and serde writes it out as
 //! TOML: what `run --check-config` prints, and what reads back to the same
-//! `Config`. A key left out is unset (its meaning is in the README).
+//! `Config`. A key left out is unset (its meaning is in docs/guide/configuration.md).
 
 use super::raw::*;
 use super::{format_duration, Config, LogFormat, OnUnreachable};

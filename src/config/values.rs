@@ -93,7 +93,7 @@ const fn span(min_ms: u64, max_s: u64) -> Span {
     }
 }
 
-/// Every bound in one place (the README's configuration section lists them).
+/// Every bound in one place (docs/guide/configuration.md lists them).
 pub(super) mod bound {
     use super::{span, Span, DAY};
     pub const TTL: Span = span(1000, 365 * DAY);

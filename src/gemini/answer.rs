@@ -1,5 +1,5 @@
 //! The Gemini listener's answer to a request it does not relay: the status
-//! for each refusal (the README's table; Spartan and Nex derive theirs from
+//! for each refusal (docs/guide/answers.md; Spartan and Nex derive theirs from
 //! it) and the header that says it.
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -10,7 +10,7 @@ use crate::gemini::wire::{header, status};
 use crate::proxy::Outcome;
 use crate::refusal::{ceil_secs, Refusal};
 
-/// The Gemini status for a request that was not relayed (the README's table).
+/// The Gemini status for a request that was not relayed (docs/guide/answers.md).
 pub fn status_for(refusal: &Refusal) -> u8 {
     match refusal {
         Refusal::Denied(Denied::NoCertificate) => return status::CERTIFICATE_REQUIRED,

@@ -24,7 +24,7 @@ use crate::proxy::{
 use crate::refusal::{ProxyRule, Refusal};
 use crate::target::Target;
 
-/// The first line of the type-3 menu for a refusal (the README's table),
+/// The first line of the type-3 menu for a refusal (docs/guide/answers.md),
 /// before its detail.
 fn kind_for(refusal: &Refusal) -> &'static str {
     match refusal.fate() {

@@ -1,0 +1,247 @@
+//! The documentation says what the code does:
+//! - the README stays short, and its `console` examples print what the
+//!   command prints (each `$ ` line is run with the built binary on `PATH`;
+//!   the lines after it, up to the next `$ ` or the block's end, are its
+//!   output, exactly);
+//! - the guide's contents page lists every page and section;
+//! - the metrics reference lists every metric the proxy registers, and none
+//!   it does not;
+//! - the configuration reference has every key of the commented example,
+//!   with the default `--check-config` prints.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The lines of `text` outside fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// `(command, expected output)` for each `$ ` line of each `console` block.
+fn console_examples(text: &str) -> Vec<(String, String)> {
+    let mut examples: Vec<(String, String)> = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            inside = line.trim() == "```console";
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        match line.strip_prefix("$ ") {
+            Some(command) => examples.push((command.to_string(), String::new())),
+            None => {
+                let (_, out) = examples.last_mut().expect("output before a command");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    examples
+}
+
+#[test]
+fn the_readme_is_short_and_its_examples_print_what_it_says() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 400, "README.md has {lines} lines (at most 400)");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_robots-proxy"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut pages = vec![("README.md".to_string(), readme)];
+    for entry in
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide")).unwrap()
+    {
+        let p = entry.unwrap().path();
+        let name = format!("docs/guide/{}", p.file_name().unwrap().to_string_lossy());
+        pages.push((name.clone(), read(&name)));
+    }
+    let mut ran = 0;
+    for (page, text) in &pages {
+        for (command, expected) in console_examples(text) {
+            let out = Command::new("bash")
+                .args(["-c", &command])
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            let printed = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(printed, expected, "{page}: `{command}` printed otherwise");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 2, "only {ran} examples found");
+}
+
+/// `(page, anchor)` of every `##` heading of the pages in `dir`.
+fn sections(dir: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)).unwrap() {
+        let file = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if file == "README.md" || !file.ends_with(".md") {
+            continue;
+        }
+        found.push((file.clone(), String::new()));
+        for line in prose(&read(&format!("{dir}/{file}"))) {
+            if let Some(title) = line.strip_prefix("## ") {
+                found.push((file.clone(), anchor(title)));
+            }
+        }
+    }
+    found
+}
+
+/// GitHub's anchor for a heading.
+fn anchor(title: &str) -> String {
+    title
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn the_contents_pages_list_every_page_and_section() {
+    for dir in ["docs/guide", "docs/dev"] {
+        let contents = read(&format!("{dir}/README.md"));
+        for (page, section) in sections(dir) {
+            let link = match section.is_empty() {
+                true => format!("]({page})"),
+                false => format!("]({page}#{section})"),
+            };
+            assert!(contents.contains(&link), "{dir}/README.md lacks {link}");
+        }
+    }
+}
+
+#[test]
+fn the_metrics_reference_matches_the_registry() {
+    let doc = read("docs/guide/metrics.md");
+    let metrics = robots_proxy::metrics::Metrics::with(&["default"], Some(10));
+    let registered: Vec<String> = metrics
+        .registry
+        .gather()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    for name in &registered {
+        assert!(
+            doc.contains(&format!("| `{name}` |")),
+            "metrics.md lacks {name}"
+        );
+    }
+    // Families with no series until first used are registered all the same:
+    // their names are in the registration code.
+    let code = read("src/metrics/mod.rs");
+    for row in doc.lines().filter_map(|l| l.strip_prefix("| `")) {
+        let name = row.split('`').next().unwrap();
+        assert!(
+            registered.iter().any(|r| r == name) || code.contains(&format!("\"{name}\"")),
+            "metrics.md documents {name}, which the proxy does not register"
+        );
+    }
+}
+
+#[test]
+fn the_configuration_reference_has_every_key_and_its_default() {
+    let doc = read("docs/guide/configuration.md");
+    let example = read("config/robots-proxy.toml");
+    let mut section = String::new();
+    let mut keys = Vec::new();
+    for line in example.lines() {
+        let bare = line.trim_start_matches(['#', ' ']);
+        // A section header is a whole line: `[name]` or `[[name]]`.
+        let name = bare
+            .trim_end()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        if bare.starts_with('[')
+            && bare.trim_end().ends_with(']')
+            && !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            section = name.to_string();
+            continue;
+        }
+        let Some((key, _)) = bare.split_once(" = ") else {
+            continue;
+        };
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            continue;
+        }
+        let full = match section.is_empty() {
+            true => key.to_string(),
+            false => format!("{section}.{key}"),
+        };
+        if !keys.contains(&full) {
+            keys.push(full);
+        }
+    }
+    assert!(
+        keys.len() >= 60,
+        "found only {} keys in the example",
+        keys.len()
+    );
+    let row = |key: &str| -> &str {
+        doc.lines()
+            .find(|l| l.starts_with(&format!("| `{key}` |")))
+            .unwrap_or_else(|| panic!("configuration.md has no row for {key}"))
+    };
+    for key in &keys {
+        row(key);
+    }
+    // Every default --check-config prints is the row's.
+    let flags = robots_proxy::cli::RunArgs {
+        state_dir: Some("/state".into()),
+        ..Default::default()
+    };
+    let config = robots_proxy::config::RawConfig::default()
+        .resolve(&flags)
+        .unwrap();
+    let printed: toml::Table = config.to_toml().parse().unwrap();
+    let mut checked = 0;
+    for (section, table) in &printed {
+        let Some(table) = table.as_table() else {
+            continue;
+        };
+        for (key, value) in table {
+            let full = format!("{section}.{key}");
+            let text = match value.as_array() {
+                Some(items) if items.len() > 6 => items[0].to_string(),
+                _ => value.to_string(),
+            };
+            assert!(
+                row(&full).contains(&text),
+                "{full}: the default is {text}: {}",
+                row(&full)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "only {checked} defaults checked");
+}
