@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
@@ -18,25 +18,7 @@ fn spawn_with(rust_log: &str) -> (Child, Receiver<String>) {
 
 /// `robots-proxy run` on port 0 with `RUST_LOG` and more arguments.
 fn spawn(rust_log: &str, more: &[&str]) -> (Child, Receiver<String>) {
-    let dir = state_dir();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args([
-            "run",
-            "--gemini-listen",
-            "127.0.0.1:0",
-            "--gopher-listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--state-dir",
-        ])
-        .arg(&dir)
-        .args(more)
-        .env("RUST_LOG", rust_log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&state_dir(), rust_log, more);
     let lines = log_lines(&mut child);
     (child, lines)
 }

@@ -318,7 +318,6 @@ async fn the_evidence_names_the_robots_txt_and_check_reproduces_the_decision() {
 /// what would have happened: read from the real binary's JSON log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_log_line_carries_the_evidence_and_what_report_mode_would_have_done() {
-    use std::process::{Command, Stdio};
     let robots = "User-agent: *\nDisallow: /private\nCrawl-delay: 0.5\n";
     let origin = guarded_capsule(robots).await;
     let dir = state_dir();
@@ -329,28 +328,17 @@ async fn each_log_line_carries_the_evidence_and_what_report_mode_would_have_done
         "[bot]\nagent = \"examplebot\"\nmode = \"report\"\n\n[politeness]\nmax_wait = \"1s\"\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args([
-            "run",
-            "--gemini-listen",
-            "127.0.0.1:0",
-            "--gopher-listen",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--metrics-listen",
-            "127.0.0.1:0",
+    let mut child = spawn_run(
+        &dir,
+        "info",
+        &[
             "--allow-private-upstreams",
-        ])
-        .args(["--log-format", "json", "--config"])
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(&dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+            "--log-format",
+            "json",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
     let lines = log_lines(&mut child);
     let next = |what: &str| -> serde_json::Value {
         loop {

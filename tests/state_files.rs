@@ -6,34 +6,18 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
 
 /// `robots-proxy run` on port 0 everywhere with `dir` as its state directory.
 fn spawn_proxy(dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
-        .args([
-            "run",
-            "--gemini-listen",
-            "127.0.0.1:0",
-            "--gopher-listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--socks5-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--state-dir",
-        ])
-        .arg(dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    spawn_run(
+        dir,
+        "info",
+        &["--socks5-listen", "127.0.0.1:0", "--log-format", "json"],
+    )
 }
 
 /// The process's exit code and its standard error, or a failure if it is

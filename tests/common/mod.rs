@@ -725,6 +725,33 @@ pub fn log_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<S
     lines
 }
 
+/// The built `robots-proxy run`, its Gemini, Gopher and admin listeners on
+/// port 0, `state_dir` its state directory, `RUST_LOG` set to `rust_log`,
+/// `more` arguments after those; standard error piped (see [`log_lines`]).
+pub fn spawn_run(
+    state_dir: &std::path::Path,
+    rust_log: &str,
+    more: &[&str],
+) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+        .args([
+            "run",
+            "--gemini-listen",
+            "127.0.0.1:0",
+            "--gopher-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--metrics-listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state_dir)
+        .args(more)
+        .env("RUST_LOG", rust_log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Runs the built `robots-proxy` with `args` and `stdin`; its output.
 pub fn binary(args: &[&str], stdin: &str) -> std::process::Output {
     use std::io::Write;
