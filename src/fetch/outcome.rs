@@ -65,6 +65,19 @@ pub async fn read_body<R: tokio::io::AsyncRead + Unpin>(reader: &mut R) -> Fetch
     }
 }
 
+/// A success answer to a robots.txt request with a MIME type (Gemini `20`,
+/// Spartan `2`): its body when the type is text, else no robots.txt.
+pub async fn text_body<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut R,
+    mime: &str,
+) -> FetchOutcome {
+    if mime.trim_start().to_ascii_lowercase().starts_with("text/") {
+        read_body(reader).await
+    } else {
+        FetchOutcome::Missing(format!("robots.txt is {mime:?}, not text"))
+    }
+}
+
 /// A boxed future, so fetchers can be chosen at run time and faked in tests.
 pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a>>;
 

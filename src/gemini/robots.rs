@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncWriteExt, BufReader};
 
-use crate::fetch::outcome::{read_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::gemini::wire::{parse_header, read_line, MAX_HEADER};
 use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;
@@ -89,20 +89,7 @@ impl GeminiRobots {
                 Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
             match header.class() {
-                2 if header
-                    .meta
-                    .trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("text/") =>
-                {
-                    return read_body(&mut stream).await;
-                }
-                2 => {
-                    return FetchOutcome::Missing(format!(
-                        "robots.txt is {:?}, not text",
-                        header.meta
-                    ))
-                }
+                2 => return text_body(&mut stream, &header.meta).await,
                 3 => url = resolve_redirect(&target, header.meta.trim()),
                 4 => {
                     let retry_after = (header.status == 44)

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncWriteExt, BufReader};
 
-use crate::fetch::outcome::{read_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::gemini::robots::MAX_REDIRECTS;
 use crate::protocol::read_line;
 use crate::spartan::wire::{parse_header, MAX_HEADER};
@@ -70,20 +70,7 @@ impl SpartanRobots {
                 Err(e) => return FetchOutcome::unreachable(e.to_string()),
             };
             match header.status {
-                2 if header
-                    .meta
-                    .trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("text/") =>
-                {
-                    return read_body(&mut stream).await;
-                }
-                2 => {
-                    return FetchOutcome::Missing(format!(
-                        "robots.txt is {:?}, not text",
-                        header.meta
-                    ))
-                }
+                2 => return text_body(&mut stream, &header.meta).await,
                 // Spartan redirects stay on the server: an absolute path.
                 3 => {
                     let url = format!("spartan://{}{}", server.name.host, header.meta.trim());
