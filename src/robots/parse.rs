@@ -63,8 +63,26 @@ pub(crate) struct Agent {
     /// Lower-cased product token, or `*`.
     pub(crate) name: Span,
     pub(crate) line: u32,
-    /// The largest valid `Crawl-delay` after this agent line in its group, in seconds.
-    pub(crate) crawl_delay: Option<f64>,
+    /// The largest valid `Crawl-delay` after this agent line in its group.
+    pub(crate) crawl_delay: Option<Delay>,
+}
+
+/// A `Crawl-delay` (or `Request-rate`) value in seconds, and its line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Delay {
+    pub(crate) secs: f64,
+    pub(crate) line: u32,
+}
+
+impl Delay {
+    /// The larger of two delays (the earlier line on a tie): two delays for
+    /// one agent, the larger is the safe reading.
+    pub(crate) fn larger(self, other: Option<Delay>) -> Delay {
+        match other {
+            Some(o) if o.secs > self.secs || (o.secs == self.secs && o.line < self.line) => o,
+            _ => self,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -300,7 +318,7 @@ fn parse_visit_time(value: &[u8]) -> Option<(u16, u16)> {
 }
 
 /// Gives a run of agent lines the crawl-delay that followed them, if any.
-fn give_delay(run: &mut [Agent], delay: Option<f64>) {
+fn give_delay(run: &mut [Agent], delay: Option<Delay>) {
     if let Some(delay) = delay {
         for agent in run {
             agent.crawl_delay = Some(delay);
@@ -371,7 +389,7 @@ impl RobotsTxt {
         // The largest delay given to that run so far: set on its agents once,
         // when the run ends, so that a file of many agents and many delays
         // costs one pass, not one pass per delay.
-        let mut run_delay: Option<f64> = None;
+        let mut run_delay: Option<Delay> = None;
 
         for Line {
             number,
@@ -497,8 +515,8 @@ impl RobotsTxt {
                         _ => parse_request_rate(value),
                     };
                     if let Some(secs) = secs {
-                        // Two delays for one agent: the larger is the safe reading.
-                        run_delay = Some(run_delay.map_or(secs, |d| d.max(secs)));
+                        let line = number;
+                        run_delay = Some(Delay { secs, line }.larger(run_delay));
                     }
                 }
                 Field::Sitemap | Field::Other => {}
@@ -603,7 +621,7 @@ mod tests {
         let g = &r.groups[g];
         r.agents[g.agents.start as usize..g.agents.end as usize]
             .iter()
-            .map(|a| a.crawl_delay)
+            .map(|a| a.crawl_delay.map(|d| d.secs))
             .collect()
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::encoding::{normalize, Mode, StackBuf};
 use super::matcher::{scan_normal_target, RuleSet, NO_SIGNATURE};
-use super::parse::{is_token_byte, AgentKind, Group, RobotsTxt, Rule, RuleKind, VisitTime};
+use super::parse::{is_token_byte, AgentKind, Delay, Group, RobotsTxt, Rule, RuleKind, VisitTime};
 use super::usage::{Preference, Stated, Use, Vocabulary};
 
 /// Who a request acts for: the bot's product token and its virtual agents.
@@ -105,7 +105,7 @@ struct AgentRules {
     lines: Vec<u32>,
     rules: RuleSet,
     /// The largest crawl-delay of the agent lines naming it.
-    crawl_delay: Option<f64>,
+    crawl_delay: Option<Delay>,
     /// Its `Content-Usage` / `Content-Signal` lines, when the bot declares a use.
     usage: Option<UsageSet>,
     /// Its `Visit-time` windows: visits only in one of them.
@@ -134,7 +134,7 @@ struct UsageEntry {
 pub struct Policy {
     selected: Selected,
     sets: Vec<AgentRules>,
-    crawl_delay: Option<f64>,
+    crawl_delay: Option<Delay>,
     /// The bot's declared uses (its profile's).
     uses: Vec<Use>,
 }
@@ -294,7 +294,7 @@ impl RobotsTxt {
                 .filter(|agent| kind_ok(agent.kind) && self.bytes(agent.name) == name.as_bytes())
         };
         let mut lines = Vec::new();
-        let mut crawl_delay: Option<f64> = None;
+        let mut crawl_delay: Option<Delay> = None;
         // The rules of the named groups, in file order: borrowed when one
         // group names the agent (the usual case), merged into a copy otherwise.
         let mut rules: Cow<[Rule]> = Cow::Borrowed(&[]);
@@ -305,7 +305,7 @@ impl RobotsTxt {
             for agent in names(group) {
                 lines.push(agent.line);
                 if let Some(d) = agent.crawl_delay {
-                    crawl_delay = Some(crawl_delay.map_or(d, |x: f64| x.max(d)));
+                    crawl_delay = Some(d.larger(crawl_delay));
                 }
             }
             if lines.len() > before {
@@ -400,9 +400,7 @@ impl Policy {
         let crawl_delay = sets
             .iter()
             .filter_map(|s| s.crawl_delay)
-            .fold(None, |acc: Option<f64>, d| {
-                Some(acc.map_or(d, |a| a.max(d)))
-            });
+            .fold(None, |acc: Option<Delay>, d| Some(d.larger(acc)));
         Policy {
             selected,
             sets,
@@ -656,14 +654,20 @@ impl Policy {
 
     /// The crawl-delay of the applying groups in seconds (the largest, when several).
     pub fn crawl_delay_secs(&self) -> Option<f64> {
-        self.crawl_delay
+        self.crawl_delay.map(|d| d.secs)
+    }
+
+    /// The line (1-based) of the Crawl-delay (or Request-rate) that
+    /// [`crawl_delay_secs`](Self::crawl_delay_secs) comes from.
+    pub fn crawl_delay_line(&self) -> Option<u32> {
+        self.crawl_delay.map(|d| d.line)
     }
 
     /// [`crawl_delay_secs`](Self::crawl_delay_secs) as a `Duration`; absurdly large
     /// values saturate.
     pub fn crawl_delay(&self) -> Option<Duration> {
         self.crawl_delay
-            .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
+            .map(|d| Duration::try_from_secs_f64(d.secs).unwrap_or(Duration::MAX))
     }
 
     /// The lines (1-based) this policy was built from: the agent lines of the
