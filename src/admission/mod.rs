@@ -28,7 +28,7 @@ use crate::bots::BotId;
 use crate::cache::{AllowedBy, Entry, Evidence, Lookup, Rules};
 use crate::config::OnUnreachable;
 use crate::context::Context;
-use crate::politeness::Permit;
+use crate::politeness::{Permit, SpacingFrom};
 use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
 use crate::report::{Report, Would};
 use crate::robots::Decision;
@@ -42,6 +42,8 @@ pub use limit::{Asked, Held, Hold, Holds, Limit, Limits, Usage};
 pub struct Admitted {
     pub server: Server,
     pub permit: Permit,
+    /// The spacing its start kept from the last start there (its bot's).
+    pub spacing: Duration,
     /// How long it waited for its turn.
     pub waited: Duration,
     /// What the bot's limits keep for it (a slot in flight) until it ends.
@@ -110,11 +112,12 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         Ok(holds) => holds,
         Err(refusal) => return Err(refused(refusal, server, robots)),
     };
+    let spacing = spacing(ctx, bot, &entry);
     let turn = match reporting {
         // What is left of the same deadline: a limit's wait and the gate's
         // together stay within max_wait.
-        false => turn(ctx, &server, bot, &entry, asked.deadline).await,
-        true => turn_now(ctx, &server, bot, &entry, &mut report).await,
+        false => turn(ctx, &server, spacing, asked.deadline).await,
+        true => turn_now(ctx, &server, bot, (&entry, spacing), &mut report).await,
     };
     match turn {
         Ok((permit, _)) => {
@@ -122,6 +125,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
             Ok(Admitted {
                 server,
                 permit,
+                spacing: spacing.0,
                 waited: asked_at.elapsed(),
                 holds,
                 report,
@@ -218,17 +222,16 @@ fn robots_decide(
     Ok(None)
 }
 
-/// Step 4: the host's turn. Spaced by this bot's Crawl-delay (at least its
-/// `min_delay`) from the last start by any bot; the gate remembers the server as long as the longest of
-/// its bots' spacings (docs/architecture.md, "Several bots").
+/// Step 4: the host's turn. Spaced by `delay`, this bot's spacing
+/// ([`spacing_in_force`]), from the last start by any bot; the gate remembers
+/// the server for `hold`, the longest of its bots' spacings
+/// (docs/architecture.md, "Several bots").
 pub async fn turn(
     ctx: &Context,
     server: &Server,
-    bot: BotId,
-    entry: &Entry,
+    (delay, hold): (Duration, Duration),
     by: Instant,
 ) -> Result<(Permit, Duration), Refusal> {
-    let (delay, hold) = spacing(ctx, bot, entry);
     let asked = Instant::now();
     // A shutdown answers a request still waiting (its place in the queue is
     // given back), rather than leave it to be cut at the end of the grace; a
@@ -262,7 +265,7 @@ fn spacing(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, Duration) {
     // Each bot's floor (`min_delay`) under what robots.txt asks of it.
     let bots = ctx.config.bots.all();
     let floor = |id: BotId| bots.get(id).map_or(Duration::ZERO, |b| b.limits.min_delay);
-    let delay = spacing.delay_for(entry.crawl_delay(bot)).max(floor(bot));
+    let (delay, _) = spacing_in_force(ctx, bot, entry);
     let hold = entry
         .crawl_delays()
         .enumerate()
@@ -272,6 +275,23 @@ fn spacing(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, Duration) {
     (delay, hold)
 }
 
+/// This bot's spacing at the host: its Crawl-delay there clamped by the
+/// proxy's `politeness` settings, at least its own `min_delay`; and which
+/// of those gave it.
+pub fn spacing_in_force(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, SpacingFrom) {
+    let (delay, from) = ctx.politeness.config().delay_from(entry.crawl_delay(bot));
+    let floor = ctx
+        .config
+        .bots
+        .all()
+        .get(bot)
+        .map_or(Duration::ZERO, |b| b.limits.min_delay);
+    match floor > delay {
+        true => (floor, SpacingFrom::BotMinDelay),
+        false => (delay, from),
+    }
+}
+
 /// Step 4 in report mode: the turn is taken now, counted as a start at the
 /// gate (so bots that enforce keep their spacing after it); the wait it
 /// would have had goes in the report.
@@ -279,10 +299,9 @@ async fn turn_now(
     ctx: &Context,
     server: &Server,
     bot: BotId,
-    entry: &Entry,
+    (entry, (delay, hold)): (&Entry, (Duration, Duration)),
     report: &mut Report,
 ) -> Result<(Permit, Duration), Refusal> {
-    let (delay, hold) = spacing(ctx, bot, entry);
     let (permit, would_wait) = ctx
         .politeness
         .start_now(server, delay, hold)

@@ -61,6 +61,7 @@ impl Fleet {
                 tag,
                 delay,
             }),
+            started: Instant::now(),
         }
     }
 }

@@ -103,12 +103,50 @@ impl PolitenessConfig {
 
     /// `clamp(crawl-delay, else default_delay, min_delay, max_delay)`.
     pub fn delay_for(&self, crawl_delay: Option<Duration>) -> Duration {
-        let d = crawl_delay
-            .unwrap_or(self.default_delay)
-            .max(self.min_delay);
+        self.delay_from(crawl_delay).0
+    }
+
+    /// [`delay_for`](Self::delay_for), and which of its terms gave it.
+    pub fn delay_from(&self, crawl_delay: Option<Duration>) -> (Duration, SpacingFrom) {
+        let mut d = match crawl_delay {
+            Some(d) => (d, SpacingFrom::CrawlDelay),
+            None => (self.default_delay, SpacingFrom::DefaultDelay),
+        };
+        if self.min_delay > d.0 {
+            d = (self.min_delay, SpacingFrom::MinDelay);
+        }
         match self.max_delay {
-            Some(max) => d.min(max),
-            None => d,
+            Some(max) if max < d.0 => (max, SpacingFrom::MaxDelay),
+            _ => d,
+        }
+    }
+}
+
+/// Which setting a bot's spacing at a server comes from (the status page
+/// says it beside the spacing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpacingFrom {
+    /// The Crawl-delay (or Request-rate) robots.txt gives the bot.
+    CrawlDelay,
+    /// `politeness.default_delay`: robots.txt gives the bot none.
+    DefaultDelay,
+    /// `politeness.min_delay`, the proxy's floor, is above what robots.txt asks.
+    MinDelay,
+    /// `politeness.max_delay`, the proxy's cap, is below what robots.txt asks.
+    MaxDelay,
+    /// The bot's own `min_delay` floor is above the rest.
+    BotMinDelay,
+}
+
+impl SpacingFrom {
+    /// The setting, as the configuration file names it.
+    pub fn key(self) -> &'static str {
+        match self {
+            SpacingFrom::CrawlDelay => "robots.txt Crawl-delay",
+            SpacingFrom::DefaultDelay => "politeness.default_delay",
+            SpacingFrom::MinDelay => "politeness.min_delay",
+            SpacingFrom::MaxDelay => "politeness.max_delay",
+            SpacingFrom::BotMinDelay => "the bot's min_delay",
         }
     }
 }
@@ -305,6 +343,8 @@ pub struct Permit {
     /// The local gate; 0 (no gate) when the shared gate admitted it.
     id: GateId,
     shared: Option<fleet::Shared>,
+    /// When the gate let it start (the start the next one is spaced from).
+    pub started: Instant,
 }
 
 impl Permit {
@@ -469,12 +509,13 @@ impl Politeness {
         let config = self.config.load();
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
+        let now = Instant::now();
         let would_wait = match gates.hosts.get_mut(&id) {
             Some(host) => {
                 host.hold = host.hold.max(hold).max(delay);
                 let would_wait = host.estimate(&config, delay);
                 host.in_flight += 1;
-                host.last_start = Some(Instant::now());
+                host.last_start = Some(now);
                 host.delay = delay;
                 would_wait
             }
@@ -484,6 +525,7 @@ impl Politeness {
             gate: self.clone(),
             id,
             shared: None,
+            started: now,
         };
         (permit, would_wait)
     }
@@ -514,12 +556,13 @@ impl Politeness {
         let deadline = after(Instant::now(), max_wait);
         loop {
             let sleep_until = match self.try_start(&config, id, ticket) {
-                Ok(()) => {
+                Ok(started) => {
                     place.admitted = true;
                     return Ok(Permit {
                         gate: self.clone(),
                         id,
                         shared: None,
+                        started,
                     });
                 }
                 Err(Wait::Gone) => {
@@ -586,8 +629,14 @@ impl Politeness {
     }
 
     /// Starts `ticket`'s request if its turn has come (at the head of the
-    /// queue, a slot free, the spacing past); else says what to wait for.
-    fn try_start(&self, config: &PolitenessConfig, id: GateId, ticket: u64) -> Result<(), Wait> {
+    /// queue, a slot free, the spacing past), and says when; else what to
+    /// wait for.
+    fn try_start(
+        &self,
+        config: &PolitenessConfig,
+        id: GateId,
+        ticket: u64,
+    ) -> Result<Instant, Wait> {
         let mut gates = self.lock();
         // Swept while we waited cannot happen (the queue was not empty);
         // give up defensively.
@@ -605,7 +654,7 @@ impl Politeness {
             host.delay = delay;
             // The next in line may be able to go too (concurrency > 1, no delay).
             host.wake_head();
-            return Ok(());
+            return Ok(now);
         }
         // At the head, waiting only for time: sleep until then. Otherwise
         // wait to be woken (the head left, or a slot freed).
