@@ -430,3 +430,221 @@ async fn a_body_that_never_arrives_is_given_up() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(started.elapsed() >= robots_proxy::admin::BODY_DEADLINE);
 }
+
+/// Two bots crawl one capsule at once: the host page draws every start, in
+/// its bot's colour, each at least its bot's spacing after the start before
+/// it (by either bot), the queue that built up, and says where each bot's
+/// spacing comes from, marking the Crawl-delay line in the robots.txt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_page_draws_the_starts_against_their_spacing() {
+    let robots = "User-agent: examplebot\nDisallow: /private\nCrawl-delay: 0.2\n\nUser-agent: *\nDisallow: /nothing\n";
+    let capsule = capsule(
+        text("20 text/plain", robots),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let mut config = test_config_with(
+        "[bot]\nagent = \"examplebot\"\n\n\
+         [[bots]]\nname = \"other\"\nagent = \"otherbot\"\nmin_delay = \"150ms\"\n\
+         clients = [\"127.0.0.2/32\"]\n",
+    );
+    config.politeness.default_delay = std::time::Duration::from_millis(100);
+    let proxy = start_proxy(config).await;
+    let addr = proxy.addr(Listener::Gemini);
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let (a, b) = (
+            capsule.url(&format!("/a{i}")),
+            capsule.url(&format!("/b{i}")),
+        );
+        tasks.push(tokio::spawn(async move { gemini(addr, &a).await.0 }));
+        tasks.push(tokio::spawn(async move {
+            gemini_as(addr, &b, "127.0.0.2", None).await.0
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), "20 text/gemini");
+    }
+    let hp = format!("127.0.0.1:{}", capsule.addr.port());
+    let (status, body) = http(
+        proxy.addr(Listener::Admin),
+        "GET",
+        &format!("/api/host/{hp}"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v = json(&body);
+    let e = &v["host"]["entries"][0];
+    let starts = e["timeline"]["starts"].as_array().unwrap();
+    assert_eq!(starts.len(), 8, "{starts:?}");
+    let mut by_bot = std::collections::HashMap::new();
+    for s in starts {
+        *by_bot.entry(s["bot"].as_str().unwrap()).or_insert(0) += 1;
+        let want = match s["bot"].as_str().unwrap() {
+            "default" => 0.2,
+            _ => 0.15,
+        };
+        assert_eq!(s["spacing_seconds"], want, "{s}");
+        assert_eq!(s["early"], false, "{starts:?}");
+        if let Some(gap) = s["gap_seconds"].as_f64() {
+            assert!(gap >= want, "{gap} < {want}: {starts:?}");
+        }
+    }
+    assert_eq!(by_bot, [("default", 4), ("other", 4)].into());
+    let most = e["timeline"]["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["waiting"].as_u64())
+        .max()
+        .unwrap();
+    assert!(
+        most >= 3,
+        "eight at once: a queue built up: {}",
+        e["timeline"]
+    );
+    let spacing = &e["summary"]["spacing"];
+    assert_eq!(
+        spacing["default"],
+        serde_json::json!({ "seconds": 0.2, "from": "robots.txt Crawl-delay", "line": 3, "crawl_delay": 0.2 })
+    );
+    assert_eq!(spacing["other"]["from"], "the bot's min_delay");
+    assert_eq!(spacing["other"]["seconds"], 0.15);
+
+    let (_, page) = http(
+        proxy.addr(Listener::Admin),
+        "GET",
+        &format!("/host/{hp}"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(page.matches("<line class=\"start\"").count(), 8, "{page}");
+    assert_eq!(page.matches("data-bot=\"other\"").count(), 4);
+    assert!(page.contains("The spacing held."), "{page}");
+    assert!(!page.contains("sooner than their spacing"));
+    assert!(page.contains("<svg id=\"queue-gemini\""));
+    // The Crawl-delay line that spaces examplebot, marked in its column.
+    assert!(
+        page.contains("<tr class=\"delay\"><td class=\"n\">3</td><td class=\"spacing\" title=\"the Crawl-delay this bot is spaced by\">spacing 200 ms</td><td></td><td><pre>Crawl-delay: 0.2</pre>"),
+        "{page}"
+    );
+    assert!(page.contains("(robots.txt Crawl-delay, line 3)"));
+    assert!(
+        page.contains("other</b> 150 ms <small>(the bot&#39;s min_delay)</small>"),
+        "{page}"
+    );
+
+    // The status page: each bot's requests per minute, the spacing column.
+    let (_, body) = http(proxy.addr(Listener::Admin), "GET", "/api/status", &[], "").await;
+    let s = json(&body);
+    for bot in s["bots"].as_array().unwrap() {
+        let allowed: u64 = bot["per_minute"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["allowed"].as_u64().unwrap())
+            .sum();
+        assert_eq!(allowed, 4, "{bot}");
+    }
+    let (_, page) = http(proxy.addr(Listener::Admin), "GET", "/", &[], "").await;
+    assert!(
+        page.contains("<th>spacing for default</th><th>spacing for other</th>"),
+        "{page}"
+    );
+    assert!(page.contains("200 ms <small>Crawl-delay, line 3</small>"));
+    assert!(page.contains("<svg id=\"minutes-0\""));
+    assert!(page.contains("4 requests in the last hour"), "{page}");
+    assert!(!page.contains("src=\"http"), "no external assets");
+}
+
+/// A bot in report mode is not held to the spacing: its starts are drawn
+/// dashed and said to be so, not mistaken for a gate that failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_mode_starts_are_drawn_as_not_held() {
+    let capsule = capsule(
+        text("20 text/plain", "User-agent: *\nCrawl-delay: 5\n"),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let proxy = start_proxy(test_config_with(
+        "[bot]\nagent = \"examplebot\"\nmode = \"report\"\n",
+    ))
+    .await;
+    let addr = proxy.addr(Listener::Gemini);
+    for i in 0..3 {
+        assert_eq!(
+            gemini(addr, &capsule.url(&format!("/{i}"))).await.0,
+            "20 text/gemini"
+        );
+    }
+    let hp = format!("127.0.0.1:{}", capsule.addr.port());
+    let (_, page) = http(
+        proxy.addr(Listener::Admin),
+        "GET",
+        &format!("/host/{hp}"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(page.matches("data-early=\"true\"").count(), 2, "{page}");
+    assert!(
+        page.contains("2 of a bot in report mode were not held (dashed)."),
+        "{page}"
+    );
+    assert!(!page.contains("sooner than their spacing"), "{page}");
+}
+
+/// Errors at a server are counted by outcome and cause, on the host page
+/// and in the hosts table: an upstream that went away, a client that left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_broken_down_by_cause() {
+    let capsule = capsule(
+        text("20 text/plain", "User-agent: *\nDisallow: /private\n"),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    let addr = proxy.addr(Listener::Gemini);
+    assert_eq!(gemini(addr, &capsule.url("/ok")).await.0, "20 text/gemini");
+    assert!(gemini(addr, &capsule.url("/private/x"))
+        .await
+        .0
+        .starts_with("53"));
+    let url = capsule.url("/gone");
+    let port = capsule.addr.port();
+    capsule.stop().await;
+    let (header, _) = gemini(addr, &url).await;
+    assert!(header.starts_with("43"), "{header}");
+    let hp = format!("127.0.0.1:{port}");
+    let (_, body) = http(
+        proxy.addr(Listener::Admin),
+        "GET",
+        &format!("/api/host/{hp}"),
+        &[],
+        "",
+    )
+    .await;
+    let v = json(&body);
+    assert_eq!(
+        v["host"]["entries"][0]["summary"]["errors"],
+        serde_json::json!({ "upstream": { "count": 1, "cause": "upstream" } }),
+        "a refusal by robots.txt is not an error: {v}"
+    );
+    let (_, page) = http(
+        proxy.addr(Listener::Admin),
+        "GET",
+        &format!("/host/{hp}"),
+        &[],
+        "",
+    )
+    .await;
+    assert!(
+        page.contains("<tr><td>upstream</td><td>upstream</td><td class=\"n\">1</td></tr>"),
+        "{page}"
+    );
+    let (_, page) = http(proxy.addr(Listener::Admin), "GET", "/", &[], "").await;
+    assert!(page.contains("<td>upstream 1</td>"), "{page}");
+}

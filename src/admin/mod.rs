@@ -31,6 +31,7 @@ use crate::metrics::{Listener, Rejection};
 use crate::protocol::Protocol;
 use crate::target::HostKey;
 
+mod charts;
 mod conns;
 mod page;
 mod status;
@@ -149,8 +150,9 @@ async fn answer(
             .headers_mut()
             .insert(hyper::header::CONTENT_TYPE, v);
     }
-    // The page loads nothing from elsewhere, and is not to be framed.
-    if let Ok(v) = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'".parse() {
+    // The page loads nothing from elsewhere (it fetches itself again to
+    // refresh), and is not to be framed.
+    if let Ok(v) = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'".parse() {
         response
             .headers_mut()
             .insert(hyper::header::CONTENT_SECURITY_POLICY, v);

@@ -3,15 +3,17 @@
 //! robots.txt with the lines each bot follows, and "explain" for a URL.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::cache::{Entry, Rules};
 use crate::context::Context;
+use crate::fate::{Class, Fate};
+use crate::politeness::SpacingFrom;
 use crate::protocol::Protocol;
-use crate::recent::Activity;
+use crate::recent::{Activity, PerClass, Series};
 use crate::robots::{Policy, Selected};
 use crate::target::{HostKey, Server, Target};
 
@@ -26,6 +28,12 @@ fn ago(t: SystemTime) -> f64 {
 
 /// `/api/status`: the proxy, its bots and listeners, counts, recent hosts.
 pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
+    let per_minute: std::collections::HashMap<Arc<str>, Value> = ctx
+        .recent
+        .bot_minutes()
+        .into_iter()
+        .map(|(name, minutes)| (name, minutes_json(&minutes)))
+        .collect();
     let bots: Vec<Value> = ctx
         .config
         .bots
@@ -40,6 +48,7 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
                 "content_usage": b.profile.uses().iter().map(|u| u.as_str()).collect::<Vec<_>>(),
                 "limits": limits_in_force(&b.limits),
                 "budgets": budgets(ctx, b),
+                "per_minute": per_minute.get(b.name.as_str()).cloned().unwrap_or_default(),
             })
         })
         .collect();
@@ -71,6 +80,23 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         "pins": ctx.upstream.pins().len(),
         "hosts": hosts,
     })
+}
+
+/// A bot's requests per minute, oldest first: `minutes_ago` and a count
+/// per decision.
+fn minutes_json(minutes: &[(u64, PerClass)]) -> Value {
+    let rows: Vec<Value> = minutes
+        .iter()
+        .map(|(ago, counts)| {
+            let mut row = serde_json::Map::new();
+            row.insert("minutes_ago".into(), json!(ago));
+            for class in Class::ALL {
+                row.insert(class.as_str().into(), json!(counts[class.index()]));
+            }
+            Value::Object(row)
+        })
+        .collect();
+    Value::Array(rows)
 }
 
 /// A bot's limits as the status page shows them: those set, by their keys.
@@ -130,6 +156,7 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
         "port": key.port,
         "robots": robots_state(entry.as_deref()),
         "crawl_delay": crawl_delays(ctx, entry.as_ref()),
+        "spacing": spacings(ctx, entry.as_ref()),
         "queue": gate.map_or(0, |g| g.waiting),
         "in_flight": gate.map_or(0, |g| g.in_flight),
         "next_start_in_seconds": gate
@@ -138,6 +165,7 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
         "slow_down_factor": gate.map_or(1, |g| g.backoff),
         "requests": activity.requests,
         "refusals": activity.refusals,
+        "errors": errors(activity),
         "last_seen_seconds_ago": activity.last_seen.map(ago),
         "last_refusal": activity.last_refusal.as_ref().map(|(at, outcome, detail)| json!({
             "seconds_ago": ago(*at),
@@ -189,6 +217,88 @@ fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
     Value::Object(map)
 }
 
+/// Each bot's spacing at the host, and what it comes from: the setting,
+/// and the robots.txt line for a Crawl-delay.
+fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
+    let Some(entry) = entry.map(|e| e.for_generation(ctx.generation, &ctx.config.bots.profiles()))
+    else {
+        return Value::Null;
+    };
+    let policies = policies(ctx, &entry).unwrap_or_default();
+    let map: serde_json::Map<String, Value> = ctx
+        .config
+        .bots
+        .all()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let (delay, from) = crate::admission::spacing_in_force(ctx, i, &entry);
+            let line = match from {
+                SpacingFrom::CrawlDelay => policies.get(i).and_then(|p| p.crawl_delay_line()),
+                _ => None,
+            };
+            let asked = policies.get(i).and_then(|p| p.crawl_delay_secs());
+            let v = json!({ "seconds": secs(delay), "from": from.key(), "line": line, "crawl_delay": asked });
+            (b.name.clone(), v)
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// The requests to a host that ended in an error, by outcome (its cause).
+fn errors(activity: &Activity) -> Value {
+    let map: serde_json::Map<String, Value> = Fate::ALL
+        .iter()
+        .filter(|f| f.class() == Class::Error && activity.by_fate[f.index()] > 0)
+        .map(|f| {
+            let n = activity.by_fate[f.index()];
+            (
+                f.as_str().to_string(),
+                json!({ "count": n, "cause": f.cause().as_str() }),
+            )
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// A server's recent starts against their spacing and its queue lengths,
+/// as the host page draws them: times in seconds before now; the queue over
+/// a window of at least ten seconds and at most
+/// [`WINDOW`](crate::recent::series::WINDOW) that holds its points.
+fn timeline(series: &Series) -> Value {
+    let now = Instant::now();
+    let ago = |t: Instant| secs(now.saturating_duration_since(t));
+    let window = series
+        .queue
+        .front()
+        .map_or(Duration::ZERO, |(t, _)| now.saturating_duration_since(*t))
+        .clamp(Duration::from_secs(10), crate::recent::series::WINDOW);
+    let mut before: Option<Instant> = None;
+    let starts: Vec<Value> = series
+        .starts
+        .iter()
+        .map(|s| {
+            let gap = before.map(|b| s.at.saturating_duration_since(b));
+            before = Some(s.at);
+            json!({
+                "seconds_ago": ago(s.at),
+                "bot": &*s.bot,
+                "spacing_seconds": secs(s.spacing),
+                "gap_seconds": gap.map(secs),
+                // Sooner than its spacing after the start before it.
+                "early": gap.is_some_and(|g| g < s.spacing),
+                "reported": s.reported,
+            })
+        })
+        .collect();
+    let queue: Vec<Value> = series
+        .queue
+        .iter()
+        .map(|(t, n)| json!({ "seconds_ago": ago(*t), "waiting": n }))
+        .collect();
+    json!({ "window_seconds": secs(window), "starts": starts, "queue": queue })
+}
+
 /// `HOST:PORT` (IPv6 in brackets) as the status page's paths write it.
 pub fn parse_host_port(text: &str) -> Option<(String, u16)> {
     let (host, port) = text.rsplit_once(':')?;
@@ -232,17 +342,26 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
                 .all()
                 .iter()
                 .zip(ps.iter())
-                .map(|(b, p)| json!({ "bot": b.name, "lines": p.source_lines(), "groups": selected(p.selected()) }))
+                .map(|(b, p)| json!({ "bot": b.name, "lines": p.source_lines(), "groups": selected(p.selected()), "crawl_delay_line": p.crawl_delay_line() }))
                 .collect(),
             None => Vec::new(),
         };
+        let series = ctx.recent.series(&key).unwrap_or_default();
         schemes.push(json!({
             "summary": row,
             "robots_txt": text,
             "bots": followed,
+            "timeline": timeline(&series),
         }));
     }
-    json!({ "host": host, "port": port, "entries": schemes })
+    let bots: Vec<&str> = ctx
+        .config
+        .bots
+        .all()
+        .iter()
+        .map(|b| b.name.as_str())
+        .collect();
+    json!({ "host": host, "port": port, "bots": bots, "entries": schemes })
 }
 
 fn selected(s: Selected) -> &'static str {

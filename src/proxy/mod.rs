@@ -201,6 +201,15 @@ where
     if let Some(server) = server {
         ctx.recent.resolved(&server.name, &server.addrs);
     }
+    // And its pictures: when the gate let it start, against which spacing.
+    if let Some(Ok(a)) = &admitted {
+        let bot = ctx.config.bots.get(request.0);
+        let reported = bot.limits.mode == crate::bot_limits::values::Mode::Report;
+        let waiting = ctx.politeness.peek(&a.server).map_or(0, |g| g.waiting);
+        let start = (a.permit.started, a.spacing, reported);
+        ctx.recent
+            .started(&a.server.name, &bot.name, start, waiting);
+    }
     // The evidence moves into the outcome once the request has ended (not
     // copied before: a second copy would be held across the relay).
     match admitted {

@@ -74,8 +74,9 @@ pub fn log(
             port: t.port,
         };
         let sha256 = outcome.robots.as_ref().map(|r| r.sha256.clone());
+        let name = bot.map(|b| ctx.config.bots.get(b).name.as_str());
         ctx.recent
-            .finished(&key, outcome.fate, &outcome.detail, sha256);
+            .finished(&key, name, outcome.fate, &outcome.detail, sha256);
     }
     metrics.bytes_to_client.inc_by(outcome.bytes);
     if let Some(bot) = bot {

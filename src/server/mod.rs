@@ -173,6 +173,13 @@ impl Proxy {
             .clone()
             .sweeper(std::time::Duration::from_secs(30), shutdown.clone());
         tracker.spawn(sweeper);
+        // The status page's queue lengths, looked at every second.
+        let sampler = live
+            .load()
+            .recent
+            .clone()
+            .sampler(lasting.politeness.clone(), shutdown.clone());
+        tracker.spawn(sampler);
         // The bots' daily budgets, written to the state directory now and then.
         tracker.spawn(lasting.ledger.clone().keeper(shutdown.clone()));
         Ok(Proxy {
