@@ -78,6 +78,10 @@ gem "127.0.0.1:$opg" "$base/public/page.gmi" > /dev/null
 gem "127.0.0.1:$opg" "$base/private/secret.gmi" > /dev/null
 curl -s "gopher://127.0.0.1:$opo/0gopher://127.0.0.1:$hport/0/hello.txt" > /dev/null
 curl -s "gopher://127.0.0.1:$opo/0gopher://127.0.0.1:$hport/0/private/x" > /dev/null
+# Four at once: the gate spaces them by default_delay (1 s), the host page draws it.
+at_once=()
+for i in 1 2 3 4; do gem "127.0.0.1:$opg" "$base/public/page.gmi?$i" > /dev/null & at_once+=($!); done
+wait "${at_once[@]}"
 
 browse() { # browse PATH: the DOM headless chromium built for an admin page
   timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
@@ -98,12 +102,36 @@ check "host page (chromium): robots.txt lines that apply are marked" \
   grep -q '<tr class="applies"><td class="n">2</td><td>✓</td><td><pre>Disallow: /private</pre>' "$work/host.dom"
 check "host page (chromium): explain gives the verdict and the rule" \
   grep -q '<td class="disallow">disallow</td><td>group interopbot (line 1); rule Disallow: /private (line 2)</td>' "$work/host.dom"
-timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
-  --window-size=1400,700 --screenshot="$work/status.png" "http://127.0.0.1:$opm/" > /dev/null 2>&1 || true
-check "status page (chromium): a screenshot" python3 -c "
-import struct,sys; d=open('$work/status.png','rb').read(24)
-sys.exit(0 if d[:8]==b'\\x89PNG\\r\\n\\x1a\\n' and struct.unpack('>II',d[16:24])==(1400,700) else 1)"
-if [ -n "${UPDATE_SCREENSHOT:-}" ]; then cp "$work/status.png" docs/status-page.png; fi
+# The pictures: five starts at agate, each at least its spacing after the last.
+browse "/host/localhost:$gport" > "$work/host.plain.dom"
+starts=$(grep -o '<line class="start"' "$work/host.plain.dom" | wc -l)
+check "host page (chromium): the starts timeline draws each start ($starts of 5)" test "$starts" -eq 5
+check "host page (chromium): the spacing held, and says where it comes from" bash -c \
+  "grep -q 'The spacing held.' '$work/host.plain.dom' && grep -q '1.0 s <small>(politeness.default_delay)</small>' '$work/host.plain.dom'"
+check "host page (chromium): the queue that built up" grep -qE 'waiting now; at most [2-9] in the last' "$work/host.plain.dom"
+browse / > "$work/status.dom"
+check "status page (chromium): requests per minute by decision, drawn" bash -c \
+  "grep -q '<svg id=\"minutes-0\"' '$work/status.dom' && grep -q '8 requests in the last hour' '$work/status.dom'"
+check "status page (chromium): refreshes its parts in place, without a reload" bash -c \
+  "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=12000 \
+     --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null | grep -q '<html lang=\"en\" data-refreshed=\"2\">'"
+check "status page (chromium, scripts off): the pictures are there, and it reloads itself" bash -c \
+  "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --blink-settings=scriptEnabled=false \
+     --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null > '$work/status.noscript.dom' &&
+   grep -q '<svg id=\"minutes-0\"' '$work/status.noscript.dom' && grep -q 'http-equiv=\"refresh\"' '$work/status.noscript.dom'"
+shot() { # shot PATH FILE HEIGHT: a screenshot of an admin page, 1200 wide
+  timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
+    --window-size=1200,"$3" --screenshot="$2" "http://127.0.0.1:$opm$1" > /dev/null 2>&1 || true
+  python3 -c "
+import struct,sys; d=open('$2','rb').read(24)
+sys.exit(0 if d[:8]==b'\\x89PNG\\r\\n\\x1a\\n' and struct.unpack('>II',d[16:24])==(1200,$3) else 1)"
+}
+check "status page (chromium): a screenshot" shot / "$work/status.png" 1300
+check "host page (chromium): a screenshot" shot "/host/localhost:$gport" "$work/host.png" 1000
+if [ -n "${UPDATE_SCREENSHOT:-}" ]; then
+  cp "$work/status.png" docs/status-page.png
+  cp "$work/host.png" docs/host-page.png
+fi
 
 curl -s "http://127.0.0.1:$opm/api/status" > "$work/status.json"
 check "api: /api/status is JSON with the hosts" python3 -c "
