@@ -7,7 +7,8 @@
 //! - the metrics reference lists every metric the proxy registers, and none
 //!   it does not;
 //! - the configuration reference has every key of the commented example,
-//!   with the default `--check-config` prints.
+//!   with the default `--check-config` prints, and its bounds table gives
+//!   the ranges the code enforces, for every key that has one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -244,4 +245,177 @@ fn the_configuration_reference_has_every_key_and_its_default() {
         }
     }
     assert!(checked >= 40, "only {checked} defaults checked");
+}
+
+/// A range as the bounds table writes it, in milliseconds or as a count.
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    Millis(u64, u64),
+    Count(u64, u64),
+}
+
+/// `500ms`, `1s`, `365d`, `1 MiB`, `1048576`: milliseconds for a duration
+/// (`true`), else the number.
+fn amount(text: &str) -> (u64, bool) {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (n, unit) = text.split_at(split);
+    let n: u64 = n
+        .parse()
+        .unwrap_or_else(|_| panic!("not a bound: {text:?}"));
+    match unit.trim() {
+        "" => (n, false),
+        "KiB" => (n << 10, false),
+        "MiB" => (n << 20, false),
+        "GiB" => (n << 30, false),
+        "TiB" => (n << 40, false),
+        "ms" => (n, true),
+        "s" => (n * 1000, true),
+        "m" => (n * 60_000, true),
+        "h" => (n * 3_600_000, true),
+        "d" => (n * 86_400_000, true),
+        other => panic!("unknown unit {other:?} in {text:?}"),
+    }
+}
+
+/// The bounds table: each key (a cell may name several: `politeness.a`,
+/// `b` is `politeness.b`) and its range; rows that are not numbers (a log
+/// level) are left out.
+fn documented_bounds(doc: &str) -> Vec<(String, Range)> {
+    let table = doc
+        .split("## Bounds")
+        .nth(1)
+        .expect("configuration.md has a Bounds section");
+    let mut bounds = Vec::new();
+    for line in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        for pair in cells.chunks(3) {
+            let (keys, range) = (pair[0], pair.get(1).copied().unwrap_or(""));
+            if keys.is_empty() || !range.starts_with(|c: char| c.is_ascii_digit() || c == '≤') {
+                continue;
+            }
+            let (min, max) = match range.strip_prefix('≤') {
+                Some(max) => ((0, amount(max).1), amount(max)),
+                None => {
+                    let (a, b) = range
+                        .split_once('–')
+                        .unwrap_or_else(|| panic!("a range is `A – B` or `≤ B`: {range:?}"));
+                    (amount(a), amount(b))
+                }
+            };
+            let range = match max.1 {
+                true => Range::Millis(min.0, max.0),
+                false => Range::Count(min.0, max.0),
+            };
+            let mut section = "";
+            // `bot.min_delay` (and each `[[bots]]`): the key is the first word.
+            let keys = keys.split(" (").next().unwrap_or(keys);
+            for key in keys.split(',').map(|k| k.trim().trim_matches('`')) {
+                let full = match key.split_once('.') {
+                    Some((s, _)) => {
+                        section = s;
+                        key.to_string()
+                    }
+                    None => format!("{section}.{key}"),
+                };
+                bounds.push((full, range));
+            }
+        }
+    }
+    bounds
+}
+
+/// The configuration with `key` set to `value` (TOML), as `run` resolves it:
+/// `None` when accepted, else the error.
+fn set(key: &str, value: &str) -> Option<String> {
+    let (section, name) = key.split_once('.').unwrap();
+    // A store's keys are read when there is a store.
+    let store = match section {
+        "store" => "url = \"redis://127.0.0.1:6379/0\"\n",
+        _ => "",
+    };
+    let toml = format!("[{section}]\n{store}{name} = {value}\n");
+    let flags = robots_proxy::cli::RunArgs {
+        state_dir: Some("/state".into()),
+        ..Default::default()
+    };
+    match robots_proxy::config::RawConfig::parse(&toml) {
+        Err(e) => Some(e.to_string()),
+        Ok(raw) => raw.resolve(&flags).err().map(|e| e.to_string()),
+    }
+}
+
+/// Every range in the bounds table is the one the code enforces (each end
+/// accepted, a step past it refused naming the key and the range), and
+/// every key whose absurd value is refused as out of range is in the table.
+#[test]
+fn the_bounds_table_is_the_code_s() {
+    let doc = read("docs/guide/configuration.md");
+    let bounds = documented_bounds(&doc);
+    assert!(bounds.len() >= 15, "{bounds:?}");
+    for (key, range) in &bounds {
+        let (value, min, max): (fn(u64) -> String, u64, u64) = match *range {
+            Range::Millis(min, max) => (|n| format!("\"{n}ms\""), min, max),
+            Range::Count(min, max) => (|n| n.to_string(), min, max),
+        };
+        for ok in [min, max] {
+            assert_eq!(
+                set(key, &value(ok)),
+                None,
+                "{key} = {} is in its range",
+                value(ok)
+            );
+        }
+        let mut past = vec![max + 1];
+        if min > 0 {
+            past.push(min - 1);
+        }
+        for n in past {
+            let err = set(key, &value(n))
+                .unwrap_or_else(|| panic!("{key} = {} is accepted: outside {range:?}", value(n)));
+            assert!(
+                err.contains(key.rsplit('.').next().unwrap()) && err.contains("out of range"),
+                "{key} = {}: {err}",
+                value(n)
+            );
+        }
+    }
+    // The other way: a key whose absurd value is out of range is in the table.
+    let documented: Vec<&str> = bounds.iter().map(|(k, _)| k.as_str()).collect();
+    let mut tried = 0;
+    for line in doc.split("## Bounds").next().unwrap().lines() {
+        let Some(rest) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let Some((key, default)) = rest.split_once("` | ") else {
+            continue;
+        };
+        if !key.contains('.') || key.starts_with("bots.") {
+            continue;
+        }
+        let absurd = match default {
+            d if d.contains("s\"`") || d.contains("m\"`") || d.contains("d\"`") => "\"100000000d\"",
+            d if d
+                .trim_start_matches("unset (e.g. ")
+                .starts_with(|c: char| c == '`')
+                && d.trim_start_matches("unset (e.g. `")
+                    .starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                "1000000000000000"
+            }
+            _ => continue,
+        };
+        tried += 1;
+        if let Some(err) = set(key, absurd) {
+            if err.contains("out of range") {
+                assert!(
+                    documented.contains(&key),
+                    "{key} has a bound ({err}) the table does not give"
+                );
+            }
+        }
+    }
+    assert!(tried >= 20, "only {tried} keys tried");
 }

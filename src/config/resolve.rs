@@ -523,20 +523,16 @@ fn log(raw: &RawConfig, flags: &RunArgs) -> Result<(LogFormat, String), ConfigEr
     Ok((log_format, log_level))
 }
 
-/// `[metrics]`: the opt-in per-host series.
+/// `[metrics]`: the opt-in per-host series. The limit is checked even when
+/// the series are off: an out-of-range value is a mistake either way.
 fn metrics(raw: &RawConfig) -> Result<Option<usize>, ConfigError> {
-    let metrics_per_host = match (
-        raw.metrics.per_host.unwrap_or(false),
+    let limit = count(
+        "metrics.per_host_limit",
         raw.metrics.per_host_limit,
-    ) {
-        (false, _) => None,
-        (true, limit) => Some(count(
-            "metrics.per_host_limit",
-            limit,
-            100,
-            bound::PER_HOST_LIMIT,
-        )?),
-    };
+        100,
+        bound::PER_HOST_LIMIT,
+    )?;
+    let metrics_per_host = raw.metrics.per_host.unwrap_or(false).then_some(limit);
 
     Ok(metrics_per_host)
 }
