@@ -9,7 +9,7 @@
 //! or `cargo bench --bench policy -- --ratios`: the same work timed in short
 //! alternating turns (ours, theirs, theirs, ours, ...), so that the machine's
 //! swings in speed fall on both sides of each ratio; it prints the median
-//! ratio and the spread over the turns. README, "Performance".
+//! ratio and the spread over the turns. docs/dev/performance.md, "Performance".
 
 use criterion::{black_box, criterion_group, Criterion, Throughput};
 use robots_proxy::robots::{BotProfile, Policy, RobotsTxt};

@@ -452,7 +452,7 @@ mod extremes {
         }
 
         /// Any non-negative TOML integer in a count key: refused naming the key,
-        /// or accepted within the bound the README gives.
+        /// or accepted within the bound docs/guide/configuration.md gives.
         #[test]
         fn any_count_is_bounded_or_refused_by_name(
             key in proptest::sample::select(COUNT_KEYS),

@@ -10,7 +10,7 @@
 //! - crawler-commons `SimpleRobotRulesParserTest.java`.
 //!
 //! A case may differ only if it is listed in its suite's known differences with
-//! the reason (the README's "Conformance" lists the same); a listed case that
+//! the reason (docs/dev/conformance.md lists the same); a listed case that
 //! starts agreeing fails the test too, so the lists stay true.
 
 mod common;
