@@ -62,6 +62,7 @@ impl Fleet {
                 delay,
             }),
             started: Instant::now(),
+            behind: 0,
         }
     }
 }

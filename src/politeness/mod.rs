@@ -345,6 +345,9 @@ pub struct Permit {
     shared: Option<fleet::Shared>,
     /// When the gate let it start (the start the next one is spaced from).
     pub started: Instant,
+    /// The requests still waiting at this proxy's gate when it started
+    /// (0 when the fleet's gate admitted it).
+    pub behind: usize,
 }
 
 impl Permit {
@@ -510,22 +513,23 @@ impl Politeness {
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
         let now = Instant::now();
-        let would_wait = match gates.hosts.get_mut(&id) {
+        let (would_wait, behind) = match gates.hosts.get_mut(&id) {
             Some(host) => {
                 host.hold = host.hold.max(hold).max(delay);
                 let would_wait = host.estimate(&config, delay);
                 host.in_flight += 1;
                 host.last_start = Some(now);
                 host.delay = delay;
-                would_wait
+                (would_wait, host.queue.len())
             }
-            None => Duration::ZERO,
+            None => (Duration::ZERO, 0),
         };
         let permit = Permit {
             gate: self.clone(),
             id,
             shared: None,
             started: now,
+            behind,
         };
         (permit, would_wait)
     }
@@ -556,13 +560,14 @@ impl Politeness {
         let deadline = after(Instant::now(), max_wait);
         loop {
             let sleep_until = match self.try_start(&config, id, ticket) {
-                Ok(started) => {
+                Ok((started, behind)) => {
                     place.admitted = true;
                     return Ok(Permit {
                         gate: self.clone(),
                         id,
                         shared: None,
                         started,
+                        behind,
                     });
                 }
                 Err(Wait::Gone) => {
@@ -629,14 +634,14 @@ impl Politeness {
     }
 
     /// Starts `ticket`'s request if its turn has come (at the head of the
-    /// queue, a slot free, the spacing past), and says when; else what to
-    /// wait for.
+    /// queue, a slot free, the spacing past), and says when and how many
+    /// wait behind it; else what to wait for.
     fn try_start(
         &self,
         config: &PolitenessConfig,
         id: GateId,
         ticket: u64,
-    ) -> Result<Instant, Wait> {
+    ) -> Result<(Instant, usize), Wait> {
         let mut gates = self.lock();
         // Swept while we waited cannot happen (the queue was not empty);
         // give up defensively.
@@ -654,7 +659,7 @@ impl Politeness {
             host.delay = delay;
             // The next in line may be able to go too (concurrency > 1, no delay).
             host.wake_head();
-            return Ok(now);
+            return Ok((now, host.queue.len()));
         }
         // At the head, waiting only for time: sleep until then. Otherwise
         // wait to be woken (the head left, or a slot freed).

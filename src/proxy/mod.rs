@@ -205,10 +205,9 @@ where
     if let Some(Ok(a)) = &admitted {
         let bot = ctx.config.bots.get(request.0);
         let reported = bot.limits.mode == crate::bot_limits::values::Mode::Report;
-        let waiting = ctx.politeness.peek(&a.server).map_or(0, |g| g.waiting);
         let start = (a.permit.started, a.spacing, reported);
         ctx.recent
-            .started(&a.server.name, &bot.name, start, waiting);
+            .started(&a.server.name, &bot.name, start, a.permit.behind);
     }
     // The evidence moves into the outcome once the request has ended (not
     // copied before: a second copy would be held across the relay).
