@@ -116,9 +116,11 @@ check "status page (chromium): refreshes its parts in place, without a reload" b
   "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=12000 \
      --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null | grep -q '<html lang=\"en\" data-refreshed=\"2\">'"
 check "status page (chromium, scripts off): the pictures are there, and it reloads itself" bash -c \
-  "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --blink-settings=scriptEnabled=false \
-     --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null > '$work/status.noscript.dom' &&
-   grep -q '<svg id=\"minutes-0\"' '$work/status.noscript.dom' && grep -q 'http-equiv=\"refresh\"' '$work/status.noscript.dom'"
+  "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-javascript \
+     --virtual-time-budget=12000 --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null > '$work/status.noscript.dom' &&
+   grep -q '<svg id=\"minutes-0\"' '$work/status.noscript.dom' &&
+   grep -q '<noscript><meta http-equiv=\"refresh\" content=\"30\"></noscript>' '$work/status.noscript.dom' &&
+   ! grep -q 'data-refreshed' '$work/status.noscript.dom'"
 shot() { # shot PATH FILE HEIGHT: a screenshot of an admin page, 1200 wide
   timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
     --window-size=1200,"$3" --screenshot="$2" "http://127.0.0.1:$opm$1" > /dev/null 2>&1 || true
