@@ -395,16 +395,14 @@ fn the_bounds_table_is_the_code_s() {
         if !key.contains('.') || key.starts_with("bots.") {
             continue;
         }
-        let absurd = match default {
-            d if d.contains("s\"`") || d.contains("m\"`") || d.contains("d\"`") => "\"100000000d\"",
-            d if d
-                .trim_start_matches("unset (e.g. ")
-                .starts_with(|c: char| c == '`')
-                && d.trim_start_matches("unset (e.g. `")
-                    .starts_with(|c: char| c.is_ascii_digit()) =>
-            {
-                "1000000000000000"
+        // The example value: the default, or the one after "unset (e.g.".
+        let example = default.trim_start_matches("unset (e.g. ");
+        let example = example.strip_prefix('`').unwrap_or(example);
+        let absurd = match example {
+            e if e.starts_with('"') && e[1..].starts_with(|c: char| c.is_ascii_digit()) => {
+                "\"100000000d\""
             }
+            e if e.starts_with(|c: char| c.is_ascii_digit()) => "1000000000000000",
             _ => continue,
         };
         tried += 1;
