@@ -115,8 +115,14 @@ check "status page (chromium): requests per minute by decision, drawn" bash -c \
 check "status page (chromium): refreshes its parts in place, without a reload" bash -c \
   "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --virtual-time-budget=12000 \
      --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null | grep -q '<html lang=\"en\" data-refreshed=\"2\">'"
+# Scripts off as a user turns them off: the profile's JavaScript setting (chromium's
+# --disable-javascript flag does not stop a page's scripts in headless mode, and
+# blink's scriptEnabled=false stops --dump-dom too). The proof they are off: no
+# refresh in 12 s of the browser's time.
+mkdir -p "$work/noscript-profile/Default"
+echo '{"profile":{"default_content_setting_values":{"javascript":2}}}' > "$work/noscript-profile/Default/Preferences"
 check "status page (chromium, scripts off): the pictures are there, and it reloads itself" bash -c \
-  "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-javascript \
+  "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir='$work/noscript-profile' \
      --virtual-time-budget=12000 --dump-dom 'http://127.0.0.1:$opm/' 2>/dev/null > '$work/status.noscript.dom' &&
    grep -q '<svg id=\"minutes-0\"' '$work/status.noscript.dom' &&
    grep -q '<noscript><meta http-equiv=\"refresh\" content=\"30\"></noscript>' '$work/status.noscript.dom' &&
