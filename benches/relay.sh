@@ -2,7 +2,10 @@
 # Whole-process relay figures, side by side in one run, on loopback:
 #   Gemini: agate directly, through HAProxy (TLS-terminating and re-encrypting,
 #           the same job's TLS part) and through robots-proxy; requests/s with
-#           16 clients, a new TLS connection per request (examples/gemini_load.rs).
+#           16 clients, a new TLS connection per request (examples/gemini_load.rs),
+#           and the CPU per request of HAProxy and of the proxy (/proc/PID/stat
+#           around their own runs), against the floor: the proxy's two
+#           handshakes in memory (examples/handshake_floor.rs).
 #   Gopher: gophernicus directly (behind socat, inetd style), through a plain
 #           socat TCP relay and through robots-proxy; latency and MB/s
 #           (examples/gopher_load.rs). Then robots-proxy against a server that
@@ -32,7 +35,7 @@ need haproxy haproxy gophernicus gophernicus socat socat openssl openssl
 agate=$(find_agate)
 start_work
 cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load \
-  --example gopher_instant
+  --example gopher_instant --example handshake_floor
 
 # agate, with a robots.txt that allows the bench bot everything.
 mkdir -p "$work/content" "$work/gopher/docs"
@@ -63,7 +66,8 @@ backend agate
   server agate 127.0.0.1:$gport ssl verify none sni str(localhost)
 CFG
 haproxy -db -f "$work/haproxy.cfg" > "$work/haproxy.log" 2>&1 &
-pids+=($!)
+haproxy_pid=$!
+pids+=($haproxy_pid)
 
 # gophernicus, inetd style behind socat, and a plain socat relay in front of it.
 # gophernicus slows a client down to a request a second once it has moved
@@ -104,10 +108,15 @@ if [ -n "${PERF:-}" ]; then
 fi
 
 if [ "$only" != gopher ]; then
+  echo "== Gemini: the floor: the proxy's two handshakes in memory (examples/handshake_floor.rs)"
+  floor=$(target/release/examples/handshake_floor)
+  echo "$floor"
+  floor_us=$(echo "$floor" | sed -E 's/^handshake floor: ([0-9]+) .*/\1/')
   echo "== Gemini: agate directly, through HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), through robots-proxy"
   target/release/examples/gemini_load --direct "127.0.0.1:$gport" --relay "127.0.0.1:$xport" \
     --proxy "127.0.0.1:$pport" --url "gemini://localhost:$gport/page.gmi" --clients 16 \
-    --seconds "$seconds" --rounds "$rounds" $resume
+    --seconds "$seconds" --rounds "$rounds" $resume \
+    --proxy-pid "$proxy_pid" --relay-pid "$haproxy_pid" --floor-us "$floor_us"
   echo "upstream TLS handshakes, by kind:"
   curl -s "127.0.0.1:$mport/metrics" | grep '^robots_proxy_tls_handshakes_total' || true
 fi

@@ -5,8 +5,15 @@
 //! cargo run --release --example gemini_load -- \
 //!     --direct 127.0.0.1:PORT --proxy 127.0.0.1:1965 --url gemini://localhost:PORT/ \
 //!     [--relay 127.0.0.1:HAPROXY_PORT] [--baseline 127.0.0.1:OTHER_PROXY] \
-//!     [--clients 16] [--seconds 5] [--rounds 3] [--resume]
+//!     [--clients 16] [--seconds 5] [--rounds 3] [--resume] \
+//!     [--proxy-pid PID] [--relay-pid PID] [--floor-us MICROSECONDS]
 //! ```
+//!
+//! `--proxy-pid`, `--relay-pid`: the CPU each process spent (user + system,
+//! from `/proc/PID/stat`, in the kernel's 10 ms ticks) during its own runs,
+//! divided by the requests it served: CPU per request, side by side.
+//! `--floor-us`: the floor of a proxied request's CPU
+//! (`examples/handshake_floor.rs`), to say the proxy's CPU against it.
 //!
 //! `--baseline`: another robots-proxy (an older build: `benches/compare.sh`),
 //! sent what the proxy is sent.
@@ -37,6 +44,21 @@ struct Args {
     relay: Option<SocketAddr>,
     baseline: Option<SocketAddr>,
     resume: bool,
+    proxy_pid: Option<u32>,
+    relay_pid: Option<u32>,
+    floor_us: Option<f64>,
+}
+
+/// The CPU time `pid` has used (user + system), from `/proc/PID/stat`: its
+/// fields 14 and 15, in USER_HZ ticks (100 a second on Linux).
+fn cpu_of(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // After the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // `rest` starts at field 3 (the state): utime is field 14, stime 15.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
 }
 
 fn args() -> Args {
@@ -50,6 +72,9 @@ fn args() -> Args {
         relay: None,
         baseline: None,
         resume: false,
+        proxy_pid: None,
+        relay_pid: None,
+        floor_us: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,6 +92,9 @@ fn args() -> Args {
             "--rounds" => a.rounds = value.parse().expect("--rounds N"),
             "--relay" => a.relay = Some(value.parse().expect("--relay ADDR")),
             "--baseline" => a.baseline = Some(value.parse().expect("--baseline ADDR")),
+            "--proxy-pid" => a.proxy_pid = Some(value.parse().expect("--proxy-pid PID")),
+            "--relay-pid" => a.relay_pid = Some(value.parse().expect("--relay-pid PID")),
+            "--floor-us" => a.floor_us = Some(value.parse().expect("--floor-us MICROSECONDS")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -205,21 +233,65 @@ async fn main() {
         a.url
     );
     let mut totals = vec![0.0; ways.len()];
+    let mut spread = vec![(f64::MAX, 0.0f64); ways.len()];
+    // Per way: its process, the CPU it used in its runs, the requests it served.
+    let pids: Vec<Option<u32>> = ways
+        .iter()
+        .map(|(name, _)| match *name {
+            "proxied" => a.proxy_pid,
+            "relay" => a.relay_pid,
+            _ => None,
+        })
+        .collect();
+    let mut cpu = vec![(Duration::ZERO, 0usize); ways.len()];
     for round in 0..a.rounds {
         for k in 0..ways.len() {
             let w = (k + round) % ways.len();
             let (name, addr) = ways[w];
+            let before = pids[w].map(cpu_of);
             let r = load(connector.clone(), addr, url.clone(), a.clients, for_).await;
-            totals[w] += report(name, &r) / a.rounds as f64;
+            if let (Some(pid), Some(before)) = (pids[w], before) {
+                cpu[w].0 += cpu_of(pid).saturating_sub(before);
+                cpu[w].1 += r.done;
+            }
+            let rps = report(name, &r);
+            totals[w] += rps / a.rounds as f64;
+            spread[w] = (spread[w].0.min(rps), spread[w].1.max(rps));
         }
     }
     println!("means of {} rounds:", a.rounds);
     let proxied = totals[ways.len() - 1];
     for (w, (name, _)) in ways.iter().enumerate() {
         println!(
-            "{name:8} {:9.0} req/s  proxied / {name}: {:.2}",
+            "{name:8} {:9.0} req/s  (rounds {:.0}–{:.0})  proxied / {name}: {:.2}",
             totals[w],
+            spread[w].0,
+            spread[w].1,
             proxied / totals[w]
+        );
+    }
+    let per_request = |w: usize| {
+        let (used, served) = cpu[w];
+        (served > 0).then(|| used.as_secs_f64() * 1e6 / served as f64)
+    };
+    let mine = per_request(ways.len() - 1);
+    for (w, (name, _)) in ways.iter().enumerate() {
+        if let Some(us) = per_request(w) {
+            println!(
+                "CPU per request: {name:8} {us:6.0} µs ({:.2} s over {} requests)",
+                cpu[w].0.as_secs_f64(),
+                cpu[w].1
+            );
+        }
+    }
+    let relay = ways.iter().position(|(name, _)| *name == "relay");
+    if let (Some(mine), Some(relay)) = (mine, relay.and_then(per_request)) {
+        println!("CPU per request, proxied / relay: {:.2}", mine / relay);
+    }
+    if let (Some(mine), Some(floor)) = (mine, a.floor_us) {
+        println!(
+            "CPU per request, proxied / floor ({floor:.0} µs): {:.2}",
+            mine / floor
         );
     }
 }
