@@ -137,6 +137,11 @@ impl Bots {
         &self.bots
     }
 
+    /// Every bot's name, in order (the status page's colours, the reload's log line).
+    pub fn names(&self) -> Vec<&str> {
+        self.bots.iter().map(|b| b.name.as_str()).collect()
+    }
+
     /// The names of the bots in report mode (`mode = "report"`): robots.txt
     /// and their limits are logged for them, not enforced.
     pub fn reporting(&self) -> Vec<&str> {

@@ -350,13 +350,7 @@ async fn reload(proxy: &Proxy, args: &RunArgs) {
                 );
             }
             let context = proxy.context();
-            let bots: Vec<&str> = context
-                .config
-                .bots
-                .all()
-                .iter()
-                .map(|b| b.name.as_str())
-                .collect();
+            let bots = context.config.bots.names();
             tracing::info!(
                 bots = %bots.join(","),
                 sha256 = %done.cert_fingerprint,

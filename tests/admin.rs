@@ -431,6 +431,11 @@ async fn a_body_that_never_arrives_is_given_up() {
     assert!(started.elapsed() >= robots_proxy::admin::BODY_DEADLINE);
 }
 
+/// `GET path` on the proxy's admin listener: its status and body.
+async fn admin_get(proxy: &robots_proxy::server::Proxy, path: &str) -> (u16, String) {
+    http(proxy.addr(Listener::Admin), "GET", path, &[], "").await
+}
+
 /// Two bots crawl one capsule at once: the host page draws every start, in
 /// its bot's colour, each at least its bot's spacing after the start before
 /// it (by either bot), the queue that built up, and says where each bot's
@@ -466,14 +471,7 @@ async fn the_host_page_draws_the_starts_against_their_spacing() {
         assert_eq!(t.await.unwrap(), "20 text/gemini");
     }
     let hp = format!("127.0.0.1:{}", capsule.addr.port());
-    let (status, body) = http(
-        proxy.addr(Listener::Admin),
-        "GET",
-        &format!("/api/host/{hp}"),
-        &[],
-        "",
-    )
-    .await;
+    let (status, body) = admin_get(&proxy, &format!("/api/host/{hp}")).await;
     assert_eq!(status, 200, "{body}");
     let v = json(&body);
     let e = &v["host"]["entries"][0];
@@ -513,14 +511,7 @@ async fn the_host_page_draws_the_starts_against_their_spacing() {
     assert_eq!(spacing["other"]["from"], "the bot's min_delay");
     assert_eq!(spacing["other"]["seconds"], 0.15);
 
-    let (_, page) = http(
-        proxy.addr(Listener::Admin),
-        "GET",
-        &format!("/host/{hp}"),
-        &[],
-        "",
-    )
-    .await;
+    let (_, page) = admin_get(&proxy, &format!("/host/{hp}")).await;
     assert_eq!(page.matches("<line class=\"start\"").count(), 8, "{page}");
     assert_eq!(page.matches("data-bot=\"other\"").count(), 4);
     assert!(page.contains("The spacing held."), "{page}");
@@ -538,7 +529,7 @@ async fn the_host_page_draws_the_starts_against_their_spacing() {
     );
 
     // The status page: each bot's requests per minute, the spacing column.
-    let (_, body) = http(proxy.addr(Listener::Admin), "GET", "/api/status", &[], "").await;
+    let (_, body) = admin_get(&proxy, "/api/status").await;
     let s = json(&body);
     for bot in s["bots"].as_array().unwrap() {
         let allowed: u64 = bot["per_minute"]
@@ -549,7 +540,7 @@ async fn the_host_page_draws_the_starts_against_their_spacing() {
             .sum();
         assert_eq!(allowed, 4, "{bot}");
     }
-    let (_, page) = http(proxy.addr(Listener::Admin), "GET", "/", &[], "").await;
+    let (_, page) = admin_get(&proxy, "/").await;
     assert!(
         page.contains("<th>spacing for default</th><th>spacing for other</th>"),
         "{page}"
@@ -581,14 +572,7 @@ async fn report_mode_starts_are_drawn_as_not_held() {
         );
     }
     let hp = format!("127.0.0.1:{}", capsule.addr.port());
-    let (_, page) = http(
-        proxy.addr(Listener::Admin),
-        "GET",
-        &format!("/host/{hp}"),
-        &[],
-        "",
-    )
-    .await;
+    let (_, page) = admin_get(&proxy, &format!("/host/{hp}")).await;
     assert_eq!(page.matches("data-early=\"true\"").count(), 2, "{page}");
     assert!(
         page.contains("2 of a bot in report mode were not held (dashed)."),
@@ -619,32 +603,18 @@ async fn errors_are_broken_down_by_cause() {
     let (header, _) = gemini(addr, &url).await;
     assert!(header.starts_with("43"), "{header}");
     let hp = format!("127.0.0.1:{port}");
-    let (_, body) = http(
-        proxy.addr(Listener::Admin),
-        "GET",
-        &format!("/api/host/{hp}"),
-        &[],
-        "",
-    )
-    .await;
+    let (_, body) = admin_get(&proxy, &format!("/api/host/{hp}")).await;
     let v = json(&body);
     assert_eq!(
         v["host"]["entries"][0]["summary"]["errors"],
         serde_json::json!({ "upstream": { "count": 1, "cause": "upstream" } }),
         "a refusal by robots.txt is not an error: {v}"
     );
-    let (_, page) = http(
-        proxy.addr(Listener::Admin),
-        "GET",
-        &format!("/host/{hp}"),
-        &[],
-        "",
-    )
-    .await;
+    let (_, page) = admin_get(&proxy, &format!("/host/{hp}")).await;
     assert!(
         page.contains("<tr><td>upstream</td><td>upstream</td><td class=\"n\">1</td></tr>"),
         "{page}"
     );
-    let (_, page) = http(proxy.addr(Listener::Admin), "GET", "/", &[], "").await;
+    let (_, page) = admin_get(&proxy, "/").await;
     assert!(page.contains("<td>upstream 1</td>"), "{page}");
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::bots::BotId;
 use crate::cache::{Entry, Rules};
 use crate::context::Context;
 use crate::fate::{Class, Fate};
@@ -201,20 +202,24 @@ fn policies(ctx: &Context, entry: &Arc<Entry>) -> Option<Vec<Policy>> {
     }
 }
 
-fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
-    let policies = entry.and_then(|e| policies(ctx, e)).unwrap_or_default();
+/// A value per bot, by its name.
+fn per_bot(ctx: &Context, value: impl Fn(BotId) -> Value) -> Value {
     let map: serde_json::Map<String, Value> = ctx
         .config
         .bots
         .all()
         .iter()
         .enumerate()
-        .map(|(i, b)| {
-            let delay = policies.get(i).and_then(|p| p.crawl_delay_secs());
-            (b.name.clone(), json!(delay))
-        })
+        .map(|(i, b)| (b.name.clone(), value(i)))
         .collect();
     Value::Object(map)
+}
+
+fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
+    let policies = entry.and_then(|e| policies(ctx, e)).unwrap_or_default();
+    per_bot(ctx, |i| {
+        json!(policies.get(i).and_then(|p| p.crawl_delay_secs()))
+    })
 }
 
 /// Each bot's spacing at the host, and what it comes from: the setting,
@@ -225,24 +230,16 @@ fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
         return Value::Null;
     };
     let policies = policies(ctx, &entry).unwrap_or_default();
-    let map: serde_json::Map<String, Value> = ctx
-        .config
-        .bots
-        .all()
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let (delay, from) = crate::admission::spacing_in_force(ctx, i, &entry);
-            let line = match from {
-                SpacingFrom::CrawlDelay => policies.get(i).and_then(|p| p.crawl_delay_line()),
-                _ => None,
-            };
-            let asked = policies.get(i).and_then(|p| p.crawl_delay_secs());
-            let v = json!({ "seconds": secs(delay), "from": from.key(), "line": line, "crawl_delay": asked });
-            (b.name.clone(), v)
-        })
-        .collect();
-    Value::Object(map)
+    per_bot(ctx, |i| {
+        let (delay, from) = crate::admission::spacing_in_force(ctx, i, &entry);
+        let policy = policies.get(i);
+        let line = match from {
+            SpacingFrom::CrawlDelay => policy.and_then(|p| p.crawl_delay_line()),
+            _ => None,
+        };
+        let asked = policy.and_then(|p| p.crawl_delay_secs());
+        json!({ "seconds": secs(delay), "from": from.key(), "line": line, "crawl_delay": asked })
+    })
 }
 
 /// The requests to a host that ended in an error, by outcome (its cause).
@@ -354,13 +351,7 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
             "timeline": timeline(&series),
         }));
     }
-    let bots: Vec<&str> = ctx
-        .config
-        .bots
-        .all()
-        .iter()
-        .map(|b| b.name.as_str())
-        .collect();
+    let bots = ctx.config.bots.names();
     json!({ "host": host, "port": port, "bots": bots, "entries": schemes })
 }
 
