@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::page::esc;
+use super::html::esc;
 
 /// Drawing width, in SVG units (the picture scales to the page).
 const W: f64 = 760.0;

@@ -33,6 +33,7 @@ use crate::target::HostKey;
 
 mod charts;
 mod conns;
+mod html;
 mod page;
 mod status;
 

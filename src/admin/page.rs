@@ -9,25 +9,10 @@
 use serde_json::Value;
 
 use super::charts;
+use super::html::esc;
 
 /// How often the page's live parts are fetched again, in seconds.
 pub const REFRESH_SECONDS: u32 = 5;
-
-/// Text made safe for HTML.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// A JSON value as table text.
 fn show(v: &Value) -> String {
