@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::html::esc;
+use super::html::{esc, seconds};
 
 /// Drawing width, in SVG units (the picture scales to the page).
 const W: f64 = 760.0;
@@ -35,16 +35,6 @@ fn decision_colour(decision: &str) -> &'static str {
 pub fn bot_colour(bots: &[String], bot: &str) -> &'static str {
     let i = bots.iter().position(|b| b == bot).unwrap_or(bots.len());
     PALETTE[i % PALETTE.len()]
-}
-
-/// Seconds, short.
-fn dur(s: f64) -> String {
-    match s {
-        s if s < 1.0 => format!("{:.0} ms", s * 1000.0),
-        s if s < 120.0 => format!("{s:.1} s"),
-        s if s < 7200.0 => format!("{:.1} min", s / 60.0),
-        s => format!("{:.1} h", s / 3600.0),
-    }
 }
 
 /// `1 server`, `2 servers`.
@@ -94,7 +84,7 @@ impl Span {
         for (ago, anchor) in [(self.from, "start"), (mid, "middle"), (self.to, "end")] {
             let label = match ago < 0.0005 {
                 true => "now".to_string(),
-                false => format!("−{}", dur(ago)),
+                false => format!("−{}", seconds(ago)),
             };
             let _ = write!(
                 svg,
@@ -153,7 +143,7 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
         }
         _ => Span::last(f(&timeline["window_seconds"])),
     };
-    let title = format!("Request starts in the last {}", dur(span.from));
+    let title = format!("Request starts in the last {}", seconds(span.from));
     let mut svg = svg_open(&format!("starts-{id}"), h, &title);
     let mut prev: Option<f64> = None;
     for s in &starts {
@@ -204,7 +194,7 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
             ""
         };
         let after = match gap {
-            Some(g) => format!(", {} after the start before it", dur(g)),
+            Some(g) => format!(", {} after the start before it", seconds(g)),
             None => String::new(),
         };
         let _ = write!(
@@ -212,8 +202,8 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
             "<line class=\"start\" data-bot=\"{}\" data-early=\"{is_early}\" x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"{colour}\" stroke-width=\"2\"{dash}><title>{} started {} ago{after} (its spacing {})</title></line>",
             esc(bot),
             esc(bot),
-            dur(ago),
-            dur(spacing)
+            seconds(ago),
+            seconds(spacing)
         );
     }
     span.axis(&mut svg, bottom + 4.0);
@@ -223,8 +213,8 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
         (n, None) => format!("{} here lately.", plural(n, "start")),
         (n, Some((gap, spacing))) => format!(
             "{n} starts; the closest two were {} apart, against a spacing of {}.",
-            dur(gap),
-            dur(spacing)
+            seconds(gap),
+            seconds(spacing)
         ),
     };
     match early {
@@ -268,7 +258,7 @@ pub fn queue(timeline: &Value, id: &str) -> String {
     let most = points.iter().map(|p| f(&p["waiting"])).fold(0.0, f64::max);
     let scale = most.max(1.0);
     let y_at = |n: f64| bottom - (bottom - top) * n / scale;
-    let title = format!("Requests waiting in the last {}", dur(window));
+    let title = format!("Requests waiting in the last {}", seconds(window));
     let mut svg = svg_open(&format!("queue-{id}"), h, &title);
     let mut path = String::new();
     for p in &points {
@@ -304,7 +294,7 @@ pub fn queue(timeline: &Value, id: &str) -> String {
     format!(
         "{svg}<p class=\"said\" id=\"queue-{}-said\">{now:.0} waiting now; at most {most:.0} in the last {}.</p>",
         esc(id),
-        dur(window)
+        seconds(window)
     )
 }
 

@@ -1,6 +1,6 @@
-//! Text made safe for the admin pages' HTML and SVG, shared by the page
-//! (`page.rs`) and its pictures (`charts.rs`): robots.txt lines, URLs and
-//! bot names come from outside.
+//! Text for the admin pages' HTML and SVG, shared by the page (`page.rs`)
+//! and its pictures (`charts.rs`): escaping for what came from outside
+//! (robots.txt lines, URLs, bot names), and seconds as people read them.
 
 /// Text made safe for HTML (and for an attribute in double or single quotes).
 pub fn esc(s: &str) -> String {
@@ -16,4 +16,14 @@ pub fn esc(s: &str) -> String {
         }
     }
     out
+}
+
+/// Seconds as people read them: `250 ms`, `4.5 s`, `12 min`, `3.5 h`.
+pub fn seconds(s: f64) -> String {
+    match s {
+        s if s < 1.0 => format!("{:.0} ms", s * 1000.0),
+        s if s < 120.0 => format!("{s:.1} s"),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
+    }
 }

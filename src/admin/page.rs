@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::charts;
-use super::html::esc;
+use super::html::{esc, seconds};
 
 /// How often the page's live parts are fetched again, in seconds.
 pub const REFRESH_SECONDS: u32 = 5;
@@ -27,15 +27,7 @@ fn show(v: &Value) -> String {
 
 /// Seconds as people read them.
 fn human(v: &Value) -> String {
-    let Some(s) = v.as_f64() else {
-        return "–".into();
-    };
-    match s {
-        s if s < 1.0 => format!("{:.0} ms", s * 1000.0),
-        s if s < 120.0 => format!("{s:.1} s"),
-        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
-        s => format!("{:.1} h", s / 3600.0),
-    }
+    v.as_f64().map_or_else(|| "–".into(), seconds)
 }
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
