@@ -94,9 +94,15 @@ pids+=($!)
 target/release/examples/gopher_instant "127.0.0.1:$tport" 3 2> /dev/null &
 pids+=($!)
 
-# The proxy at its defaults, but for private upstreams (everything here is on loopback).
+# The proxy at its defaults, but for private upstreams (everything here is on
+# loopback) and for the requests it lets into one server at once: at the
+# default of 1 (`politeness.per_host_concurrency`), every request to the one
+# capsule here would wait for the one before it, and the rate measured would
+# be that of one upstream round trip after another, not the relay's. 16, as
+# many as the load's clients, as HAProxy has.
 pport=$(free_port) oport=$(free_port) mport=$(free_port)
-RUST_LOG=info target/release/robots-proxy run --gemini-listen "127.0.0.1:$pport" \
+printf '[politeness]\nper_host_concurrency = 16\n' > "$work/proxy.toml"
+RUST_LOG=info target/release/robots-proxy run --config "$work/proxy.toml" --gemini-listen "127.0.0.1:$pport" \
   --gopher-listen "127.0.0.1:$oport" --metrics-listen "127.0.0.1:$mport" --agent benchbot \
   --allow-private-upstreams --state-dir "$work/state" --default-delay 0s > "$work/proxy.log" 2>&1 &
 proxy_pid=$!

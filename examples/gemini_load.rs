@@ -49,16 +49,44 @@ struct Args {
     floor_us: Option<f64>,
 }
 
-/// The CPU time `pid` has used (user + system), from `/proc/PID/stat`: its
-/// fields 14 and 15, in USER_HZ ticks (100 a second on Linux).
-fn cpu_of(pid: u32) -> Duration {
+/// The CPU time `pid` has used, in user space and in the kernel, from
+/// `/proc/PID/stat`: its fields 14 and 15, in USER_HZ ticks (100 a second on
+/// Linux).
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    user: Duration,
+    system: Duration,
+}
+
+impl Cpu {
+    fn total(self) -> Duration {
+        self.user + self.system
+    }
+
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            user: self.user.saturating_sub(before.user),
+            system: self.system.saturating_sub(before.system),
+        }
+    }
+
+    fn add(&mut self, other: Cpu) {
+        self.user += other.user;
+        self.system += other.system;
+    }
+}
+
+fn cpu_of(pid: u32) -> Cpu {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
     // After the command name, which is in parentheses and may hold spaces.
     let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
     let fields: Vec<&str> = rest.split(' ').collect();
     // `rest` starts at field 3 (the state): utime is field 14, stime 15.
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
+    let ticks = |i: usize| Duration::from_millis(fields[i].parse::<u64>().unwrap() * 10);
+    Cpu {
+        user: ticks(11),
+        system: ticks(12),
+    }
 }
 
 fn args() -> Args {
@@ -243,7 +271,7 @@ async fn main() {
             _ => None,
         })
         .collect();
-    let mut cpu = vec![(Duration::ZERO, 0usize); ways.len()];
+    let mut cpu = vec![(Cpu::default(), 0usize); ways.len()];
     for round in 0..a.rounds {
         for k in 0..ways.len() {
             let w = (k + round) % ways.len();
@@ -251,7 +279,7 @@ async fn main() {
             let before = pids[w].map(cpu_of);
             let r = load(connector.clone(), addr, url.clone(), a.clients, for_).await;
             if let (Some(pid), Some(before)) = (pids[w], before) {
-                cpu[w].0 += cpu_of(pid).saturating_sub(before);
+                cpu[w].0.add(cpu_of(pid).since(before));
                 cpu[w].1 += r.done;
             }
             let rps = report(name, &r);
@@ -262,36 +290,43 @@ async fn main() {
     println!("means of {} rounds:", a.rounds);
     let proxied = totals[ways.len() - 1];
     for (w, (name, _)) in ways.iter().enumerate() {
+        let ratio = match w == ways.len() - 1 {
+            true => String::new(),
+            false => format!("  proxied / {name}: {:.2}", proxied / totals[w]),
+        };
         println!(
-            "{name:8} {:9.0} req/s  (rounds {:.0}–{:.0})  proxied / {name}: {:.2}",
-            totals[w],
-            spread[w].0,
-            spread[w].1,
-            proxied / totals[w]
+            "{name:8} {:9.0} req/s  (rounds {:.0}–{:.0}){ratio}",
+            totals[w], spread[w].0, spread[w].1,
         );
     }
-    let per_request = |w: usize| {
+    let per_request = |w: usize, part: fn(Cpu) -> Duration| {
         let (used, served) = cpu[w];
-        (served > 0).then(|| used.as_secs_f64() * 1e6 / served as f64)
+        (served > 0).then(|| part(used).as_secs_f64() * 1e6 / served as f64)
     };
-    let mine = per_request(ways.len() - 1);
+    let mine = per_request(ways.len() - 1, Cpu::total);
     for (w, (name, _)) in ways.iter().enumerate() {
-        if let Some(us) = per_request(w) {
+        if let Some(us) = per_request(w, Cpu::total) {
+            let user = per_request(w, |c| c.user).unwrap_or_default();
+            let system = per_request(w, |c| c.system).unwrap_or_default();
             println!(
-                "CPU per request: {name:8} {us:6.0} µs ({:.2} s over {} requests)",
-                cpu[w].0.as_secs_f64(),
+                "CPU per request: {name:8} {us:6.0} µs = user {user:4.0} + kernel {system:4.0} ({:.2} s over {} requests)",
+                cpu[w].0.total().as_secs_f64(),
                 cpu[w].1
             );
         }
     }
     let relay = ways.iter().position(|(name, _)| *name == "relay");
-    if let (Some(mine), Some(relay)) = (mine, relay.and_then(per_request)) {
+    if let (Some(mine), Some(relay)) = (mine, relay.and_then(|w| per_request(w, Cpu::total))) {
         println!("CPU per request, proxied / relay: {:.2}", mine / relay);
     }
     if let (Some(mine), Some(floor)) = (mine, a.floor_us) {
+        // The floor is user-space work (no sockets): against the proxy's
+        // whole CPU, and against its user-space part alone.
+        let user = per_request(ways.len() - 1, |c| c.user).unwrap_or_default();
         println!(
-            "CPU per request, proxied / floor ({floor:.0} µs): {:.2}",
-            mine / floor
+            "CPU per request, proxied / floor ({floor:.0} µs): {:.2}; user space only: {:.2}",
+            mine / floor,
+            user / floor
         );
     }
 }
