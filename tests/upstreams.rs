@@ -54,6 +54,57 @@ async fn a_gemini_answer_cut_short_upstream_is_not_closed_cleanly() {
     );
 }
 
+/// The proxy writes a Gemini header with what of the body came with it, but
+/// never holds the header back for the rest: a capsule that sends its header
+/// (or its header and a first part) and then stalls has them reach the
+/// client at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_header_is_not_held_back_for_its_body() {
+    let origin = Origin::start(|url| {
+        if url.ends_with("/robots.txt") {
+            text("51 none", "")
+        } else if url.ends_with("/header") {
+            Reply::Stalled(b"20 text/gemini\r\n".to_vec())
+        } else {
+            Reply::Stalled(b"20 text/gemini\r\n# A first part".to_vec())
+        }
+    })
+    .await;
+    let proxy = start_proxy(test_config()).await;
+    let gemini = proxy.addr(Listener::Gemini);
+    for (path, expected) in [
+        ("/header", &b"20 text/gemini\r\n"[..]),
+        ("/part", &b"20 text/gemini\r\n# A first part"[..]),
+    ] {
+        let tcp = TcpStream::connect(gemini).await.unwrap();
+        let config = robots_proxy::tls::client_config().unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let url = origin.url(path);
+        tls.write_all(format!("{url}\r\n").as_bytes())
+            .await
+            .unwrap();
+        // What the capsule sent arrives while the capsule still holds the rest
+        // (it stalls for 30 s): read until all of it is here, within 5 s.
+        let mut got = Vec::new();
+        let reading = async {
+            while got.len() < expected.len() {
+                let mut buf = [0u8; 256];
+                match tls.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        let in_time = tokio::time::timeout(std::time::Duration::from_secs(5), reading).await;
+        assert!(in_time.is_ok(), "{path}: only {got:?} within 5 s");
+        assert_eq!(got, expected, "{path}");
+    }
+}
+
 /// A Gopher answer cut short upstream ends in a TCP reset, not a clean close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gopher_answer_cut_short_upstream_ends_in_a_reset() {

@@ -349,19 +349,29 @@ where
 /// The end of a relay whose upstream answered with a status line (Gemini,
 /// Spartan): the line (its end removed) is written to the client, then the
 /// body byte for byte. `status`: as the log line shows it.
+///
+/// The line goes out with what of the body has already arrived behind it
+/// (in the same read, for a small answer: all of it): one TLS record and one
+/// write to the client where there were two. What has not arrived is not
+/// waited for: a header is never held back for its body.
 pub async fn relay_answer<R, W>(
-    upstream: &mut R,
+    upstream: &mut BufReader<R>,
     client: &mut W,
     (line, status): (&[u8], u8),
     ctx: &Context,
     connecting: Instant,
 ) -> Outcome
 where
-    R: AsyncBufRead + Unpin,
+    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let idle = ctx.config.limits.idle_timeout;
-    let head = [line, b"\r\n"].concat();
+    let arrived = upstream.buffer();
+    let mut head = Vec::with_capacity(line.len() + 2 + arrived.len());
+    head.extend_from_slice(line);
+    head.extend_from_slice(b"\r\n");
+    head.extend_from_slice(arrived);
+    let arrived = arrived.len();
     let mut outcome = Outcome::new(crate::fate::Fate::Relayed, Some(status), String::new());
     if !matches!(
         tokio::time::timeout(idle, client.write_all(&head)).await,
@@ -370,6 +380,7 @@ where
         outcome.detail = Ended::ClientGone.detail();
         return outcome;
     }
+    upstream.consume(arrived);
     let (body, ended) = stream(upstream, client, idle, &mut Verbatim).await;
     ctx.metrics
         .upstream_duration

@@ -130,6 +130,9 @@ pub enum Reply {
     Delayed(Duration, Vec<u8>),
     /// Say nothing and keep the connection open.
     Silent,
+    /// Send these bytes, then keep the connection open (an answer whose
+    /// rest is slow to come).
+    Stalled(Vec<u8>),
     /// Send these bytes, then reset the TCP connection (an upstream that fails
     /// mid-answer: no TLS close_notify, no FIN).
     Reset(Vec<u8>),
@@ -147,6 +150,11 @@ async fn write_reply<S: tokio::io::AsyncWrite + Unpin>(io: &mut S, reply: Reply)
             let _ = io.write_all(&b).await;
         }
         Reply::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
+        Reply::Stalled(b) => {
+            let _ = io.write_all(&b).await;
+            let _ = io.flush().await;
+            tokio::time::sleep(Duration::from_secs(30)).await
+        }
         Reply::Reset(b) => {
             let _ = io.write_all(&b).await;
             let _ = io.flush().await;
