@@ -93,6 +93,13 @@ impl Upstream {
         })
     }
 
+    /// Keeps `tickets` TLS 1.3 session tickets per capsule to resume with
+    /// (as many as handshakes may start at once to it: [`tls::sessions`]).
+    pub fn with_tickets(mut self, tickets: usize) -> Result<Upstream, tls::TlsError> {
+        self.connector = TlsConnector::from(tls::upstream_client_config(tickets)?);
+        Ok(self)
+    }
+
     /// Counts every finished upstream handshake in `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Upstream {
         self.metrics = Some(metrics);

@@ -38,6 +38,54 @@ async fn the_proxy_resumes_its_sessions_with_a_capsule() {
     assert_eq!(handshakes(&proxy, "upstream", "resumed").await, 4.0);
 }
 
+/// Requests in flight to one capsule at once each resume, once the capsule
+/// has handed out tickets: a TLS 1.3 ticket is used once, and the proxy keeps
+/// two for every request `per_host_concurrency` lets in at once (rustls' own
+/// store keeps 8 a server: of 16 at once, 8 would make full handshakes, the
+/// capsule signing and the proxy verifying each time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_at_once_each_resume() {
+    // The page waits a little: all of a wave's requests are in flight, their
+    // handshakes done, at once.
+    let slow_page = Reply::Delayed(
+        std::time::Duration::from_millis(200),
+        b"20 text/gemini\r\npage".to_vec(),
+    );
+    let capsule = capsule(text("20 text/plain", ROBOTS), slow_page).await;
+    let proxy = start_proxy(test_config_with(
+        "[politeness]\nper_host_concurrency = 16\n",
+    ))
+    .await;
+    let gemini_addr = proxy.addr(Listener::Gemini);
+    let wave = || async {
+        let asks: Vec<_> = (0..16)
+            .map(|i| {
+                let url = capsule.url(&format!("/page{i}"));
+                tokio::spawn(async move { gemini(gemini_addr, &url).await })
+            })
+            .collect();
+        for ask in asks {
+            let (header, body) = ask.await.unwrap();
+            assert_eq!(
+                (header.as_str(), body.as_slice()),
+                ("20 text/gemini", &b"page"[..])
+            );
+        }
+    };
+    // The first wave finds at most the robots.txt fetch's tickets.
+    wave().await;
+    let full = handshakes(&proxy, "upstream", "full").await;
+    assert!(full >= 2.0, "the first wave made full handshakes: {full}");
+    for _ in 0..3 {
+        wave().await;
+    }
+    assert_eq!(handshakes(&proxy, "upstream", "full").await, full);
+    assert_eq!(
+        handshakes(&proxy, "upstream", "resumed").await + full,
+        1.0 + 4.0 * 16.0
+    );
+}
+
 /// A crawler that resumes its session with the proxy is still the bot its
 /// certificate picked: the resumed session carries the certificate, and its
 /// rules (not the default bot's) apply. A crawler without a certificate that

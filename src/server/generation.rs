@@ -90,7 +90,9 @@ impl Built {
             ports: limits.upstream_ports.clone(),
             own: own.iter().map(|(_, addr)| addr).collect(),
         };
+        let tickets = tls::sessions::tickets_for(config.politeness.per_host_concurrency);
         let upstream = Upstream::new(reach, limits.connect_timeout)?
+            .with_tickets(tickets)?
             .with_mark(limits.upstream_mark)
             .map_err(|source| StartError::Mark {
                 mark: limits.upstream_mark.unwrap_or(0),

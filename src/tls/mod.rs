@@ -18,6 +18,7 @@ use rustls::{ClientConfig, ServerConfig};
 use thiserror::Error;
 
 mod authority;
+pub mod sessions;
 mod verify;
 pub use authority::{Authority, MAX_STORED_LEAVES};
 pub use verify::{ClientCerts, GeminiVerifier};
@@ -211,6 +212,15 @@ pub fn server_config(identity: Identity) -> Result<Arc<ServerConfig>, TlsError> 
 /// sessions with up to [`UPSTREAM_SESSIONS`] capsules.
 pub fn client_config() -> Result<Arc<ClientConfig>, TlsError> {
     client_config_for(&[&rustls::version::TLS13, &rustls::version::TLS12])
+}
+
+/// [`client_config`] keeping `tickets` TLS 1.3 tickets per capsule
+/// ([`sessions::tickets_for`] the concurrency towards it).
+pub fn upstream_client_config(tickets: usize) -> Result<Arc<ClientConfig>, TlsError> {
+    let mut config = (*client_config()?).clone();
+    let store = sessions::UpstreamSessions::new(UPSTREAM_SESSIONS, tickets);
+    config.resumption = rustls::client::Resumption::store(Arc::new(store));
+    Ok(Arc::new(config))
 }
 
 /// [`client_config`] limited to some protocol versions.
