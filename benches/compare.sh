@@ -4,7 +4,8 @@
 # loopback, measured interleaved by the same drivers (the ways rotate each
 # round, so the machine's drift falls on both):
 #   Gemini: agate, 16 clients, a new TLS connection per request
-#           (examples/gemini_load.rs --baseline): requests/s.
+#           (examples/gemini_load.rs --baseline): requests/s, and CPU
+#           per request of each build (/proc/PID/stat).
 #   Gopher: a server that answers at once (examples/gopher_instant.rs):
 #           latency p50/p99 and MB/s of a 16 MiB answer
 #           (examples/gopher_load.rs --baseline).
@@ -49,11 +50,14 @@ pids+=($!)
 target/release/examples/gopher_instant "127.0.0.1:$iport" 2> /dev/null &
 pids+=($!)
 
-# Both proxies at their defaults, but for private upstreams (all is on loopback).
+# Both proxies at their defaults, but for private upstreams (all is on
+# loopback) and 16 requests in flight to the one capsule, as many as the load
+# has clients (benches/relay.sh says why).
+printf '[politeness]\nper_host_concurrency = 16\n' > "$work/proxy.toml"
 start_proxy() { # start_proxy NAME BINARY: sets ${NAME}_gemini, ${NAME}_gopher, ${NAME}_pid
   local g o m
   g=$(free_port) o=$(free_port) m=$(free_port)
-  "$2" run --gemini-listen "127.0.0.1:$g" --gopher-listen "127.0.0.1:$o" \
+  "$2" run --config "$work/proxy.toml" --gemini-listen "127.0.0.1:$g" --gopher-listen "127.0.0.1:$o" \
     --metrics-listen "127.0.0.1:$m" --agent benchbot --allow-private-upstreams \
     --state-dir "$work/state-$1" --default-delay 0s > "$work/$1.log" 2>&1 &
   pids+=($!)
@@ -69,7 +73,7 @@ wait_port "$gport"; wait_port "$iport"
 echo "== Gemini: agate directly, through the baseline, through this tree"
 target/release/examples/gemini_load --direct "127.0.0.1:$gport" --baseline "127.0.0.1:$base_gemini" \
   --proxy "127.0.0.1:$new_gemini" --url "gemini://localhost:$gport/page.gmi" --clients 16 \
-  --seconds "$seconds" --rounds "$rounds"
+  --seconds "$seconds" --rounds "$rounds" --proxy-pid "$new_pid" --baseline-pid "$base_pid"
 echo "== Gopher: an instant server directly, through the baseline, through this tree"
 target/release/examples/gopher_load --direct "127.0.0.1:$iport" --baseline "127.0.0.1:$base_gopher" \
   --proxy "127.0.0.1:$new_gopher" --small /hello.txt --big /big \

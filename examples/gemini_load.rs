@@ -6,10 +6,10 @@
 //!     --direct 127.0.0.1:PORT --proxy 127.0.0.1:1965 --url gemini://localhost:PORT/ \
 //!     [--relay 127.0.0.1:HAPROXY_PORT] [--baseline 127.0.0.1:OTHER_PROXY] \
 //!     [--clients 16] [--seconds 5] [--rounds 3] [--resume] \
-//!     [--proxy-pid PID] [--relay-pid PID] [--floor-us MICROSECONDS]
+//!     [--proxy-pid PID] [--relay-pid PID] [--baseline-pid PID] [--floor-us MICROSECONDS]
 //! ```
 //!
-//! `--proxy-pid`, `--relay-pid`: the CPU each process spent (user + system,
+//! `--proxy-pid`, `--relay-pid`, `--baseline-pid`: the CPU each process spent (user + system,
 //! from `/proc/PID/stat`, in the kernel's 10 ms ticks) during its own runs,
 //! divided by the requests it served: CPU per request, side by side.
 //! `--floor-us`: the floor of a proxied request's CPU
@@ -46,6 +46,7 @@ struct Args {
     resume: bool,
     proxy_pid: Option<u32>,
     relay_pid: Option<u32>,
+    baseline_pid: Option<u32>,
     floor_us: Option<f64>,
 }
 
@@ -102,6 +103,7 @@ fn args() -> Args {
         resume: false,
         proxy_pid: None,
         relay_pid: None,
+        baseline_pid: None,
         floor_us: None,
     };
     let mut it = std::env::args().skip(1);
@@ -122,6 +124,9 @@ fn args() -> Args {
             "--baseline" => a.baseline = Some(value.parse().expect("--baseline ADDR")),
             "--proxy-pid" => a.proxy_pid = Some(value.parse().expect("--proxy-pid PID")),
             "--relay-pid" => a.relay_pid = Some(value.parse().expect("--relay-pid PID")),
+            "--baseline-pid" => {
+                a.baseline_pid = Some(value.parse().expect("--baseline-pid PID"))
+            }
             "--floor-us" => a.floor_us = Some(value.parse().expect("--floor-us MICROSECONDS")),
             other => panic!("unknown flag {other}"),
         }
@@ -268,6 +273,7 @@ async fn main() {
         .map(|(name, _)| match *name {
             "proxied" => a.proxy_pid,
             "relay" => a.relay_pid,
+            "baseline" => a.baseline_pid,
             _ => None,
         })
         .collect();
@@ -315,9 +321,11 @@ async fn main() {
             );
         }
     }
-    let relay = ways.iter().position(|(name, _)| *name == "relay");
-    if let (Some(mine), Some(relay)) = (mine, relay.and_then(|w| per_request(w, Cpu::total))) {
-        println!("CPU per request, proxied / relay: {:.2}", mine / relay);
+    for other in ["relay", "baseline"] {
+        let w = ways.iter().position(|(name, _)| *name == other);
+        if let (Some(mine), Some(theirs)) = (mine, w.and_then(|w| per_request(w, Cpu::total))) {
+            println!("CPU per request, proxied / {other}: {:.2}", mine / theirs);
+        }
     }
     if let (Some(mine), Some(floor)) = (mine, a.floor_us) {
         // The floor is user-space work (no sockets): against the proxy's
