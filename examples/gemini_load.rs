@@ -124,9 +124,7 @@ fn args() -> Args {
             "--baseline" => a.baseline = Some(value.parse().expect("--baseline ADDR")),
             "--proxy-pid" => a.proxy_pid = Some(value.parse().expect("--proxy-pid PID")),
             "--relay-pid" => a.relay_pid = Some(value.parse().expect("--relay-pid PID")),
-            "--baseline-pid" => {
-                a.baseline_pid = Some(value.parse().expect("--baseline-pid PID"))
-            }
+            "--baseline-pid" => a.baseline_pid = Some(value.parse().expect("--baseline-pid PID")),
             "--floor-us" => a.floor_us = Some(value.parse().expect("--floor-us MICROSECONDS")),
             other => panic!("unknown flag {other}"),
         }
