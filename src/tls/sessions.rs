@@ -43,9 +43,10 @@ struct Server {
 }
 
 /// Sessions of at most `servers` capsules (the least recently used leave
-/// first), `tickets` TLS 1.3 tickets each.
+/// first), `tickets` TLS 1.3 tickets each. Keyed by the name as text, so a
+/// lookup (two or three a handshake) borrows it instead of copying it.
 pub struct UpstreamSessions {
-    servers: moka::sync::Cache<ServerName<'static>, Arc<Mutex<Server>>>,
+    servers: moka::sync::Cache<String, Arc<Mutex<Server>>>,
     tickets: usize,
 }
 
@@ -69,16 +70,15 @@ impl UpstreamSessions {
     }
 
     fn server(&self, name: &ServerName<'_>) -> Option<Arc<Mutex<Server>>> {
-        self.servers.get(&name.to_owned())
+        self.servers.get(name.to_str().as_ref())
     }
 
-    fn server_or_new(&self, name: ServerName<'static>) -> Arc<Mutex<Server>> {
-        self.servers.get_with(name, Default::default)
-    }
-
-    /// Tickets kept for `name` now.
-    pub fn tickets_of(&self, name: &ServerName<'_>) -> usize {
-        self.server(name).map(|s| lock(&s).tls13.len()).unwrap_or(0)
+    fn server_or_new(&self, name: &ServerName<'_>) -> Arc<Mutex<Server>> {
+        let name = name.to_str();
+        if let Some(server) = self.servers.get(name.as_ref()) {
+            return server;
+        }
+        self.servers.get_with(name.into_owned(), Default::default)
     }
 }
 
@@ -89,7 +89,7 @@ fn lock(server: &Mutex<Server>) -> std::sync::MutexGuard<'_, Server> {
 
 impl ClientSessionStore for UpstreamSessions {
     fn set_kx_hint(&self, name: ServerName<'static>, group: NamedGroup) {
-        lock(&self.server_or_new(name)).kx_hint = Some(group);
+        lock(&self.server_or_new(&name)).kx_hint = Some(group);
     }
 
     fn kx_hint(&self, name: &ServerName<'_>) -> Option<NamedGroup> {
@@ -97,7 +97,7 @@ impl ClientSessionStore for UpstreamSessions {
     }
 
     fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
-        lock(&self.server_or_new(name)).tls12 = Some(value);
+        lock(&self.server_or_new(&name)).tls12 = Some(value);
     }
 
     fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
@@ -111,7 +111,7 @@ impl ClientSessionStore for UpstreamSessions {
     }
 
     fn insert_tls13_ticket(&self, name: ServerName<'static>, value: Tls13ClientSessionValue) {
-        let server = self.server_or_new(name);
+        let server = self.server_or_new(&name);
         let mut server = lock(&server);
         if server.tls13.len() >= self.tickets {
             server.tls13.pop_front();
@@ -134,6 +134,49 @@ mod tests {
         assert_eq!(tickets_for(16), 32);
         assert_eq!(tickets_for(1024), MAX_TICKETS);
         assert_eq!(tickets_for(usize::MAX), MAX_TICKETS);
+    }
+
+    /// Moves what `from` has to send into `to`, in memory.
+    fn pump(from: &mut rustls::Connection, to: &mut rustls::Connection) {
+        let mut wire = Vec::new();
+        while from.wants_write() {
+            from.write_tls(&mut wire).unwrap();
+        }
+        let mut rest = &wire[..];
+        while !rest.is_empty() {
+            to.read_tls(&mut rest).unwrap();
+            to.process_new_packets().unwrap();
+        }
+    }
+
+    /// A capsule that hands out a hundred tickets a connection leaves the
+    /// proxy holding its bound of them.
+    #[test]
+    fn a_capsule_flooding_tickets_fills_only_its_bound() {
+        let dir = std::env::temp_dir().join(format!("sessions-flood-{}", std::process::id()));
+        let names = ["localhost".to_string()];
+        let identity = crate::tls::load_or_generate(&dir, &names).unwrap();
+        let mut capsule = (*crate::tls::server_config(identity).unwrap()).clone();
+        capsule.send_tls13_tickets = 100;
+        let capsule = Arc::new(capsule);
+        let store = Arc::new(UpstreamSessions::new(4, tickets_for(4)));
+        let mut client = (*crate::tls::client_config().unwrap()).clone();
+        client.resumption = rustls::client::Resumption::store(store.clone());
+        let client = Arc::new(client);
+        let name = ServerName::try_from("localhost").unwrap();
+        for _ in 0..3 {
+            let c = rustls::ClientConnection::new(client.clone(), name.clone()).unwrap();
+            let s = rustls::ServerConnection::new(capsule.clone()).unwrap();
+            let (mut c, mut s): (rustls::Connection, rustls::Connection) = (c.into(), s.into());
+            for _ in 0..16 {
+                pump(&mut c, &mut s);
+                pump(&mut s, &mut c);
+            }
+            assert!(!c.is_handshaking());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let kept = store.server(&name).map(|s| lock(&s).tls13.len());
+        assert_eq!(kept, Some(MIN_TICKETS));
     }
 
     #[test]
