@@ -192,22 +192,22 @@ where
 {
     let admitted = admit_while_connected(ctx, request, client, hangup).await;
     // The status page shows the addresses a host resolved to (observed here,
-    // not inside admission's steps).
-    let server = match &admitted {
-        Some(Ok(a)) => Some(&a.server),
-        Some(Err(refused)) => refused.server.as_ref(),
-        None => None,
-    };
-    if let Some(server) = server {
-        ctx.recent.resolved(&server.name, &server.addrs);
-    }
-    // And its pictures: when the gate let it start, against which spacing.
-    if let Some(Ok(a)) = &admitted {
-        let bot = ctx.config.bots.get(request.0);
-        let reported = bot.limits.mode == crate::bot_limits::values::Mode::Report;
-        let start = (a.permit.started, a.spacing, reported);
-        ctx.recent
-            .started(&a.server.name, &bot.name, start, a.permit.behind);
+    // not inside admission's steps), and its pictures: when the gate let the
+    // request start, against which spacing.
+    match &admitted {
+        Some(Ok(a)) => {
+            let bot = ctx.config.bots.get(request.0);
+            let reported = bot.limits.mode == crate::bot_limits::values::Mode::Report;
+            let start = (a.permit.started, a.spacing, reported);
+            ctx.recent
+                .started(&a.server, &bot.name, start, a.permit.behind);
+        }
+        Some(Err(refused)) => {
+            if let Some(server) = &refused.server {
+                ctx.recent.resolved(&server.name, &server.addrs);
+            }
+        }
+        None => {}
     }
     // The evidence moves into the outcome once the request has ended (not
     // copied before: a second copy would be held across the relay).

@@ -96,7 +96,10 @@ impl Recent {
     /// The addresses `key` resolved to for a request.
     pub fn resolved(&self, key: &HostKey, addrs: &[SocketAddr]) {
         let entry = self.entry(key);
-        let mut h = lock(&entry);
+        Self::addrs(&mut lock(&entry), addrs);
+    }
+
+    fn addrs(h: &mut Host, addrs: &[SocketAddr]) {
         if h.activity.addrs != addrs {
             h.activity.addrs = addrs.to_vec();
         }
@@ -121,19 +124,21 @@ impl Recent {
         name
     }
 
-    /// A request to `key` by `bot` started `at` (its gate's time), spaced
+    /// A request to `server` by `bot` started `at` (its gate's time), spaced
     /// by `spacing` from the start before it (`reported`: a bot in report
-    /// mode, started at once), `waiting` requests left in the queue behind it.
+    /// mode, started at once), `waiting` requests left in the queue behind it;
+    /// the addresses `server` resolved to for it, as [`resolved`](Self::resolved).
     pub fn started(
         &self,
-        key: &HostKey,
+        server: &Server,
         bot: &str,
         (at, spacing, reported): (Instant, Duration, bool),
         waiting: usize,
     ) {
         let bot = Self::bot_name(&mut lock(&self.bots), bot);
-        let entry = self.entry(key);
+        let entry = self.entry(&server.name);
         let mut h = lock(&entry);
+        Self::addrs(&mut h, &server.addrs);
         h.series.started(Start {
             at,
             bot,
