@@ -184,13 +184,7 @@ async fn spartan_and_nex_urls_are_answered_as_gemini_and_decided_by_their_own_ro
         " # My capsule\n=> public.txt Public\n=> /private/ Private\n ```\n"
     );
 
-    for spelling in [
-        "/private/x.txt",
-        "/%70rivate/x.txt",
-        "//private/x.txt",
-        "/./private/x.txt",
-        "/public/../private/x.txt",
-    ] {
+    for spelling in PRIVATE_SPELLINGS {
         for url in [spartan_url(spelling), nex_url(spelling)] {
             let (header, _) = gemini(at, &url).await;
             assert!(

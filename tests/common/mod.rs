@@ -203,6 +203,21 @@ pub fn machine(n: u8) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, n], 0))
 }
 
+/// Spellings of `/private/x.txt` that a server reading paths as Spartan and
+/// Nex servers do (escapes decoded, dot segments and doubled slashes
+/// resolved) would serve as that file: each must meet `Disallow: /private`.
+pub const PRIVATE_SPELLINGS: &[&str] = &[
+    "/private/x.txt",
+    "/%70rivate/x.txt",
+    "//private/x.txt",
+    "/./private/x.txt",
+    "/public/../private/x.txt",
+    "/PRIVATE/../private/x.txt",
+    "/%2Fprivate/x.txt",
+    "/%2fprivate%2Fx.txt",
+    "/public/..%2Fprivate/x.txt",
+];
+
 /// A Gemini origin whose `/robots.txt` answers `robots` and every other URL `page`.
 pub async fn capsule(robots: Reply, page: Reply) -> Origin {
     Origin::start(move |url| match url.ends_with("/robots.txt") {
