@@ -42,16 +42,30 @@ pub(super) fn store(raw: &RawConfig, flags: &RunArgs) -> Result<Option<StoreConf
         (_, None) => return Ok(None),
     };
     let scheme = url.split("://").next().unwrap_or_default();
-    if !["redis", "unix", "redis+unix"].contains(&scheme) || !url.contains("://") {
+    if ["redis+cluster", "redis+sentinel"].contains(&scheme) {
+        if let Err(problem) = crate::store::Address::parse(&url) {
+            return Err(invalid(
+                key,
+                format!(
+                    "{:?}: {problem}; write {}",
+                    crate::store::redacted(&url),
+                    if scheme == "redis+cluster" {
+                        "redis+cluster://host:port,host:port,…"
+                    } else {
+                        "redis+sentinel://host:port,host:port,…/MASTER_NAME"
+                    }
+                ),
+            ));
+        }
+    } else if !["redis", "unix", "redis+unix"].contains(&scheme) || !url.contains("://") {
         return Err(invalid(
             key,
             format!(
-                "{:?}: write redis://host:port[/db] or unix:///path/redis.sock",
+                "{:?}: write redis://host:port[/db], unix:///path/redis.sock, redis+cluster://host:port,… or redis+sentinel://host:port,…/MASTER_NAME",
                 crate::store::redacted(&url)
             ),
         ));
-    }
-    if let Some(problem) = url_problem(&url) {
+    } else if let Some(problem) = url_problem(&url) {
         return Err(invalid(
             key,
             format!(
@@ -59,8 +73,7 @@ pub(super) fn store(raw: &RawConfig, flags: &RunArgs) -> Result<Option<StoreConf
                 crate::store::redacted(&url)
             ),
         ));
-    }
-    if let Err(e) = redis::Client::open(url.as_str()) {
+    } else if let Err(e) = redis::Client::open(url.as_str()) {
         return Err(invalid(
             key,
             format!("{:?}: {e}", crate::store::redacted(&url)),

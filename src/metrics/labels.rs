@@ -49,9 +49,12 @@ label_set! {
         /// `inf`, negative): the request got "slow down", the gate was reset
         /// to "a start just now".
         Junk => "junk",
-        /// The store came back as another server (its run id changed): a
-        /// restart or a failover, its data possibly lost.
+        /// A master of the store came back as another server at the same
+        /// address (its run id changed): a restart, its data possibly lost.
         Restart => "restart",
+        /// Another master answers for the store (a Cluster or Sentinel
+        /// failover): writes the old one had not passed on may be lost.
+        Failover => "failover",
         /// A reserved start the store no longer held when its time came (it
         /// restarted meanwhile): asked again, not started.
         LeaseLost => "lease-lost",

@@ -41,6 +41,16 @@
 //!   fleet needs to re-assert its running requests, if longer), a start there
 //!   is reserved no earlier than the store's birth plus that time: every start
 //!   made before it, by any proxy, was at most at its birth;
+//! - the same from the last time this proxy's health check found the store
+//!   broken (`Store::since_break`: no answer, a restart, another master): a
+//!   replica promoted in a failover is old, but may lack the writes its
+//!   master made last, all made before the master stopped answering. That
+//!   holds if every proxy's health check sees the master gone before its
+//!   replica is promoted: the failover's detection time
+//!   (`cluster-node-timeout`, Sentinel's `down-after-milliseconds`) must be
+//!   longer than a health check's period plus `[store] timeout`;
+//! - a request that slept until its reserved start starts no earlier than
+//!   that either (`START`);
 //! - a request that slept until its reserved start checks that the store
 //!   still holds its lease before starting (`START`); if not, it asks again;
 //! - a lease renewal re-adds a lease the store lost, with its start, at once
@@ -76,6 +86,7 @@ local delay, max_wait, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV
 local lease, hold, max_delay, never = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local warm = tonumber(ARGV[9])
 local force = ARGV[10] == '1'
+local broke = tonumber(ARGV[11])
 if redis.call('SISMEMBER', KEYS[3], ARGV[4]) == 1 then return {4, 0, 1} end
 local function num(v, top)
   local n = tonumber(v)
@@ -106,15 +117,18 @@ spacing = math.min(spacing, never)
 local start = now
 if last then start = math.max(start, last + spacing) end
 if nb then start = math.max(start, nb) end
+local w = math.max(warm, spacing)
+local young = nil
+if broke < w then young = broke end
 if (not g[1] and not g[2] and not g[3]) or g[4] then
   local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-  local w = math.max(warm, spacing)
   if up and up * 1000000 < w then
-    start = math.max(start, now - up * 1000000 + w)
+    young = math.min(young or never, up * 1000000)
   elseif g[4] then
     redis.call('HDEL', KEYS[1], 'ra')
   end
 end
+if young then start = math.max(start, now - young + w) end
 local wait = start - now
 if force then
   if not last or last < now then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
@@ -182,6 +196,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return -1 end
 local delay, never = tonumber(ARGV[2]), tonumber(ARGV[3])
+local broke, warm = tonumber(ARGV[4]), tonumber(ARGV[5])
+local w = math.max(warm, delay)
+if broke < w then return math.max(w - broke, 1) end
 local v = redis.call('HGET', KEYS[1], 'st')
 local st = tonumber(v)
 if v and (st == nil or st ~= st or st < 0 or st > now + never) then
@@ -390,7 +407,8 @@ impl Store {
             .arg(ask.max_delay.map_or(0, capped))
             .arg(never)
             .arg(capped(self.reassert_within()))
-            .arg(u8::from(force));
+            .arg(u8::from(force))
+            .arg(capped(self.since_break()));
         let (what, micros, backoff): (i64, i64, i64) = self
             .run(
                 StoreOp::Gate,
@@ -451,7 +469,9 @@ impl Store {
         call.key(leases)
             .arg(name)
             .arg(micros(delay).min(never))
-            .arg(never);
+            .arg(never)
+            .arg(micros(self.since_break()).min(never))
+            .arg(micros(self.reassert_within()).min(never));
         let rest: i64 = self
             .run(
                 StoreOp::Gate,

@@ -20,21 +20,26 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{Metrics, StoreEvent, StoreOp};
 
+mod address;
 mod counts;
 mod gate;
+mod link;
 mod pins;
 mod robots;
 mod wake;
 
+pub use address::Address;
 pub use counts::{CountAsk, Counted, Window};
 pub use gate::{GateAsk, Lease};
+pub use link::Node;
 pub use robots::{FetchLock, Kind, Record, RobotsTurn, Stored};
+
+use link::{Conn, Link};
 
 /// What requests get while the store does not answer (`[store] on_unavailable`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +62,8 @@ impl OnUnavailable {
 /// `[store]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// `redis://[user:password@]host:port/db` or `unix:///path/redis.sock`.
+    /// `redis://[user:password@]host:port/db`, `unix:///path/redis.sock`,
+    /// `redis+cluster://…` or `redis+sentinel://…` (`Address`).
     pub url: String,
     /// Put in front of every key and the wake-up channel.
     pub prefix: String,
@@ -91,8 +97,8 @@ pub fn redacted(url: &str) -> String {
 
 /// One proxy's handle on the fleet store.
 pub struct Store {
-    conn: ConnectionManager,
-    client: redis::Client,
+    link: Link,
+    address: Address,
     config: StoreConfig,
     shown: String,
     up: AtomicBool,
@@ -101,11 +107,30 @@ pub struct Store {
     /// Makes this proxy's lease names unique in the fleet.
     instance: String,
     leases: AtomicU64,
-    /// The store server's run id, as last seen by the health check.
-    run_id: std::sync::Mutex<Option<String>>,
-    /// Counts the store's restarts seen; lease renewals watch it, so the
-    /// requests running here are re-asserted at once in a store that lost them.
+    /// The masters with their run ids, as last seen by the health check.
+    nodes: std::sync::Mutex<Option<Vec<Node>>>,
+    /// Counts the store's restarts and failovers seen; lease renewals watch
+    /// it, so the requests running here are re-asserted at once in a store
+    /// that lost them.
     restarts: tokio::sync::watch::Sender<u64>,
+    /// The last time the health check found the store broken (no answer, a
+    /// restart, a failover): the data it holds may have lost writes made
+    /// before then (`since_break`).
+    broke: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Whether the state logged last was up, and when a change logged it.
+    said: std::sync::Mutex<Option<(bool, Option<std::time::Instant>)>>,
+}
+
+/// What the status page shows of the store.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    pub kind: &'static str,
+    pub shown: String,
+    pub up: bool,
+    pub on_unavailable: &'static str,
+    pub masters: Vec<Node>,
+    pub restarts: u64,
+    pub since_break: Option<Duration>,
 }
 
 /// How often the health check asks the store.
@@ -121,15 +146,9 @@ impl Store {
         metrics: Arc<Metrics>,
         stop: CancellationToken,
     ) -> Result<Arc<Store>, StoreError> {
-        let client = redis::Client::open(config.url.as_str())
-            .map_err(|e| StoreError::Redis(e.to_string()))?;
-        let manager = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)
-            .map_err(|e| StoreError::Redis(e.to_string()))?;
+        let address = Address::parse(&config.url).map_err(StoreError::Redis)?;
+        let link =
+            Link::open(&address, config.timeout).map_err(|e| StoreError::Redis(e.to_string()))?;
         let instance = format!(
             "{}-{:x}",
             std::process::id(),
@@ -139,8 +158,8 @@ impl Store {
                 & 0xffff_ffff_ffff
         );
         let store = Arc::new(Store {
-            conn,
-            client,
+            link,
+            address,
             shown: redacted(&config.url),
             config,
             up: AtomicBool::new(false),
@@ -148,18 +167,23 @@ impl Store {
             wakers: crate::waiters::Waiters::default(),
             instance,
             leases: AtomicU64::new(0),
-            run_id: std::sync::Mutex::new(None),
+            nodes: std::sync::Mutex::new(None),
             restarts: tokio::sync::watch::Sender::new(0),
+            broke: std::sync::Mutex::new(None),
+            said: std::sync::Mutex::new(None),
         });
         // Up, it is logged as a change; down at start needs saying here.
         match store.ping().await {
             Ok(()) => {}
-            Err(e) => tracing::warn!(
-                store = %store.shown,
-                error = %e,
-                on_unavailable = store.config.on_unavailable.as_str(),
-                "fleet store does not answer at start"
-            ),
+            Err(e) => {
+                *store.said.lock().unwrap_or_else(|e| e.into_inner()) = Some((false, None));
+                tracing::warn!(
+                    store = %store.shown,
+                    error = %e,
+                    on_unavailable = store.config.on_unavailable.as_str(),
+                    "fleet store does not answer at start"
+                )
+            }
         }
         tokio::spawn(store.clone().health(stop.clone()));
         tokio::spawn(wake::listen(store.clone(), stop));
@@ -205,8 +229,8 @@ impl Store {
         .map(drop)
     }
 
-    fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
+    fn connection(&self) -> Conn {
+        self.link.conn()
     }
 
     /// Runs one call with the deadline, timing it and counting a failure;
@@ -240,13 +264,29 @@ impl Store {
             return;
         }
         self.metrics.store_up.set(i64::from(up));
-        match error {
-            None => {
-                tracing::info!(store = %self.shown, "fleet store answers: the gate, robots.txt and pins are shared with the fleet")
+        self.say(up, error, false);
+    }
+
+    /// Logs a change between up and down, at most once a second (a Cluster
+    /// with one master down answers some calls and not others); the health
+    /// check logs the state it finds when the last word said otherwise.
+    fn say(&self, up: bool, error: Option<&StoreError>, health: bool) {
+        {
+            let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+            match *said {
+                Some((was, _)) if was == up => return,
+                Some((_, Some(at))) if !health && at.elapsed() < HEALTH_EVERY => return,
+                _ => {}
             }
-            Some(e) => tracing::warn!(
+            *said = Some((up, Some(std::time::Instant::now())));
+        }
+        match error {
+            None if up => {
+                tracing::info!(store = %self.shown, kind = self.address.kind(), "fleet store answers: the gate, robots.txt and pins are shared with the fleet")
+            }
+            _ => tracing::warn!(
                 store = %self.shown,
-                error = %e,
+                error = %error.map_or_else(String::new, ToString::to_string),
                 on_unavailable = self.config.on_unavailable.as_str(),
                 "fleet store unavailable: {}",
                 match self.config.on_unavailable {
@@ -257,37 +297,78 @@ impl Store {
         }
     }
 
-    /// Asks the store who it is (`INFO server`): a run id other than the
-    /// last one seen is a restart (or a failover), whose data may be gone.
+    /// Asks the store who its masters are (`INFO server` on each): another
+    /// run id at an address is a restart, another address a failover
+    /// (another master); either may have lost writes. So is a store that
+    /// does not answer: its master may be dying.
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut conn = self.connection();
-        let info: String = self
-            .run(StoreOp::Ping, async move {
-                redis::cmd("INFO")
-                    .arg("server")
-                    .query_async(&mut conn)
-                    .await
-            })
-            .await?;
-        let run_id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_string());
-        let mut seen = self.run_id.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(old), Some(new)) = (seen.as_ref(), run_id.as_ref()) {
-            if old != new {
-                self.metrics.store_event(StoreEvent::Restart);
-                tracing::warn!(
-                    store = %self.shown,
-                    "fleet store restarted (another run id): requests running here are re-asserted in it; each server's first start waits out its spacing"
-                );
-                self.restarts.send_modify(|n| *n += 1);
+        let seen = self.run(StoreOp::Ping, self.link.look(&self.shown)).await;
+        let seen = match seen {
+            Ok(seen) => seen,
+            Err(e) => {
+                self.broken();
+                return Err(e);
             }
+        };
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = nodes.as_ref().filter(|old| **old != seen) {
+            let moved = old.iter().map(|n| &n.addr).ne(seen.iter().map(|n| &n.addr));
+            let (event, what) = if moved {
+                (StoreEvent::Failover, "another master answers (a failover)")
+            } else {
+                (StoreEvent::Restart, "a master restarted (another run id)")
+            };
+            self.metrics.store_event(event);
+            tracing::warn!(
+                store = %self.shown,
+                before = %list(old),
+                now = %list(&seen),
+                "fleet store: {what}: requests running here are re-asserted in it; each server's next start waits out its spacing"
+            );
+            self.broken();
+            self.restarts.send_modify(|n| *n += 1);
         }
-        if run_id.is_some() {
-            *seen = run_id;
-        }
+        *nodes = Some(seen);
         Ok(())
+    }
+
+    /// The store may have lost writes made until now.
+    fn broken(&self) {
+        *self.broke.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+    }
+
+    /// How long since the health check last found the store broken (no
+    /// answer, a restart, a failover); `NEVER` if it never did. Every start
+    /// the store may have lost was made before then, so the gate spaces the
+    /// next start at each server from then (the gate's `RESERVE`).
+    fn since_break(&self) -> Duration {
+        self.broke
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map_or(crate::politeness::NEVER, |at| at.elapsed())
+            .min(crate::politeness::NEVER)
+    }
+
+    /// The store's shape, its masters and its health, for the status page.
+    pub fn topology(&self) -> Topology {
+        Topology {
+            kind: self.address.kind(),
+            shown: self.shown.clone(),
+            up: self.is_up(),
+            on_unavailable: self.config.on_unavailable.as_str(),
+            masters: self
+                .nodes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .unwrap_or_default(),
+            restarts: *self.restarts.borrow(),
+            since_break: self
+                .broke
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .map(|at| at.elapsed()),
+        }
     }
 
     /// Asks the store once a second, so a store that comes back is noticed
@@ -298,7 +379,8 @@ impl Store {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(HEALTH_EVERY) => {}
             }
-            let _ = self.ping().await;
+            let looked = self.ping().await;
+            self.say(self.is_up(), looked.as_ref().err(), true);
         }
     }
 
@@ -362,6 +444,15 @@ impl Store {
             self.leases.fetch_add(1, Ordering::Relaxed)
         )
     }
+}
+
+/// `addr (run id)`, comma-separated, for a log line.
+fn list(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .map(|n| format!("{} ({})", n.addr, n.run_id.get(..8).unwrap_or(&n.run_id)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whole microseconds, saturating: what the scripts take.

@@ -13,12 +13,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::Store;
 
-/// Holds the subscription, subscribing again after the store comes back.
+/// Holds the subscription, subscribing again after the store comes back (on
+/// the next seed node of a Cluster, the master the Sentinels name now).
 pub(super) async fn listen(store: Arc<Store>, stop: CancellationToken) {
     let channel = store.channel();
-    loop {
+    for attempt in 0usize.. {
         let subscribed = async {
-            let mut pubsub = store.client.get_async_pubsub().await?;
+            let client = store.link.pubsub_client(attempt).ok_or_else(|| {
+                redis::RedisError::from((redis::ErrorKind::Io, "no master known yet"))
+            })?;
+            let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
