@@ -39,7 +39,7 @@ pub(super) enum Link {
         seeds: Vec<redis::Client>,
         conn: ClusterConnection,
     },
-    Sentinel(Follow),
+    Sentinel(Box<Follow>),
 }
 
 /// The master the Sentinels name, followed.
@@ -165,11 +165,11 @@ impl Link {
                     Some(SentinelNodeConnectionInfo::default().set_redis_connection_info(redis)),
                     SentinelServerType::Master,
                 )?;
-                Ok(Link::Sentinel(Follow {
+                Ok(Link::Sentinel(Box::new(Follow {
                     sentinels: tokio::sync::Mutex::new(client),
                     master: Mutex::new(None),
                     manager: manager(timeout),
-                }))
+                })))
             }
         }
     }
