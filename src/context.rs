@@ -43,6 +43,9 @@ pub struct Context {
     pub limits: Limits,
     /// Cancelled when the proxy shuts down (lasts across reloads).
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Fleet mode's store (lasts across reloads): its shape and health for
+    /// the status page.
+    pub store: Option<std::sync::Arc<crate::store::Store>>,
 }
 
 /// The current [`Context`]: each new connection takes the one in place when

@@ -79,7 +79,22 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         "listeners": listeners,
         "requests": counts,
         "pins": ctx.upstream.pins().len(),
+        "store": ctx.store.as_ref().map(|s| store(&s.topology())),
         "hosts": hosts,
+    })
+}
+
+/// Fleet mode's store: its shape, the masters the health check last saw,
+/// the restarts and failovers seen, how long since it was last found broken.
+fn store(t: &crate::store::Topology) -> Value {
+    json!({
+        "kind": t.kind,
+        "url": t.shown,
+        "up": t.up,
+        "on_unavailable": t.on_unavailable,
+        "masters": t.masters.iter().map(|n| json!({"addr": n.addr, "run_id": n.run_id})).collect::<Vec<_>>(),
+        "restarts_and_failovers": t.restarts,
+        "broken_seconds_ago": t.since_break.map(secs),
     })
 }
 

@@ -255,6 +255,7 @@ impl Lasting {
             guesses: self.guesses.clone(),
             limits,
             shutdown: self.shutdown.clone(),
+            store: self.store.clone(),
         })
     }
 }

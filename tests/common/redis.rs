@@ -6,6 +6,9 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+#[path = "redis_ha.rs"]
+pub mod ha;
+
 pub struct RedisServer {
     child: Option<Child>,
     dir: PathBuf,
@@ -26,44 +29,11 @@ impl RedisServer {
         server
     }
 
-    /// Starts redis-server and returns once it says it is "ready to accept
-    /// connections at" its socket
-    /// (its own word, not a sleep).
     fn spawn(&mut self) {
-        let mut child = Command::new("redis-server")
-            .args(["--port", "0", "--unixsocket"])
-            .arg(&self.socket)
-            .args([
-                "--unixsocketperm",
-                "700",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (apt-get install redis-server; .ci/run does)");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut seen = Vec::new();
-        loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    let ready = line.contains("ready to accept connections");
-                    seen.push(line);
-                    if ready {
-                        break;
-                    }
-                }
-                _ => panic!("redis-server did not start:\n{}", seen.join("\n")),
-            }
-        }
-        // Keep draining its output so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        self.child = Some(child);
+        let mut args: Vec<String> = vec!["--port".into(), "0".into(), "--unixsocket".into()];
+        args.push(self.socket.display().to_string());
+        args.extend(["--unixsocketperm", "700"].map(String::from));
+        self.child = Some(spawn_redis(&args, &self.dir));
     }
 
     /// `unix:///…/redis.sock`.
@@ -93,6 +63,40 @@ impl RedisServer {
             .await
             .unwrap()
     }
+}
+
+/// Starts redis-server with `args` (no persistence, in `dir`) and returns
+/// once it says it is ready to accept connections (its own word, not a sleep).
+fn spawn_redis(args: &[String], dir: &std::path::Path) -> Child {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut child = Command::new("redis-server")
+        .args(args)
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed (apt-get install redis-server; .ci/run does)");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                let ready = line
+                    .to_ascii_lowercase()
+                    .contains("ready to accept connections");
+                seen.push(line);
+                if ready {
+                    break;
+                }
+            }
+            _ => panic!("redis-server did not start:\n{}", seen.join("\n")),
+        }
+    }
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    child
 }
 
 impl Drop for RedisServer {
