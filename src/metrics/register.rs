@@ -248,7 +248,7 @@ impl Store {
         );
         let events = reg.counter_vec(
             "robots_proxy_store_events_total",
-            "What the fleet store did besides failing a call: junk (a value in the proxy's keys that is no number in bounds; the request slowed), restart (the store came back as another server), lease-lost (a reserved start the store forgot; asked again), cancelled (a reservation given up on, taken back).",
+            "What the fleet store did besides failing a call: junk (a value in the proxy's keys that is no number in bounds; the request slowed), restart (a master came back as another server at its address), failover (another master answers: a Cluster or Sentinel failover), lease-lost (a reserved start the store forgot; asked again), cancelled (a reservation given up on, taken back).",
             &["event"],
         );
         Store {
