@@ -101,6 +101,31 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
     // The robots.txt fetch has no Crawl-delay of its own (default_delay 0
     // here); every page start is 250 ms after the one before, whichever proxy.
     assert_spaced(&gaps[1..], 0.25);
+    // The status page says what the store is: one server, up, never broken.
+    let (code, body) = http_get(proxies[0].addr(Listener::Admin), "/api/status").await;
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let store = &status["store"];
+    assert_eq!(
+        (
+            &store["kind"],
+            &store["up"],
+            &store["on_unavailable"],
+            &store["broken_seconds_ago"]
+        ),
+        (
+            &"single".into(),
+            &true.into(),
+            &"refuse".into(),
+            &serde_json::Value::Null
+        ),
+        "{store}"
+    );
+    assert_eq!(
+        store["masters"].as_array().map(Vec::len),
+        Some(1),
+        "{store}"
+    );
 }
 
 /// A proxy that died holding a lease (its renewals stopped) holds the cap
