@@ -73,16 +73,6 @@ async fn text_hole(robots: &str) -> GopherOrigin {
     text_hole_on(machine(1), robots).await
 }
 
-/// [`text_hole`] on another machine, `127.0.0.n`.
-async fn text_hole_on(addr: std::net::SocketAddr, robots: &str) -> GopherOrigin {
-    hole_on(
-        addr,
-        Reply::Bytes(robots.as_bytes().to_vec()),
-        Reply::Bytes(b"text\r\n".to_vec()),
-    )
-    .await
-}
-
 /// A crawler that spreads its requests over two proxies still gets the
 /// Crawl-delay once: the server sees starts spaced by it, and robots.txt
 /// fetched once for the fleet.
@@ -505,49 +495,20 @@ fn gate_key(addr: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_store_restarted_empty_mid_burst_keeps_every_spacing() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Arc;
-
     let mut redis = RedisServer::start();
     let origin = text_hole("User-agent: *\nCrawl-delay: 1\n").await;
     let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let relayed = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..4)
-        .map(|i| {
-            let proxy = proxies[i % 2].addr(Listener::Gopher);
-            let (stop, relayed) = (stop.clone(), relayed.clone());
-            let origin_url = origin.url("0/");
-            tokio::spawn(async move {
-                let mut n = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    let url = format!("{origin_url}c{i}-{n}");
-                    n += 1;
-                    let answer = gopher(proxy, url.as_bytes()).await;
-                    if answer == b"text\r\n" {
-                        relayed.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        let line = first(&answer);
-                        assert!(line.starts_with("3503 "), "{line}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            })
-        })
-        .collect();
+    let crawl = Crawl::start(&[&proxies[0], &proxies[1]], &origin, 4);
     // Three page starts, then the store dies right after the third, with
     // later starts reserved in it.
     wait_until("three pages relayed", || arrived(&origin, "/c") >= 3).await;
     redis.restart();
-    let after = relayed.load(Ordering::Relaxed);
+    let after = crawl.relayed();
     wait_until("four more pages after the restart", || {
-        relayed.load(Ordering::Relaxed) >= after + 4
+        crawl.relayed() >= after + 4
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.await.unwrap();
-    }
+    crawl.stop().await;
     let gaps = origin.gaps();
     // The robots.txt fetch has no Crawl-delay of its own; every start after
     // the first page is 1 s after the one before, across the restart.

@@ -17,8 +17,6 @@ mod common;
 #[path = "common/redis.rs"]
 mod redis_server;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -41,15 +39,6 @@ async fn on_store(url: &str) -> Proxy {
         lease: Duration::from_secs(1),
     });
     start_proxy(config).await
-}
-
-async fn text_hole_on(addr: std::net::SocketAddr, robots: &str) -> GopherOrigin {
-    hole_on(
-        addr,
-        Reply::Bytes(robots.as_bytes().to_vec()),
-        Reply::Bytes(b"text\r\n".to_vec()),
-    )
-    .await
 }
 
 /// The status page's JSON.
@@ -81,68 +70,6 @@ fn gaps(starts: &[Instant]) -> Vec<f64> {
 /// The gate's key for a server on `ip` (tests/fleet.rs: by machine).
 fn gate_key(ip: std::net::IpAddr) -> String {
     format!("test:{{a/{ip}}}:gate")
-}
-
-/// Clients asking for pages at `origin` through `proxies` in turn, each
-/// again 50 ms after a "slow down", until stopped; counts pages relayed.
-struct Crawl {
-    stop: Arc<AtomicBool>,
-    relayed: Arc<AtomicUsize>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Crawl {
-    fn start(proxies: &[&Proxy], origin: &GopherOrigin, clients: usize) -> Crawl {
-        let stop = Arc::new(AtomicBool::new(false));
-        let relayed = Arc::new(AtomicUsize::new(0));
-        let tasks = (0..clients)
-            .map(|i| {
-                let proxy = proxies[i % proxies.len()].addr(Listener::Gopher);
-                let (stop, relayed) = (stop.clone(), relayed.clone());
-                let base = origin.url("0/");
-                tokio::spawn(async move {
-                    let mut n = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        let answer = gopher(proxy, format!("{base}c{i}-{n}").as_bytes()).await;
-                        n += 1;
-                        if answer == b"text\r\n" {
-                            relayed.fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            let line = first_line(&answer);
-                            assert!(line.starts_with("3503 "), "{line}");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                })
-            })
-            .collect();
-        Crawl {
-            stop,
-            relayed,
-            tasks,
-        }
-    }
-
-    /// Waits for a page relayed: after a failover, that is the Crawl-delay
-    /// after the proxies last saw the store broken, so longer than
-    /// `wait_until` waits.
-    async fn relayed_one(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.relayed.load(Ordering::Relaxed) == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "no page relayed after the failover in 30 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.tasks {
-            t.await.unwrap();
-        }
-    }
 }
 
 /// Two servers whose keys live on two different masters, a crawler spread
@@ -249,7 +176,7 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /x\nCrawl-delay: 8\n";
 /// restarting the proxies), no two page starts closer than the
 /// Crawl-delay, the failover counted and the new master on the status page.
 async fn after_failover(crawl: Crawl, origin: &GopherOrigin, proxies: [&Proxy; 2], master: u16) {
-    crawl.relayed_one().await;
+    crawl.relayed_at_least(1, Duration::from_secs(30)).await;
     crawl.stop().await;
     assert_spaced(&gaps(&page_starts(origin)), 8.0);
     for p in proxies {

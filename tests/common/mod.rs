@@ -829,3 +829,82 @@ pub async fn gemini_trusting_ca(
     let _ = tls.read_to_end(&mut answer).await;
     split(&answer).0
 }
+
+/// A crawler: `clients` clients asking for pages (`c<client>-<n>`) at a
+/// Gopher `origin` through `proxies` in turn, each again 50 ms after a
+/// "slow down" (`3503`, the only other answer allowed), until stopped;
+/// counts the pages relayed.
+pub struct Crawl {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    relayed: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Crawl {
+    pub fn start(proxies: &[&Proxy], origin: &GopherOrigin, clients: usize) -> Crawl {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let relayed = Arc::new(AtomicUsize::new(0));
+        let tasks = (0..clients)
+            .map(|i| {
+                let proxy =
+                    proxies[i % proxies.len()].addr(robots_proxy::listener::Listener::Gopher);
+                let (stop, relayed) = (stop.clone(), relayed.clone());
+                let base = origin.url("0/");
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let answer = gopher(proxy, format!("{base}c{i}-{n}").as_bytes()).await;
+                        n += 1;
+                        if answer == b"text\r\n" {
+                            relayed.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            let line = first_line(&answer);
+                            assert!(line.starts_with("3503 "), "{line}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        Crawl {
+            stop,
+            relayed,
+            tasks,
+        }
+    }
+
+    pub fn relayed(&self) -> usize {
+        self.relayed.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `n` pages in all were relayed, at most `within` (after
+    /// a failover, a Crawl-delay from the break: longer than `wait_until`).
+    pub async fn relayed_at_least(&self, n: usize, within: Duration) {
+        let deadline = std::time::Instant::now() + within;
+        while self.relayed() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{n} pages relayed within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+    }
+}
+
+/// A Gopher server on `addr` whose robots.txt is `robots` and every page
+/// `text`.
+pub async fn text_hole_on(addr: SocketAddr, robots: &str) -> GopherOrigin {
+    hole_on(
+        addr,
+        Reply::Bytes(robots.as_bytes().to_vec()),
+        Reply::Bytes(b"text\r\n".to_vec()),
+    )
+    .await
+}
