@@ -408,7 +408,7 @@ impl Store {
             .arg(never)
             .arg(capped(self.reassert_within()))
             .arg(u8::from(force))
-            .arg(capped(self.since_break()));
+            .arg(self.since_break().map_or(never, capped));
         let (what, micros, backoff): (i64, i64, i64) = self
             .run(
                 StoreOp::Gate,
@@ -470,7 +470,7 @@ impl Store {
             .arg(name)
             .arg(micros(delay).min(never))
             .arg(never)
-            .arg(micros(self.since_break()).min(never))
+            .arg(self.since_break().map_or(never, |d| micros(d).min(never)))
             .arg(micros(self.reassert_within()).min(never));
         let rest: i64 = self
             .run(

@@ -338,15 +338,14 @@ impl Store {
     }
 
     /// How long since the health check last found the store broken (no
-    /// answer, a restart, a failover); `NEVER` if it never did. Every start
+    /// answer, a restart, a failover); `None` if it never did. Every start
     /// the store may have lost was made before then, so the gate spaces the
     /// next start at each server from then (the gate's `RESERVE`).
-    fn since_break(&self) -> Duration {
+    fn since_break(&self) -> Option<Duration> {
         self.broke
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .map_or(crate::politeness::NEVER, |at| at.elapsed())
-            .min(crate::politeness::NEVER)
+            .map(|at| at.elapsed())
     }
 
     /// The store's shape, its masters and its health, for the status page.
@@ -363,11 +362,7 @@ impl Store {
                 .clone()
                 .unwrap_or_default(),
             restarts: *self.restarts.borrow(),
-            since_break: self
-                .broke
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .map(|at| at.elapsed()),
+            since_break: self.since_break(),
         }
     }
 
