@@ -206,8 +206,10 @@ pub struct RunArgs {
     pub upstream_mark: Option<String>,
 
     /// Fleet mode: share the politeness gate, robots.txt and certificate pins
-    /// with other proxies through Redis or Valkey, e.g. redis://127.0.0.1:6379
-    /// or unix:///run/redis/redis.sock.
+    /// with other proxies through Redis or Valkey, e.g. redis://127.0.0.1:6379,
+    /// unix:///run/redis/redis.sock, a Cluster
+    /// (redis+cluster://HOST:PORT,HOST:PORT,…) or Sentinel
+    /// (redis+sentinel://HOST:PORT,HOST:PORT,…/MASTER_NAME).
     #[arg(long, value_name = "URL", value_hint = ValueHint::Url)]
     pub store: Option<String>,
 
