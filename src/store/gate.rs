@@ -49,10 +49,9 @@
 //!   replica is promoted: the failover's detection time
 //!   (`cluster-node-timeout`, Sentinel's `down-after-milliseconds`) must be
 //!   longer than a health check's period plus `[store] timeout`;
-//! - a request that slept until its reserved start starts no earlier than
-//!   that either (`START`);
 //! - a request that slept until its reserved start checks that the store
 //!   still holds its lease before starting (`START`); if not, it asks again;
+//!   if it does, it still starts no earlier than the break's rule above;
 //! - a lease renewal re-adds a lease the store lost, with its start, at once
 //!   when the proxy sees the store's run id change;
 //! - a reservation whose call passed its deadline is taken back (`CANCEL`),

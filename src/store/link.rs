@@ -209,16 +209,7 @@ impl Link {
     /// Sentinels which master first, and follows it if it changed.
     pub(super) async fn look(&self, shown: &str) -> RedisResult<Vec<Node>> {
         match self {
-            Link::Single { conn, .. } => {
-                let info: String = redis::cmd("INFO")
-                    .arg("server")
-                    .query_async(&mut conn.clone())
-                    .await?;
-                Ok(vec![Node {
-                    addr: shown.to_string(),
-                    run_id: run_id(&info),
-                }])
-            }
+            Link::Single { conn, .. } => Ok(vec![one(conn, shown.to_string()).await?]),
             Link::Cluster { conn, .. } => {
                 let all: Value = redis::cmd("INFO")
                     .arg("server")
@@ -263,17 +254,22 @@ impl Link {
                         }
                     }
                 };
-                let info: String = redis::cmd("INFO")
-                    .arg("server")
-                    .query_async(&mut conn.clone())
-                    .await?;
-                Ok(vec![Node {
-                    addr,
-                    run_id: run_id(&info),
-                }])
+                Ok(vec![one(&conn, addr).await?])
             }
         }
     }
+}
+
+/// The one server behind `conn`, at `addr`, with its run id.
+async fn one(conn: &ConnectionManager, addr: String) -> RedisResult<Node> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn.clone())
+        .await?;
+    Ok(Node {
+        addr,
+        run_id: run_id(&info),
+    })
 }
 
 /// The `run_id:` line of `INFO server` (empty if none).

@@ -118,6 +118,14 @@ fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A plain connection to the node on `port`.
+fn connection(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
 /// Asks `check` every 50 ms until it says yes; panics after `within`.
 fn wait_for(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
@@ -309,10 +317,7 @@ impl RedisCluster {
 
     /// A connection to the node on `port`, to look at keys.
     pub fn node_connection(&self, port: u16) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{port}"))
-            .unwrap()
-            .get_connection()
-            .unwrap()
+        connection(port)
     }
 }
 
@@ -462,11 +467,9 @@ impl RedisSentinel {
         );
     }
 
+    /// A connection to the master or the replica, on `port`.
     pub fn connection(&self, port: u16) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{port}"))
-            .unwrap()
-            .get_connection()
-            .unwrap()
+        connection(port)
     }
 }
 
