@@ -1,11 +1,43 @@
 # Helpers shared by tests/interop/run, benches/relay.sh and benches/compare.sh (sourced).
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A port for a server to listen on, below the kernel's ephemeral range: a port the
+# kernel hands out (port 0) may meanwhile become the local end of some outgoing
+# connection (curl, the proxy's own fetches), and the server then fails to bind.
+# Each port is handed out once per $work (the calling script's temp dir).
+free_port() {
+  python3 - "${work:?free_port needs \$work}/ports-given" <<'EOF'
+import random, socket, sys
+given = set()
+try:
+    given = set(open(sys.argv[1]).read().split())
+except FileNotFoundError:
+    pass
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    port = random.randrange(10000, max(low, 10001))
+    if str(port) in given:
+        continue
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    open(sys.argv[1], "a").write(f"{port}\n")
+    print(port)
+    sys.exit(0)
+sys.exit("no free port below the ephemeral range")
+EOF
+}
 
-wait_port() { # a bounded poll until the server accepts
+wait_port() { # wait_port PORT [LOG]: a bounded poll until the server accepts; LOG is shown if it never does
   local deadline=$((SECONDS + 60))
   until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-    [ "$SECONDS" -lt "$deadline" ] || { echo "nothing listens on port $1"; exit 1; }
+    [ "$SECONDS" -lt "$deadline" ] || {
+      echo "nothing listens on port $1; sockets on it:"
+      ss -tanp "( sport = :$1 or dport = :$1 )" 2>&1 | head -5
+      [ -z "${2:-}" ] || { echo "the end of $2:"; tail -20 "$2"; }
+      exit 1
+    }
     sleep 0.1
   done
 }

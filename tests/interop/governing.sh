@@ -82,7 +82,7 @@ for i in 1 2; do
   RUST_LOG=info "$proxy_bin" run --config "$work/fleet-budget-$i.toml" --state-dir "$work/fleet-budget-state-$i" \
     --default-delay 0s > "$work/fleet-budget-$i.log" 2>&1 &
   pids+=($!)
-  wait_port "$fbo"
+  wait_port "$fbo" "$work/fleet-budget-$i.log"
   fleet_budget+=("$fbo")
 done
 served_before=$(grep -c '"GET [^"]*hello.txt' "$work/gophernicus.log" || true)
