@@ -29,14 +29,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use tokio::time::Instant;
 
+use super::batch::{Group, Item, Kind};
 use super::{micros, Store, StoreError};
 use crate::metrics::{StoreEvent, StoreOp};
 
 /// What a count keeps of the requests that started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Window {
     /// Nothing: a request counts while it runs (`concurrency`).
     Running,
@@ -132,21 +133,23 @@ end
 return {0, -1}
 "#;
 
-/// Turns a lease into a start (`rate`, `daily_requests_per_server`), counted
-/// even if the store lost the lease (it restarted): the request starts.
+/// Turns a batch of leases (`ARGV[4..]`, their names) into starts (`rate`,
+/// `daily_requests_per_server`), counted even if the store lost a lease (it
+/// restarted): the request started.
 const START: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local kind, window, bucket = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('ZREM', KEYS[1], ARGV[1])
+local kind, window, bucket = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = #ARGV - 3
+for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 if kind == 'l' then
-  redis.call('ZADD', KEYS[2], string.format('%.0f', now + window), ARGV[1])
+  for i = 4, #ARGV do redis.call('ZADD', KEYS[2], string.format('%.0f', now + window), ARGV[i]) end
   redis.call('PEXPIRE', KEYS[2], math.floor(window / 1000) + 1000)
 elseif kind == 'b' then
-  redis.call('HINCRBY', KEYS[2], string.format('%.0f', math.floor(now / 1000000 / bucket)), 1)
+  redis.call('HINCRBY', KEYS[2], string.format('%.0f', math.floor(now / 1000000 / bucket)), n)
   redis.call('PEXPIRE', KEYS[2], math.floor(window / 1000) + bucket * 1000 + 1000)
 end
-return 1
+return n
 "#;
 
 /// Renews a lease; re-adds it when the store lost it (it restarted): the
@@ -162,10 +165,12 @@ end
 return 1
 "#;
 
-/// Gives a lease back, waking the fleet's waiters on this count.
+/// Gives a batch of leases back (`ARGV[2..]`, their names), waking the
+/// fleet's waiters on this count (`ARGV[1]`: the channel).
 const RELEASE: &str = r#"
-local gone = redis.call('ZREM', KEYS[1], ARGV[1])
-if gone == 1 then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
+local gone = 0
+for i = 2, #ARGV do gone = gone + redis.call('ZREM', KEYS[1], ARGV[i]) end
+if gone > 0 then redis.call('PUBLISH', ARGV[1], KEYS[1]) end
 return gone
 "#;
 
@@ -173,6 +178,7 @@ struct Scripts {
     take: Script,
     start: Script,
     renew: Script,
+    release: Script,
 }
 
 fn scripts() -> &'static Scripts {
@@ -181,6 +187,7 @@ fn scripts() -> &'static Scripts {
         take: Script::new(TAKE),
         start: Script::new(START),
         renew: Script::new(RENEW),
+        release: Script::new(RELEASE),
     })
 }
 
@@ -223,30 +230,18 @@ impl Counted {
         }
         self.holding = false;
         self.renewal.abort();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
+        let group = Group {
+            kind: Kind::CountStart(self.window),
+            keys: vec![self.held.clone(), self.starts.clone()],
         };
-        let (store, held, starts, name) = (
-            self.store.clone(),
-            self.held.clone(),
-            self.starts.clone(),
-            self.name.clone(),
-        );
-        let window = self.window;
-        runtime.spawn(async move {
-            let mut conn = store.connection();
-            let mut call = scripts().start.key(&held);
-            call.key(&starts)
-                .arg(&name)
-                .arg(window.code())
-                .arg(micros(window.length()))
-                .arg(BUCKET);
-            let _ = store
-                .run(StoreOp::Limit, async move {
-                    call.invoke_async::<i64>(&mut conn).await
-                })
-                .await;
-        });
+        self.store.leave(group, self.item());
+    }
+
+    fn item(&self) -> Item {
+        Item {
+            name: self.name.clone(),
+            started: std::time::Instant::now(),
+        }
     }
 }
 
@@ -254,7 +249,11 @@ impl Drop for Counted {
     fn drop(&mut self) {
         self.renewal.abort();
         if self.holding {
-            self.store.release_count(&self.held, &self.name);
+            let group = Group {
+                kind: Kind::CountRelease,
+                keys: vec![self.held.clone()],
+            };
+            self.store.leave(group, self.item());
         }
     }
 }
@@ -265,7 +264,41 @@ impl Store {
         (self.key(tag, "held"), self.key(tag, "starts"))
     }
 
-    /// Gives the lease `name` back, in the background; also after a `TAKE`
+    /// Gives back the leases `items` of the count `keys` (its leases), in one
+    /// call (`batch`).
+    pub(super) fn release_counts(
+        &self,
+        keys: &[String],
+        items: &[Item],
+    ) -> ScriptInvocation<'static> {
+        let mut call = scripts().release.key(&keys[0]);
+        call.arg(self.channel());
+        for item in items {
+            call.arg(&item.name);
+        }
+        call
+    }
+
+    /// Turns the leases `items` of the count `keys` (its leases, its starts)
+    /// into starts, in one call (`batch`).
+    pub(super) fn start_counts(
+        &self,
+        keys: &[String],
+        window: Window,
+        items: &[Item],
+    ) -> ScriptInvocation<'static> {
+        let mut call = scripts().start.key(&keys[0]);
+        call.key(&keys[1])
+            .arg(window.code())
+            .arg(micros(window.length()))
+            .arg(BUCKET);
+        for item in items {
+            call.arg(&item.name);
+        }
+        call
+    }
+
+    /// Gives the lease `name` back, in the background, at once: after a `TAKE`
     /// whose answer was lost (on the same connection, so after it; a `TAKE`
     /// the store ran later still, its script loaded afresh, leaves a lease
     /// that expires unrenewed after `[store] lease`).
@@ -274,8 +307,8 @@ impl Store {
         cmd.arg(RELEASE)
             .arg(1)
             .arg(held)
-            .arg(name)
-            .arg(self.channel());
+            .arg(self.channel())
+            .arg(name);
         self.in_background(StoreOp::Limit, cmd);
     }
 

@@ -60,9 +60,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use tokio::time::Instant;
 
+use super::batch::{Group, Item, Kind};
 use super::{micros, Store, StoreError};
 use crate::metrics::{StoreEvent, StoreOp};
 
@@ -104,6 +105,7 @@ if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] an
 end
 if not force and redis.call('ZCARD', KEYS[2]) >= cap then
   local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000)
   return {0, tonumber(first[2]) - now, 1}
 end
 bo = bo or 1
@@ -223,20 +225,26 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 0
 "#;
 
-/// Releases a lease, and moves `last` to the request's actual start when it
-/// was later than reserved (the proxy woke late): the next start is spaced
-/// from when the server really saw this one. `ARGV[3]`: microseconds since
-/// the request started, on the proxy's monotonic clock.
+/// Releases a batch of leases at one gate (`ARGV[2..]`: each lease's name,
+/// then microseconds since its request started, on the proxy's monotonic
+/// clock), and moves `last` to the latest actual start when it was later
+/// than reserved (a proxy woke late): the next start is spaced from when the
+/// server really saw it. Wakes the fleet (`ARGV[1]`: the channel) only when
+/// a reservation found the cap full since the last wake-up (`KEYS[3]`).
 const RELEASE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local started = now - tonumber(ARGV[3])
-local last = tonumber(redis.call('HGET', KEYS[2], 'last'))
-if last and started > last then
-  redis.call('HSET', KEYS[2], 'last', string.format('%.0f', started))
+local latest, gone = nil, 0
+for i = 2, #ARGV - 1, 2 do
+  local started = now - tonumber(ARGV[i + 1])
+  if not latest or started > latest then latest = started end
+  gone = gone + redis.call('ZREM', KEYS[1], ARGV[i])
 end
-local gone = redis.call('ZREM', KEYS[1], ARGV[1])
-if gone == 1 then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
+local last = tonumber(redis.call('HGET', KEYS[2], 'last'))
+if last and latest and latest > last then
+  redis.call('HSET', KEYS[2], 'last', string.format('%.0f', latest))
+end
+if gone > 0 and redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[1], KEYS[1]) end
 return gone
 "#;
 
@@ -356,24 +364,19 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewal.abort();
-        let (store, name) = (self.store.clone(), self.name.clone());
-        let (key, gate) = (self.key.clone(), self.gate.clone());
-        let since_start = micros(self.started.elapsed());
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let mut conn = store.connection();
-                let mut call = scripts().release.key(&key);
-                call.key(&gate)
-                    .arg(&name)
-                    .arg(store.channel())
-                    .arg(since_start);
-                let _ = store
-                    .run(StoreOp::Gate, async move {
-                        call.invoke_async::<i64>(&mut conn).await
-                    })
-                    .await;
-            });
-        }
+        let keys = vec![
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.gate),
+        ];
+        let item = Item {
+            name: std::mem::take(&mut self.name),
+            started: self.started,
+        };
+        let group = Group {
+            kind: Kind::GateRelease,
+            keys,
+        };
+        self.store.leave(group, item);
     }
 }
 
@@ -381,6 +384,29 @@ impl Store {
     /// The gate's keys for a server tag: its hash and its leases.
     fn gate_keys(&self, tag: &str) -> (String, String) {
         (self.key(tag, "gate"), self.key(tag, "leases"))
+    }
+
+    /// Gives back the leases `items` at the gate `keys` (its leases, its hash),
+    /// in one call (`batch`).
+    pub(super) fn release_leases(
+        &self,
+        keys: &[String],
+        items: &[Item],
+    ) -> ScriptInvocation<'static> {
+        let mut call = scripts().release.key(&keys[0]);
+        call.key(&keys[1])
+            .key(self.waiting_key(&keys[0]))
+            .arg(self.channel());
+        for item in items {
+            call.arg(&item.name).arg(micros(item.started.elapsed()));
+        }
+        call
+    }
+
+    /// Marks "a reservation found the cap full": a release then wakes the
+    /// fleet (beside the leases: one hash tag).
+    fn waiting_key(&self, leases: &str) -> String {
+        format!("{leases}-waiting")
     }
 
     /// One run of the reservation script on a server's keys.
@@ -397,6 +423,7 @@ impl Store {
         let mut call = scripts().reserve.key(gate);
         call.key(leases)
             .key(self.cancelled_key(leases))
+            .key(self.waiting_key(leases))
             .arg(capped(ask.delay))
             .arg(capped(ask.max_wait))
             .arg(ask.concurrency.max(1))

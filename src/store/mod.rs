@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics::{Metrics, StoreEvent, StoreOp};
 
 mod address;
+mod batch;
 mod counts;
 mod gate;
 mod link;
@@ -121,6 +122,9 @@ pub struct Store {
     opened: std::time::Instant,
     /// Whether the state logged last was up, and when a change logged it.
     said: std::sync::Mutex<Option<(bool, Option<std::time::Instant>)>>,
+    /// What requests leave behind (leases given back, starts recorded),
+    /// sent in batches.
+    batch: batch::Batch,
 }
 
 /// What the status page shows of the store.
@@ -174,6 +178,7 @@ impl Store {
             broke: AtomicU64::new(0),
             opened: std::time::Instant::now(),
             said: std::sync::Mutex::new(None),
+            batch: batch::Batch::default(),
         });
         // Up, it is logged as a change; down at start needs saying here.
         match store.ping().await {
@@ -189,6 +194,7 @@ impl Store {
             }
         }
         tokio::spawn(store.clone().health(stop.clone()));
+        tokio::spawn(batch::send(store.clone(), stop.clone()));
         tokio::spawn(wake::listen(store.clone(), stop));
         Ok(store)
     }
