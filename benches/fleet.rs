@@ -164,6 +164,17 @@ async fn gate_latency(unix: &str, tcp: &str) {
             Politeness::with_turns(politeness.clone(), Box::new(Fleet::new(store))),
         ));
     }
+    // The floor: one trivial script call on the crate's connection manager,
+    // what any shared admission costs before the gate does anything.
+    let client = redis::Client::open(unix).unwrap();
+    let mut manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+    let trivial = redis::Script::new("return 1");
+    let mut floor = Vec::new();
+    for _ in 0..3 * 2000 {
+        let started = Instant::now();
+        let _: i64 = trivial.invoke_async(&mut manager).await.unwrap();
+        floor.push(started.elapsed());
+    }
     let mut results: Vec<Vec<Duration>> = vec![Vec::new(); gates.len()];
     for round in 0..3 {
         for k in 0..gates.len() {
@@ -174,6 +185,12 @@ async fn gate_latency(unix: &str, tcp: &str) {
     }
     println!("| admission | p50 | p99 |");
     println!("| --- | --- | --- |");
+    floor.sort();
+    println!(
+        "| one trivial script call, unix socket (the floor) | {:.1} µs | {:.1} µs |",
+        percentile(&floor, 0.5).as_secs_f64() * 1e6,
+        percentile(&floor, 0.99).as_secs_f64() * 1e6
+    );
     for (k, (name, _)) in gates.iter().enumerate() {
         let mut r = results[k].clone();
         r.sort();

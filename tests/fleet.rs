@@ -1077,3 +1077,108 @@ async fn junk_in_a_bots_count_fails_closed_once() {
         "{metrics}"
     );
 }
+
+/// The script calls the store has run so far (`EVALSHA` and `EVAL`).
+async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// A burst at one server costs the store one script call per request (its
+/// reservation): the leases the requests give back when they end go in
+/// batches, not a call each. 40 requests that end together: 40 calls and a
+/// few, where a call per release would make 80.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_burst_costs_the_store_about_one_call_per_request() {
+    let redis = RedisServer::start();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        Reply::Delayed(Duration::from_millis(300), b"text\r\n".to_vec()),
+    )
+    .await;
+    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+    config.politeness.per_host_concurrency = 64;
+    let proxy = start_proxy(config).await;
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let mut conn = redis.connection().await;
+    // robots.txt first: the burst meets only the gate.
+    let warm = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("0/warm").as_bytes(),
+    )
+    .await;
+    assert_eq!(warm, b"text\r\n");
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let before = script_calls(&mut conn).await;
+    for answer in spread(std::slice::from_ref(&proxy), &origin, 40).await {
+        assert_eq!(answer, b"text\r\n");
+    }
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let calls = script_calls(&mut conn).await - before;
+    assert!(
+        (40..=50).contains(&calls),
+        "{calls} script calls for 40 requests"
+    );
+}
+
+/// A full cap at a server opens for a request waiting on another proxy as
+/// soon as the request holding it ends (its release wakes the fleet, even
+/// batched), not at the waiter's recheck 2 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_release_wakes_a_waiter_on_another_proxy() {
+    let redis = RedisServer::start();
+    let origin = hole(
+        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        Reply::Delayed(Duration::from_millis(300), b"text\r\n".to_vec()),
+    )
+    .await;
+    let mut proxies = Vec::new();
+    for _ in 0..2 {
+        let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+        config.politeness.per_host_concurrency = 1;
+        // Leases that outlive the test: only a release frees the cap.
+        config.store.as_mut().unwrap().lease = Duration::from_secs(30);
+        proxies.push(start_proxy(config).await);
+    }
+    let warm = gopher(
+        proxies[0].addr(Listener::Gopher),
+        origin.url("0/warm").as_bytes(),
+    )
+    .await;
+    assert_eq!(warm, b"text\r\n");
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let mut conn = redis.connection().await;
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let (a, b) = (
+        proxies[0].addr(Listener::Gopher),
+        proxies[1].addr(Listener::Gopher),
+    );
+    let url = origin.url("0/first");
+    let first = tokio::spawn(async move { gopher(a, url.as_bytes()).await });
+    wait_until("the first request started", || origin.count(b"/first") == 1).await;
+    let second = gopher(b, origin.url("0/second").as_bytes()).await;
+    assert_eq!(second, b"text\r\n");
+    assert_eq!(first.await.unwrap(), b"text\r\n");
+    let gaps = origin.gaps();
+    let last = gaps[gaps.len() - 1];
+    assert!(
+        (0.3..1.0).contains(&last),
+        "the second started {last} s after the first"
+    );
+}
