@@ -4,13 +4,16 @@
 //!     cargo bench --bench fleet
 //!
 //! Needs `redis-server` (Debian's). It is started here on a unix socket and on
-//! a loopback TCP port.
+//! a loopback TCP port, as a Redis Cluster (three masters, three replicas,
+//! made by `redis-cli --cluster create`) and as a master, a replica and three
+//! Sentinels (tests/common/redis_ha.rs: the same setups the tests fail over).
 //!
 //! 1. **The gate.** The time one request spends being admitted: the local gate
-//!    against the shared one (its script's round trip), on a cold server each
-//!    time (a crawl over many hosts), p50 and p99 of 3 × 2000 admissions.
-//! 2. **Requests per second** through one proxy without a store, one with a
-//!    store, and three sharing one store, all in this process against one
+//!    against the shared one (its script's round trip) on each store, on a
+//!    cold server each time (a crawl over many hosts), p50 and p99 of 3 × 2000
+//!    admissions; beside them, one trivial script call (the floor).
+//! 2. **Requests per second** through one proxy without a store, one with
+//!    each store, and three sharing one store, all in this process against one
 //!    in-process Gopher server (no Crawl-delay, concurrency 1024: the gate
 //!    and the store are the only brakes), 32 clients for 3 s each.
 
@@ -33,6 +36,32 @@ use robots_proxy::target::{HostKey, Scheme, Server};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+
+// The tests' own real Cluster and Sentinel setups.
+#[path = "../tests/common/redis.rs"]
+mod redis_server;
+mod common {
+    /// A fresh directory for a server's files (the tests' helper, here).
+    pub fn state_dir() -> std::path::PathBuf {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "robots-proxy-fleet-bench-ha-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+}
+
+/// Where each store listens.
+struct Stores {
+    unix: String,
+    tcp: String,
+    cluster: String,
+    sentinel: String,
+}
 
 struct Redis(Child, PathBuf);
 
@@ -143,14 +172,16 @@ async fn admissions(gate: &Arc<Politeness>, round: usize, n: usize) -> Vec<Durat
     took
 }
 
-async fn gate_latency(unix: &str, tcp: &str) {
+async fn gate_latency(stores: &Stores) {
     let stop = CancellationToken::new();
     let politeness = config().politeness;
     let local = Politeness::new(politeness.clone());
     let mut gates = vec![("local gate", local)];
     for (name, url) in [
-        ("shared gate, unix socket", unix),
-        ("shared gate, TCP loopback", tcp),
+        ("shared gate, unix socket", &stores.unix),
+        ("shared gate, TCP loopback", &stores.tcp),
+        ("shared gate, Cluster (TCP)", &stores.cluster),
+        ("shared gate, Sentinel's master (TCP)", &stores.sentinel),
     ] {
         let store = Store::open(
             store_config(url, &format!("bench-{name}:")),
@@ -166,7 +197,7 @@ async fn gate_latency(unix: &str, tcp: &str) {
     }
     // The floor: one trivial script call on the crate's connection manager,
     // what any shared admission costs before the gate does anything.
-    let client = redis::Client::open(unix).unwrap();
+    let client = redis::Client::open(stores.unix.as_str()).unwrap();
     let mut manager = redis::aio::ConnectionManager::new(client).await.unwrap();
     let trivial = redis::Script::new("return 1");
     let mut floor = Vec::new();
@@ -264,22 +295,41 @@ async fn throughput(proxies: &[SocketAddr], origin: SocketAddr) -> f64 {
     rate
 }
 
-async fn requests_per_second(tcp: &str) {
-    let origin = origin().await;
-    let alone = vec![Proxy::start(config()).await.unwrap()];
-    let mut with_store = config();
-    with_store.store = Some(store_config(tcp, "bench-one:"));
-    let one = vec![Proxy::start(with_store).await.unwrap()];
-    let mut three = Vec::new();
-    for _ in 0..3 {
+/// `n` proxies on the store at `url` (none: without a store).
+async fn proxies(n: usize, url: Option<&str>, prefix: &str) -> Vec<Proxy> {
+    let mut all = Vec::new();
+    for _ in 0..n {
         let mut c = config();
-        c.store = Some(store_config(tcp, "bench-three:"));
-        three.push(Proxy::start(c).await.unwrap());
+        c.store = url.map(|url| store_config(url, prefix));
+        all.push(Proxy::start(c).await.unwrap());
     }
-    let setups: [(&str, &Vec<Proxy>); 3] = [
-        ("one proxy, no store", &alone),
-        ("one proxy, shared store (TCP)", &one),
-        ("three proxies, one store (TCP)", &three),
+    all
+}
+
+async fn requests_per_second(stores: &Stores) {
+    let origin = origin().await;
+    let setups = [
+        ("one proxy, no store", proxies(1, None, "").await),
+        (
+            "one proxy, shared store (TCP)",
+            proxies(1, Some(&stores.tcp), "bench-one:").await,
+        ),
+        (
+            "three proxies, one store (TCP)",
+            proxies(3, Some(&stores.tcp), "bench-three:").await,
+        ),
+        (
+            "one proxy, Cluster",
+            proxies(1, Some(&stores.cluster), "bench-cluster:").await,
+        ),
+        (
+            "three proxies, one Cluster",
+            proxies(3, Some(&stores.cluster), "bench-cluster-three:").await,
+        ),
+        (
+            "one proxy, Sentinel's master",
+            proxies(1, Some(&stores.sentinel), "bench-sentinel:").await,
+        ),
     ];
     let mut rates = vec![Vec::new(); setups.len()];
     for round in 0..3 {
@@ -310,13 +360,21 @@ fn main() {
         return;
     }
     let (_redis, unix, tcp) = redis();
+    let cluster = redis_server::ha::RedisCluster::start();
+    let sentinel = redis_server::ha::RedisSentinel::start();
+    let stores = Stores {
+        unix,
+        tcp,
+        cluster: cluster.url(),
+        sentinel: sentinel.url(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        gate_latency(&unix, &tcp).await;
-        requests_per_second(&tcp).await;
+        gate_latency(&stores).await;
+        requests_per_second(&stores).await;
     });
 }
