@@ -68,6 +68,16 @@ fn first(answer: &[u8]) -> String {
     first_line(answer)
 }
 
+/// A Gopher server that allows everything and answers every page `text`
+/// after `takes`.
+async fn slow_hole(takes: Duration) -> GopherOrigin {
+    hole(
+        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
+        Reply::Delayed(takes, b"text\r\n".to_vec()),
+    )
+    .await
+}
+
 /// A Gopher server whose robots.txt is `robots` and every page `text`.
 async fn text_hole(robots: &str) -> GopherOrigin {
     text_hole_on(machine(1), robots).await
@@ -945,11 +955,7 @@ async fn a_daily_budget_holds_across_the_fleet() {
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn the_bots_concurrency_holds_across_the_fleet() {
     let redis = RedisServer::start();
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
-        Reply::Delayed(Duration::from_millis(400), b"text\r\n".to_vec()),
-    )
-    .await;
+    let origin = slow_hole(Duration::from_millis(400)).await;
     let proxies = limited_fleet(&redis, 2, "concurrency = 1").await;
     // robots.txt first, so the requests meet only the limit.
     let warm = origin.url("0/warm");
@@ -1106,11 +1112,7 @@ async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_burst_costs_the_store_about_one_call_per_request() {
     let redis = RedisServer::start();
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
-        Reply::Delayed(Duration::from_millis(300), b"text\r\n".to_vec()),
-    )
-    .await;
+    let origin = slow_hole(Duration::from_millis(300)).await;
     let mut config = fleet_config(&redis, OnUnavailable::Refuse);
     config.politeness.per_host_concurrency = 64;
     let proxy = start_proxy(config).await;
@@ -1143,11 +1145,7 @@ async fn a_burst_costs_the_store_about_one_call_per_request() {
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_release_wakes_a_waiter_on_another_proxy() {
     let redis = RedisServer::start();
-    let origin = hole(
-        Reply::Bytes(b"User-agent: *\nAllow: /\n".to_vec()),
-        Reply::Delayed(Duration::from_millis(300), b"text\r\n".to_vec()),
-    )
-    .await;
+    let origin = slow_hole(Duration::from_millis(300)).await;
     let mut proxies = Vec::new();
     for _ in 0..2 {
         let mut config = fleet_config(&redis, OnUnavailable::Refuse);

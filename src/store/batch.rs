@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use redis::Script;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::counts::Window;
-use super::Store;
+use super::{micros, Store};
 use crate::metrics::StoreOp;
 
 /// How long the sender waits after the first item for more.
@@ -33,30 +33,44 @@ pub(super) const WINDOW: Duration = Duration::from_millis(2);
 /// The most items one script call carries (its arguments stay small).
 const MOST: usize = 128;
 
-/// Which script a group runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Kind {
-    /// Gives leases back at a server's gate (`gate::RELEASE`).
-    GateRelease,
-    /// Gives a count's leases back (`counts::RELEASE`).
-    CountRelease,
-    /// Turns a count's leases into starts (`counts::START`).
-    CountStart(Window),
-}
-
-/// One script on one key set.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One script on one key set with the same first arguments: one call
+/// carries all its items, each adding its own arguments after those.
+#[derive(Clone)]
 pub(super) struct Group {
-    pub kind: Kind,
+    pub script: &'static Script,
     pub keys: Vec<String>,
+    pub args: Vec<String>,
+    /// What the call is counted as.
+    pub op: StoreOp,
 }
 
-/// One request's part of a call: its lease's name, and when it started (a
-/// gate's release moves the server's last start to it when later).
+impl Group {
+    fn id(&self) -> (&str, &[String], &[String]) {
+        (self.script.get_hash(), &self.keys, &self.args)
+    }
+}
+
+impl PartialEq for Group {
+    fn eq(&self, other: &Group) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for Group {}
+
+impl std::hash::Hash for Group {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state)
+    }
+}
+
+/// One request's part of a call: its lease's name, then, when `started` is
+/// given, the microseconds since then at the time of sending (a gate's
+/// release moves the server's last start to it when later).
 #[derive(Clone, Debug)]
 pub(super) struct Item {
     pub name: String,
-    pub started: Instant,
+    pub started: Option<Instant>,
 }
 
 /// The queue, shared by the requests (which add to it) and the sender.
@@ -104,19 +118,25 @@ impl Store {
 
     /// One group's items, one script call per [`MOST`] of them.
     async fn send(&self, group: Group, items: Vec<Item>) {
-        let op = match group.kind {
-            Kind::GateRelease => StoreOp::Gate,
-            Kind::CountRelease | Kind::CountStart(_) => StoreOp::Limit,
-        };
         for part in items.chunks(MOST) {
-            let call = match group.kind {
-                Kind::GateRelease => self.release_leases(&group.keys, part),
-                Kind::CountRelease => self.release_counts(&group.keys, part),
-                Kind::CountStart(window) => self.start_counts(&group.keys, window, part),
-            };
+            let mut call = group.script.prepare_invoke();
+            for key in &group.keys {
+                call.key(key);
+            }
+            for arg in &group.args {
+                call.arg(arg);
+            }
+            for item in part {
+                call.arg(&item.name);
+                if let Some(started) = item.started {
+                    call.arg(micros(started.elapsed()));
+                }
+            }
             let mut conn = self.connection();
             let _ = self
-                .run(op, async move { call.invoke_async::<i64>(&mut conn).await })
+                .run(group.op, async move {
+                    call.invoke_async::<i64>(&mut conn).await
+                })
                 .await;
         }
     }

@@ -29,15 +29,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation};
+use redis::Script;
 use tokio::time::Instant;
 
-use super::batch::{Group, Item, Kind};
+use super::batch::{Group, Item};
 use super::{micros, Store, StoreError};
 use crate::metrics::{StoreEvent, StoreOp};
 
 /// What a count keeps of the requests that started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Window {
     /// Nothing: a request counts while it runs (`concurrency`).
     Running,
@@ -231,8 +231,14 @@ impl Counted {
         self.holding = false;
         self.renewal.abort();
         let group = Group {
-            kind: Kind::CountStart(self.window),
+            script: &scripts().start,
             keys: vec![self.held.clone(), self.starts.clone()],
+            args: vec![
+                self.window.code().into(),
+                micros(self.window.length()).to_string(),
+                BUCKET.to_string(),
+            ],
+            op: StoreOp::Limit,
         };
         self.store.leave(group, self.item());
     }
@@ -240,7 +246,7 @@ impl Counted {
     fn item(&self) -> Item {
         Item {
             name: self.name.clone(),
-            started: std::time::Instant::now(),
+            started: None,
         }
     }
 }
@@ -250,8 +256,10 @@ impl Drop for Counted {
         self.renewal.abort();
         if self.holding {
             let group = Group {
-                kind: Kind::CountRelease,
+                script: &scripts().release,
                 keys: vec![self.held.clone()],
+                args: vec![self.store.channel()],
+                op: StoreOp::Limit,
             };
             self.store.leave(group, self.item());
         }
@@ -262,40 +270,6 @@ impl Store {
     /// A count's keys for its tag: the leases and the starts.
     fn count_keys(&self, tag: &str) -> (String, String) {
         (self.key(tag, "held"), self.key(tag, "starts"))
-    }
-
-    /// Gives back the leases `items` of the count `keys` (its leases), in one
-    /// call (`batch`).
-    pub(super) fn release_counts(
-        &self,
-        keys: &[String],
-        items: &[Item],
-    ) -> ScriptInvocation<'static> {
-        let mut call = scripts().release.key(&keys[0]);
-        call.arg(self.channel());
-        for item in items {
-            call.arg(&item.name);
-        }
-        call
-    }
-
-    /// Turns the leases `items` of the count `keys` (its leases, its starts)
-    /// into starts, in one call (`batch`).
-    pub(super) fn start_counts(
-        &self,
-        keys: &[String],
-        window: Window,
-        items: &[Item],
-    ) -> ScriptInvocation<'static> {
-        let mut call = scripts().start.key(&keys[0]);
-        call.key(&keys[1])
-            .arg(window.code())
-            .arg(micros(window.length()))
-            .arg(BUCKET);
-        for item in items {
-            call.arg(&item.name);
-        }
-        call
     }
 
     /// Gives the lease `name` back, in the background, at once: after a `TAKE`

@@ -62,10 +62,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation};
+use redis::Script;
 use tokio::time::Instant;
 
-use super::batch::{Group, Item, Kind};
+use super::batch::{Group, Item};
 use super::{micros, Store, StoreError};
 use crate::metrics::{StoreEvent, StoreOp};
 
@@ -366,17 +366,17 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewal.abort();
-        let keys = vec![
-            std::mem::take(&mut self.key),
-            std::mem::take(&mut self.gate),
-        ];
+        let leases = std::mem::take(&mut self.key);
+        let waiting = self.store.waiting_key(&leases);
+        let group = Group {
+            script: &scripts().release,
+            keys: vec![leases, std::mem::take(&mut self.gate), waiting],
+            args: vec![self.store.channel()],
+            op: StoreOp::Gate,
+        };
         let item = Item {
             name: std::mem::take(&mut self.name),
-            started: self.started,
-        };
-        let group = Group {
-            kind: Kind::GateRelease,
-            keys,
+            started: Some(self.started),
         };
         self.store.leave(group, item);
     }
@@ -386,23 +386,6 @@ impl Store {
     /// The gate's keys for a server tag: its hash and its leases.
     fn gate_keys(&self, tag: &str) -> (String, String) {
         (self.key(tag, "gate"), self.key(tag, "leases"))
-    }
-
-    /// Gives back the leases `items` at the gate `keys` (its leases, its hash),
-    /// in one call (`batch`).
-    pub(super) fn release_leases(
-        &self,
-        keys: &[String],
-        items: &[Item],
-    ) -> ScriptInvocation<'static> {
-        let mut call = scripts().release.key(&keys[0]);
-        call.key(&keys[1])
-            .key(self.waiting_key(&keys[0]))
-            .arg(self.channel());
-        for item in items {
-            call.arg(&item.name).arg(micros(item.started.elapsed()));
-        }
-        call
     }
 
     /// Marks "a reservation found the cap full": a release then wakes the
