@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redis_server::ha::free_port;
 use robots_proxy::cli::RunArgs;
 use robots_proxy::config::{Config, RawConfig};
 use robots_proxy::listener::Listener;
@@ -71,14 +72,6 @@ impl Drop for Redis {
         let _ = self.0.wait();
         let _ = std::fs::remove_dir_all(&self.1);
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// redis-server on a unix socket and a loopback port; returns once it is ready.

@@ -83,10 +83,10 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    /// Queues `item`; `false` when the sender has stopped (send it yourself).
-    fn push(&self, group: Group, item: Item) -> bool {
+    /// Queues `item`; handed back when the sender has stopped (send it yourself).
+    fn push(&self, group: Group, item: Item) -> Result<(), (Group, Item)> {
         if self.closed.load(Ordering::Acquire) {
-            return false;
+            return Err((group, item));
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let first = pending.is_empty();
@@ -95,7 +95,7 @@ impl Batch {
         if first {
             self.wake.notify_one();
         }
-        true
+        Ok(())
     }
 
     fn drain(&self) -> Vec<(Group, Vec<Item>)> {
@@ -107,9 +107,9 @@ impl Batch {
 impl Store {
     /// Leaves `item` for the batch of `group`.
     pub(super) fn leave(self: &Arc<Self>, group: Group, item: Item) {
-        if self.batch.push(group.clone(), item.clone()) {
+        let Err((group, item)) = self.batch.push(group, item) else {
             return;
-        }
+        };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let store = self.clone();
             runtime.spawn(async move { store.send(group, vec![item]).await });

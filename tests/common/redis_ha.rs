@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 pub const FAILOVER_AFTER_MS: u64 = 2000;
 
 /// A port free on 127.0.0.1 a moment ago.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
