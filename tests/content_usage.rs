@@ -167,6 +167,20 @@ fn only_the_groups_that_apply_to_the_bot_count() {
     assert!(decide(&policy(robots, TRAINER), "/other").0);
 }
 
+/// A preference line is a rule of its group (the attach draft): an agent line
+/// after it starts another group, as after an `Allow`, so the `Disallow` below
+/// binds the second group's agent alone, whatever the bot declares.
+#[test]
+fn a_preference_line_ends_the_run_of_agent_lines() {
+    let robots = "User-agent: *\nContent-Usage: train-ai=n\nUser-agent: otherbot\nDisallow: /\n";
+    for uses in [&[][..], &[Use::Search][..]] {
+        assert!(decide(&policy(robots, uses), "/x").0, "{uses:?}");
+    }
+    assert!(!decide(&policy(robots, TRAINER), "/x").0);
+    let without = "User-agent: *\nUser-agent: otherbot\nDisallow: /\n";
+    assert!(!decide(&policy(without, &[]), "/x").0);
+}
+
 #[test]
 fn another_spelling_of_a_refused_path_is_refused_too() {
     let p = policy(
@@ -280,7 +294,11 @@ proptest! {
     }
 
     /// Declaring a use never allows more; a bot declaring none decides as if
-    /// no preference were written.
+    /// each preference line were a rule that decides nothing. (A preference
+    /// line is a rule of its group, as the attach draft has it: like an
+    /// `Allow`, it ends a run of agent lines, so the file without it is not
+    /// the reference: `User-agent: *`, `Content-Usage: train-ai=n`,
+    /// `User-agent: x`, `Disallow: /` disallows for `x` alone.)
     #[test]
     fn declaring_a_use_never_allows_more(
         lines in proptest::collection::vec((
@@ -295,12 +313,11 @@ proptest! {
         let robots: String = lines.iter().map(|(f, p, v)| format!("{f}: {p}{v}\n")).collect();
         let without = policy(&robots, &[]);
         let with = policy(&robots, &uses);
-        let stripped: String = robots
+        let neutral: String = robots
             .lines()
-            .filter(|l| !l.starts_with("Content-"))
-            .map(|l| format!("{l}\n"))
+            .map(|l| if l.starts_with("Content-") { "Allow: /robots.txt\n".to_string() } else { format!("{l}\n") })
             .collect();
-        let bare = policy(&stripped, &[]);
+        let bare = policy(&neutral, &[]);
         prop_assert_eq!(without.decide(&path).allowed(), bare.decide(&path).allowed());
         prop_assert!(!with.decide(&path).allowed() || without.decide(&path).allowed());
         let _ = with.explain(&with.decide(&path)).to_string();
