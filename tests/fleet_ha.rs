@@ -254,3 +254,41 @@ async fn a_sentinel_failover_after_a_lost_write_keeps_the_spacing() {
     after_failover(crawl, &origin, [&p1, &p2], replica).await;
     assert_eq!(status(&p1).await["store"]["kind"], "sentinel");
 }
+
+/// A Cluster that is down when the proxy starts: a request is told to slow
+/// down and nothing reaches the server; once the Cluster is up on the seeds'
+/// ports, the same proxy (not restarted) relays through it, spaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_cluster_down_at_start_is_used_once_it_is_up() {
+    let ports = RedisCluster::free_ports();
+    let origin = text_hole_on(machine(9), "User-agent: *\nCrawl-delay: 0.3\n").await;
+    let proxy = on_store(&RedisCluster::url_of(&ports)).await;
+    let refused = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("0/early").as_bytes(),
+    )
+    .await;
+    assert!(
+        first_line(&refused).starts_with('3'),
+        "{}",
+        first_line(&refused)
+    );
+    assert!(page_starts(&origin).is_empty());
+    let before = status(&proxy).await;
+    assert_eq!(before["store"]["up"], false, "{before}");
+    let _cluster = tokio::task::spawn_blocking(move || RedisCluster::start_on(ports))
+        .await
+        .unwrap();
+    let crawl = Crawl::start(&[&proxy], &origin, 3);
+    crawl.relayed_at_least(4, Duration::from_secs(30)).await;
+    crawl.stop().await;
+    assert_spaced(&gaps(&page_starts(&origin)), 0.3);
+    let after = status(&proxy).await;
+    assert_eq!(after["store"]["up"], true, "{after}");
+    assert_eq!(
+        after["store"]["masters"].as_array().map(Vec::len),
+        Some(3),
+        "{after}"
+    );
+}

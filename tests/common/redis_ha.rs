@@ -154,10 +154,29 @@ impl RedisCluster {
     /// Three masters and three replicas, every slot served, every node
     /// knowing the six.
     pub fn start() -> RedisCluster {
+        RedisCluster::start_on(RedisCluster::free_ports())
+    }
+
+    /// Six nodes' ports and cluster bus ports, free a moment ago: where a
+    /// Cluster will be, for a proxy started before it.
+    pub fn free_ports() -> [(u16, u16); 6] {
+        std::array::from_fn(|_| (free_port(), free_port()))
+    }
+
+    /// `redis+cluster://` with the first three of `ports` as seeds.
+    pub fn url_of(ports: &[(u16, u16); 6]) -> String {
+        let seeds: Vec<String> = ports[..3]
+            .iter()
+            .map(|(port, _)| format!("127.0.0.1:{port}"))
+            .collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// The Cluster on the given ports (`free_ports`).
+    pub fn start_on(ports: [(u16, u16); 6]) -> RedisCluster {
         let dir = crate::common::state_dir();
         let mut nodes = Vec::new();
-        for i in 0..6 {
-            let (port, bus) = (free_port(), free_port());
+        for (i, (port, bus)) in ports.into_iter().enumerate() {
             let d = dir.join(format!("n{i}"));
             let args = [
                 "--cluster-enabled",
