@@ -1180,3 +1180,58 @@ async fn a_release_wakes_a_waiter_on_another_proxy() {
         "the second started {last} s after the first"
     );
 }
+
+/// A lease given back while the store takes no call is given back once it
+/// does, not left to fill the server's cap until it expires: with a cap of 1
+/// and 30 s leases, a request that ended while the store refused every
+/// script (an ACL: the release never ran, as on a master that died before
+/// reading it) leaves no lease behind once the store takes them again, and
+/// the next request starts at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_release_the_store_missed_is_sent_again() {
+    let redis = RedisServer::start();
+    let origin = slow_hole(Duration::from_millis(300)).await;
+    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+    config.politeness.per_host_concurrency = 1;
+    config.store.as_mut().unwrap().lease = Duration::from_secs(30);
+    let proxy = start_proxy(config).await;
+    let at = proxy.addr(Listener::Gopher);
+    assert_eq!(
+        gopher(at, origin.url("0/warm").as_bytes()).await,
+        b"text\r\n"
+    );
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let mut conn = redis.connection().await;
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let url = origin.url("0/first");
+    let first = tokio::spawn(async move { gopher(at, url.as_bytes()).await });
+    wait_until("the first request started", || origin.count(b"/first") == 1).await;
+    wait_for_leases(&mut conn, &leases, 1).await;
+    let scripts = |allow: &'static str| {
+        let mut acl = redis::cmd("ACL");
+        acl.arg("SETUSER").arg("default").arg(allow).arg("+acl");
+        acl
+    };
+    let _: () = scripts("-@scripting").query_async(&mut conn).await.unwrap();
+    assert_eq!(first.await.unwrap(), b"text\r\n");
+    // Its release was sent, and the store refused it.
+    let errors = r#"robots_proxy_store_errors_total{op="gate"}"#;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sample(&settled_metrics(proxy.addr(Listener::Admin)).await, errors) < Some(1.0) {
+        assert!(std::time::Instant::now() < deadline, "the release refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        redis::cmd("ZCARD")
+            .arg(&leases)
+            .query_async::<i64>(&mut conn)
+            .await
+            .unwrap(),
+        1
+    );
+    let _: () = scripts("+@scripting").query_async(&mut conn).await.unwrap();
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let second = gopher(at, origin.url("0/second").as_bytes()).await;
+    assert_eq!(second, b"text\r\n");
+}

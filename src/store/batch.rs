@@ -12,8 +12,15 @@
 //! safe side). Once the proxy stops, what is left is sent, and what comes
 //! after is sent at once, one call each.
 //!
-//! A batch the store does not answer is not sent again: its leases expire
-//! unrenewed after `[store] lease`, as a single lost release would.
+//! A call the store does not answer (it is down, or failing over) is sent
+//! again every [`RETRY`] with what is queued since, for as long as its
+//! leases could still be held (`[store] lease` from when they were left):
+//! a lease given back while no master answered would otherwise fill a
+//! server's cap on the master promoted after, until it expires. Sending
+//! again is harmless: giving back a lease twice removes it once, a start
+//! recorded twice in a rate's window is one entry (same name); a start
+//! counted twice in a budget (an answer lost after the store ran the call)
+//! errs on the strict side.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +36,9 @@ use crate::metrics::StoreOp;
 
 /// How long the sender waits after the first item for more.
 pub(super) const WINDOW: Duration = Duration::from_millis(2);
+
+/// How often a call the store did not answer is sent again.
+pub(super) const RETRY: Duration = Duration::from_millis(200);
 
 /// The most items one script call carries (its arguments stay small).
 const MOST: usize = 128;
@@ -73,24 +83,32 @@ pub(super) struct Item {
     pub started: Option<Instant>,
 }
 
+/// An item with the time after which it is no longer worth sending (its
+/// lease has expired in the store by then).
+type Queued = (Item, Instant);
+
 /// The queue, shared by the requests (which add to it) and the sender.
 #[derive(Default)]
 pub(super) struct Batch {
-    pending: Mutex<HashMap<Group, Vec<Item>>>,
+    pending: Mutex<HashMap<Group, Vec<Queued>>>,
+    /// Items of calls the store did not answer, sent again with the next
+    /// batch or after [`RETRY`].
+    again: Mutex<HashMap<Group, Vec<Queued>>>,
     wake: Notify,
     /// The sender has stopped: items are sent at once.
     closed: AtomicBool,
 }
 
 impl Batch {
-    /// Queues `item`; handed back when the sender has stopped (send it yourself).
-    fn push(&self, group: Group, item: Item) -> Result<(), (Group, Item)> {
+    /// Queues `item` until `until`; handed back when the sender has stopped
+    /// (send it yourself).
+    fn push(&self, group: Group, item: Item, until: Instant) -> Result<(), (Group, Item)> {
         if self.closed.load(Ordering::Acquire) {
             return Err((group, item));
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let first = pending.is_empty();
-        pending.entry(group).or_default().push(item);
+        pending.entry(group).or_default().push((item, until));
         drop(pending);
         if first {
             self.wake.notify_one();
@@ -98,26 +116,50 @@ impl Batch {
         Ok(())
     }
 
-    fn drain(&self) -> Vec<(Group, Vec<Item>)> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.drain().collect()
+    /// Everything queued, and every item to send again still worth it.
+    fn drain(&self) -> HashMap<Group, Vec<Queued>> {
+        let mut all = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let again = std::mem::take(&mut *self.again.lock().unwrap_or_else(|e| e.into_inner()));
+        let now = Instant::now();
+        for (group, items) in again {
+            let items = items.into_iter().filter(|(_, until)| *until > now);
+            all.entry(group).or_default().extend(items);
+        }
+        all
+    }
+
+    /// Items of a call the store did not answer, for the next send.
+    fn send_again(&self, group: Group, items: Vec<Queued>) {
+        let mut again = self.again.lock().unwrap_or_else(|e| e.into_inner());
+        again.entry(group).or_default().extend(items);
+    }
+
+    fn has_again(&self) -> bool {
+        !self
+            .again
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     }
 }
 
 impl Store {
     /// Leaves `item` for the batch of `group`.
     pub(super) fn leave(self: &Arc<Self>, group: Group, item: Item) {
-        let Err((group, item)) = self.batch.push(group, item) else {
+        let until = Instant::now() + self.config.lease;
+        let Err((group, item)) = self.batch.push(group, item, until) else {
             return;
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let store = self.clone();
-            runtime.spawn(async move { store.send(group, vec![item]).await });
+            runtime.spawn(async move { store.send(group, vec![(item, until)]).await });
         }
     }
 
-    /// One group's items, one script call per [`MOST`] of them.
-    async fn send(&self, group: Group, items: Vec<Item>) {
+    /// One group's items, one script call per [`MOST`] of them; the items
+    /// of the calls the store did not answer.
+    async fn send(&self, group: Group, items: Vec<Queued>) -> (Group, Vec<Queued>) {
+        let mut failed = Vec::new();
         for part in items.chunks(MOST) {
             let mut call = group.script.prepare_invoke();
             for key in &group.keys {
@@ -126,38 +168,56 @@ impl Store {
             for arg in &group.args {
                 call.arg(arg);
             }
-            for item in part {
+            for (item, _) in part {
                 call.arg(&item.name);
                 if let Some(started) = item.started {
                     call.arg(micros(started.elapsed()));
                 }
             }
             let mut conn = self.connection();
-            let _ = self
+            let sent = self
                 .run(group.op, async move {
                     call.invoke_async::<i64>(&mut conn).await
                 })
                 .await;
+            if sent.is_err() {
+                failed.extend_from_slice(part);
+            }
         }
+        (group, failed)
     }
 
+    /// Sends everything queued; what the store did not answer is kept to
+    /// send again, unless the sender has stopped.
     async fn send_all(&self) {
         let groups = self.batch.drain();
-        futures_util::future::join_all(
+        let failed = futures_util::future::join_all(
             groups
                 .into_iter()
                 .map(|(group, items)| self.send(group, items)),
         )
         .await;
+        if self.batch.closed.load(Ordering::Acquire) {
+            return;
+        }
+        for (group, items) in failed {
+            if !items.is_empty() {
+                self.batch.send_again(group, items);
+            }
+        }
     }
 }
 
-/// The sender: after the first item, [`WINDOW`] for more, then all at once;
-/// on `stop`, what is left, and from then on each item is sent at once.
+/// The sender: after the first item, [`WINDOW`] for more, then all at once
+/// (with what the store did not answer before, which is also sent every
+/// [`RETRY`]); on `stop`, what is left, and from then on each item is sent
+/// at once.
 pub(super) async fn send(store: Arc<Store>, stop: CancellationToken) {
     loop {
+        let again = store.batch.has_again();
         tokio::select! {
             _ = store.batch.wake.notified() => {}
+            _ = tokio::time::sleep(RETRY), if again => {}
             _ = stop.cancelled() => break,
         }
         tokio::select! {
