@@ -156,6 +156,42 @@ impl Store {
         }
     }
 
+    /// Sends `item` at once, in the background, as a plain `EVAL` of
+    /// `source` (the script of `group`): one command, on the connection the
+    /// call it takes back went out on, so after it. `Script` would send
+    /// `EVALSHA` and, to a store that does not know the script yet, `EVAL`
+    /// after it, a second step a deadline could cut off. If the store does
+    /// not answer, `item` is left to the batch, to be sent again.
+    pub(super) fn at_once(self: &Arc<Self>, source: &'static str, group: Group, item: Item) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(source).arg(group.keys.len());
+        for key in &group.keys {
+            cmd.arg(key);
+        }
+        for arg in &group.args {
+            cmd.arg(arg);
+        }
+        cmd.arg(&item.name);
+        if let Some(started) = item.started {
+            cmd.arg(micros(started.elapsed()));
+        }
+        let store = self.clone();
+        runtime.spawn(async move {
+            let mut conn = store.connection();
+            let sent = store
+                .run(group.op, async move {
+                    cmd.query_async::<redis::Value>(&mut conn).await
+                })
+                .await;
+            if sent.is_err() {
+                store.leave(group, item);
+            }
+        });
+    }
+
     /// One group's items, one script call per [`MOST`] of them; the items
     /// of the calls the store did not answer.
     async fn send(&self, group: Group, items: Vec<Queued>) -> (Group, Vec<Queued>) {

@@ -272,18 +272,23 @@ impl Store {
         (self.key(tag, "held"), self.key(tag, "starts"))
     }
 
-    /// Gives the lease `name` back, in the background, at once: after a `TAKE`
-    /// whose answer was lost (on the same connection, so after it; a `TAKE`
-    /// the store ran later still, its script loaded afresh, leaves a lease
-    /// that expires unrenewed after `[store] lease`).
+    /// Gives the lease `name` back at once, after a `TAKE` whose answer was
+    /// lost (on the same connection, so after it), and again while the store
+    /// does not answer. A `TAKE` the store ran later still, its script
+    /// loaded afresh, leaves a lease that expires unrenewed after
+    /// `[store] lease`.
     fn release_count(self: &Arc<Self>, held: &str, name: &str) {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(RELEASE)
-            .arg(1)
-            .arg(held)
-            .arg(self.channel())
-            .arg(name);
-        self.in_background(StoreOp::Limit, cmd);
+        let group = Group {
+            script: &scripts().release,
+            keys: vec![held.to_string()],
+            args: vec![self.channel()],
+            op: StoreOp::Limit,
+        };
+        let item = Item {
+            name: name.to_string(),
+            started: None,
+        };
+        self.at_once(RELEASE, group, item);
     }
 
     /// One run of `TAKE`.

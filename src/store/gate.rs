@@ -215,16 +215,22 @@ if last and now > last then redis.call('HSET', KEYS[1], 'last', string.format('%
 return 0
 "#;
 
-/// Takes back a reservation the proxy gave up on: its lease if the
-/// reservation ran, else a mark that makes it do nothing if it runs later.
+/// Takes back reservations the proxy gave up on (`ARGV[3..]`: their
+/// names): each one's lease if the reservation ran, else a mark (kept
+/// `ARGV[2]` ms) that makes it do nothing if it runs later. Wakes the fleet
+/// (`ARGV[1]`: the channel) when a lease went.
 const CANCEL: &str = r#"
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', ARGV[2], KEYS[1])
-  return 1
+local gone = 0
+for i = 3, #ARGV do
+  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+    gone = gone + 1
+  else
+    redis.call('SADD', KEYS[2], ARGV[i])
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
 end
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 0
+if gone > 0 then redis.call('PUBLISH', ARGV[1], KEYS[1]) end
+return gone
 "#;
 
 /// Releases a batch of leases at one gate (`ARGV[2..]`: each lease's name,
@@ -279,6 +285,7 @@ struct Scripts {
     start: Script,
     renew: Script,
     release: Script,
+    cancel: Script,
     slow_down: Script,
 }
 
@@ -289,6 +296,7 @@ fn scripts() -> &'static Scripts {
         start: Script::new(START),
         renew: Script::new(RENEW),
         release: Script::new(RELEASE),
+        cancel: Script::new(CANCEL),
         slow_down: Script::new(SLOW_DOWN),
     })
 }
@@ -445,24 +453,28 @@ impl Store {
 
     /// Takes back the reservation `name` after its call failed or passed its
     /// deadline: it may still run inside the store later, and must not leave
-    /// a lease no one releases. In the background, on the same connection
-    /// (so after the reservation, if that was sent).
+    /// a lease no one releases. At once, on the same connection (so after
+    /// the reservation, if that was sent); again while the store does not
+    /// answer (a reservation the store ran just before its master died has
+    /// its lease on the replica promoted after).
     fn cancel(self: &Arc<Self>, leases: &str, name: &str) {
-        // A plain EVAL, one command: `Script` sends EVALSHA and, on a store
-        // that does not know the script yet, EVAL after it, a second step
-        // that a deadline could cut off.
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(CANCEL)
-            .arg(2)
-            .arg(leases)
-            .arg(self.cancelled_key(leases))
-            .arg(name)
-            .arg(self.channel())
-            // Longer than any reservation can sit in the store's queue.
-            .arg(micros(self.config.lease.max(Duration::from_secs(60))) / 1000);
+        let group = Group {
+            script: &scripts().cancel,
+            keys: vec![leases.to_string(), self.cancelled_key(leases)],
+            args: vec![
+                self.channel(),
+                // Longer than any reservation can sit in the store's queue.
+                (micros(self.config.lease.max(Duration::from_secs(60))) / 1000).to_string(),
+            ],
+            op: StoreOp::Gate,
+        };
+        let item = Item {
+            name: name.to_string(),
+            started: None,
+        };
         // Counted when sent: its answer may itself come after the deadline.
         self.metrics.store_event(StoreEvent::Cancelled);
-        self.in_background(StoreOp::Gate, cmd);
+        self.at_once(CANCEL, group, item);
     }
 
     /// Asks to start on the lease `name` reserved before a sleep (`START`):

@@ -402,24 +402,6 @@ impl Store {
         HEALTH_EVERY + 2 * self.config.timeout
     }
 
-    /// Sends `cmd` in the background, with the deadline: a call whose answer
-    /// no one waits for (a lease given back, a reservation taken back).
-    /// Nothing while the runtime itself is ending.
-    fn in_background(self: &Arc<Self>, op: StoreOp, cmd: redis::Cmd) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let store = self.clone();
-        runtime.spawn(async move {
-            let mut conn = store.connection();
-            let _ = store
-                .run(op, async move {
-                    cmd.query_async::<redis::Value>(&mut conn).await
-                })
-                .await;
-        });
-    }
-
     /// Renews a lease in the background, every third of its life and at
     /// once when the store restarts (its script re-adds a lease the store
     /// lost): `renewal` makes one call. Stopped by aborting the handle.
