@@ -1235,3 +1235,70 @@ async fn a_release_the_store_missed_is_sent_again() {
     let second = gopher(at, origin.url("0/second").as_bytes()).await;
     assert_eq!(second, b"text\r\n");
 }
+
+/// A gate that holds only the server's latest real start (`st`): the next
+/// start is spaced from it. So is a start recorded on a gate that expired
+/// while its request slept (a request held past its plan by the rule after a
+/// store break): it is kept with a time to live and seen by the next
+/// reservation. Played by planting the gate in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_gate_that_knows_only_the_latest_real_start_spaces_from_it() {
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 1\n").await;
+    let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
+    let at = proxy.addr(Listener::Gopher);
+    let gate = gate_key(origin.addr);
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let mut conn = redis.connection().await;
+    assert_eq!(gopher(at, origin.url("0/a").as_bytes()).await, b"text\r\n");
+    wait_for_leases(&mut conn, &leases, 0).await;
+    // Only `st` (and a `nb` long past, so the gate does not read as new).
+    let (secs, us): (String, String) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let planted = std::time::Instant::now();
+    let _: () = redis::pipe()
+        .cmd("DEL")
+        .arg(&gate)
+        .ignore()
+        .cmd("HSET")
+        .arg(&gate)
+        .arg("st")
+        .arg(format!("{secs}{us:0>6}"))
+        .arg("nb")
+        .arg(0)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(&gate)
+        .arg(10_000)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(gopher(at, origin.url("0/b").as_bytes()).await, b"text\r\n");
+    let started = *origin.arrivals.lock().unwrap().last().unwrap();
+    let after = started.duration_since(planted).as_secs_f64();
+    assert!(after >= 0.99, "started {after} s after the planted start");
+    // A reservation sleeps; its gate vanishes meanwhile (expired); its start
+    // is recorded with a time to live, and the next start is spaced from it.
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let (addr, url) = (at, origin.url("0/c"));
+    let sleeper = tokio::spawn(async move { gopher(addr, url.as_bytes()).await });
+    wait_for_leases(&mut conn, &leases, 1).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg(&gate)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(sleeper.await.unwrap(), b"text\r\n");
+    let first = *origin.arrivals.lock().unwrap().last().unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&gate)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 0, "the gate's time to live after a start: {ttl}");
+    assert_eq!(gopher(at, origin.url("0/d").as_bytes()).await, b"text\r\n");
+    let second = *origin.arrivals.lock().unwrap().last().unwrap();
+    let gap = second.duration_since(first).as_secs_f64();
+    assert!(gap >= 0.99, "started {gap} s after the one before");
+}

@@ -1,9 +1,12 @@
 //! The shared politeness gate: one server-side script per request start, on the
 //! store's own clock (`TIME`), so the proxies' clocks do not matter.
 //!
-//! Per server, a hash holds the latest start reserved (`last`), the back-off
-//! factor (`bo`) and the "not before" of an upstream `44 N` (`nb`); a sorted
-//! set holds one lease per request in flight, scored by when it expires.
+//! Per server, a hash holds the latest start reserved (`last`), the latest
+//! real start (`st`), the back-off factor (`bo`) and the "not before" of an
+//! upstream `44 N` (`nb`); a sorted set holds one lease per request in
+//! flight, scored by when it expires. A reservation is spaced from both
+//! `last` and `st`: a start recorded on a gate whose reservations had
+//! expired (a request that slept past its plan) still counts.
 //! The script drops expired leases (a proxy that died), then either
 //! - reserves the next start (`last` + this request's spacing, not before `nb`)
 //!   and answers how long to sleep until then, taking a lease;
@@ -97,9 +100,10 @@ local function num(v, top)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
-local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra')
+local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
 local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
-if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) then
+local st = num(g[5], now + never)
+if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st) then
   redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now))
   redis.call('HDEL', KEYS[1], 'bo', 'nb')
   redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
@@ -119,11 +123,12 @@ end
 spacing = math.min(spacing, never)
 local start = now
 if last then start = math.max(start, last + spacing) end
+if st then start = math.max(start, st + spacing) end
 if nb then start = math.max(start, nb) end
 local w = math.max(warm, spacing)
 local young = nil
 if broke < w then young = broke end
-if (not g[1] and not g[2] and not g[3]) or g[4] then
+if (not g[1] and not g[2] and not g[3] and not g[5]) or g[4] then
   local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
   if up and up * 1000000 < w then
     young = math.min(young or never, up * 1000000)
@@ -194,24 +199,34 @@ return added
 /// still, so that this start is at least `ARGV[2]` after the server's latest
 /// real start (`st`); `0`: start now (recorded in `st` and `last`). A junk
 /// `st` (another client's write) reads as a start just now: fail closed.
+/// The gate is kept at least `ARGV[6]` (the longest spacing asked here)
+/// after a start it records: a request that slept longer than its
+/// reservation planned (the break's rule) may find the gate expired, and
+/// must not leave a start without a time to live, nor one the next
+/// reservation cannot see.
 const START: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return -1 end
 local delay, never = tonumber(ARGV[2]), tonumber(ARGV[3])
-local broke, warm = tonumber(ARGV[4]), tonumber(ARGV[5])
+local broke, warm, hold = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local w = math.max(warm, delay)
 if broke < w then return math.max(w - broke, 1) end
+local function record()
+  redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
+  local last = tonumber(redis.call('HGET', KEYS[1], 'last'))
+  if not last or now > last then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
+  local keep = math.floor(math.max(hold, delay) / 1000) + 1000
+  if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
+end
 local v = redis.call('HGET', KEYS[1], 'st')
 local st = tonumber(v)
 if v and (st == nil or st ~= st or st < 0 or st > now + never) then
-  redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
+  record()
   return math.max(delay, 1)
 end
 if st and now < st + delay then return st + delay - now end
-redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
-local last = tonumber(redis.call('HGET', KEYS[1], 'last'))
-if last and now > last then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
+record()
 return 0
 "#;
 
@@ -484,7 +499,7 @@ impl Store {
         &self,
         (gate, leases): (&str, &str),
         name: &str,
-        delay: Duration,
+        (delay, hold): (Duration, Duration),
     ) -> Result<Option<Duration>, StoreError> {
         let never = micros(crate::politeness::NEVER);
         let mut conn = self.connection();
@@ -494,7 +509,8 @@ impl Store {
             .arg(micros(delay).min(never))
             .arg(never)
             .arg(self.since_break().map_or(never, |d| micros(d).min(never)))
-            .arg(micros(self.reassert_within()).min(never));
+            .arg(micros(self.reassert_within()).min(never))
+            .arg(micros(hold).min(never));
         let rest: i64 = self
             .run(
                 StoreOp::Gate,
@@ -530,7 +546,7 @@ impl Store {
                 return Ok(Turn::Late(rest.max(ask.delay)));
             }
             tokio::time::sleep(rest).await;
-            rest = match self.start(keys, name, ask.delay).await {
+            rest = match self.start(keys, name, (ask.delay, ask.hold)).await {
                 Ok(Some(more)) => more,
                 Ok(None) => {
                     reserved.held = false;
