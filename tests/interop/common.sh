@@ -87,3 +87,23 @@ build_errand_fetch() { # the errand-fetch client (tests/interop/errand_fetch), b
     --target-dir "$target" >&2
   echo "$target/release/errand-fetch"
 }
+
+accepts() { # accepts LOG [SINCE]: when the socat logging to LOG (-d -d -lu -lf LOG) accepted each
+  # connection after SINCE (seconds since the epoch), one per line: its own microsecond stamp,
+  # taken before it forks, so a busy machine delays it less than a process forked to stamp
+  python3 - "$1" "${2:-0}" <<'PY'
+import datetime, sys
+since = float(sys.argv[2])
+try:
+    lines = open(sys.argv[1], errors="replace").readlines()
+except FileNotFoundError:
+    lines = []
+for line in lines:
+    if " accepting connection from " not in line:
+        continue
+    day, time = line.split()[:2]
+    at = datetime.datetime.strptime(f"{day} {time}", "%Y/%m/%d %H:%M:%S.%f").timestamp()
+    if at > since:
+        print(f"{at:.6f}")
+PY
+}

@@ -1,7 +1,8 @@
 # Fleet mode, sourced by tests/interop/run: three proxy processes on one
 # redis-server (Debian's, on a unix socket), concurrent clients spread over all
 # three, to gophernicus and agate whose robots.txt asks for Crawl-delay: 0.5.
-# socat stamps every connection as each server sees it; the servers must see
+# socat logs when it accepts each connection to a server (microseconds, before it
+# forks); the servers must see
 # starts at least 0.5 s apart whichever proxy sent them, and one robots.txt
 # fetch for the fleet.
 
@@ -23,39 +24,31 @@ until redis-cli -s "$work/redis/redis.sock" ping 2>/dev/null | grep -qx PONG; do
 done
 store="unix://$work/redis/redis.sock"
 
-# The servers: Crawl-delay 0.5 for everyone; socat stamps each connection.
+# The servers: Crawl-delay 0.5 for everyone; socat in front of each logs every connection.
 mkdir -p "$work/fleet-hole" "$work/fleet-capsule"
 printf 'User-agent: *\nCrawl-delay: 0.5\n' > "$work/fleet-hole/robots.txt"
 printf 'User-agent: *\nCrawl-delay: 0.5\n' > "$work/fleet-capsule/robots.txt"
 printf 'fleet\n' > "$work/fleet-hole/page.txt"
 printf '# fleet\n' > "$work/fleet-capsule/index.gmi"
 chmod -R a+rX "$work/fleet-hole" "$work/fleet-capsule"
-: > "$work/fleet-hole.stamps"
-: > "$work/fleet-capsule.stamps"
-chmod a+w "$work/fleet-hole.stamps" "$work/fleet-capsule.stamps"
 fhport=$(free_port)
-socat "TCP-LISTEN:$fhport,bind=127.0.0.1,fork,reuseaddr" \
-  "SYSTEM:date +%s.%N >> $work/fleet-hole.stamps; exec $gophernicus -h 127.0.0.1 -p $fhport -r $work/fleet-hole$as_user" \
-  > /dev/null 2>&1 &
+socat -d -d -lu -lf "$work/fleet-hole.socat.log" "TCP-LISTEN:$fhport,bind=127.0.0.1,fork,reuseaddr" \
+  "EXEC:$gophernicus -h 127.0.0.1 -p $fhport -r $work/fleet-hole$as_user" > /dev/null 2>&1 &
 pids+=($!)
 agport=$(free_port)
 RUST_LOG=info "$agate" --content "$work/fleet-capsule" --certs "$work/fleet-certs" --addr "127.0.0.1:$agport" \
   --hostname localhost --skip-port-check > "$work/fleet-agate.log" 2>&1 &
 pids+=($!)
 fcport=$(free_port)
-socat "TCP-LISTEN:$fcport,bind=127.0.0.1,fork,reuseaddr" \
-  "SYSTEM:date +%s.%N >> $work/fleet-capsule.stamps; exec socat - TCP\:127.0.0.1\:$agport" \
-  > /dev/null 2>&1 &
+socat -d -d -lu -lf "$work/fleet-capsule.socat.log" "TCP-LISTEN:$fcport,bind=127.0.0.1,fork,reuseaddr" \
+  "TCP:127.0.0.1:$agport" > /dev/null 2>&1 &
 pids+=($!)
 wait_port "$fhport"
 wait_port "$agport"
 wait_port "$fcport"
-# The readiness probes were connections too: wait for their stamps, then start afresh.
-deadline=$((SECONDS + 10))
-until [ -s "$work/fleet-hole.stamps" ] && [ -s "$work/fleet-capsule.stamps" ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.05; done
-sleep 0.2
-: > "$work/fleet-hole.stamps"
-: > "$work/fleet-capsule.stamps"
+# Connections counted from now on (the readiness probes were connections too).
+afresh() { since=$(date +%s.%N); }
+afresh
 
 # Three proxies, one store.
 fleet_gemini=()
@@ -91,10 +84,13 @@ burst() { # burst NAME GEMINI_PORTS GOPHER_PORTS: nine Gopher and nine Gemini cl
   done
   $ok
 }
-# Gaps between consecutive connection stamps: how many connections, the smallest
-# gap, the mean gap.
+stamps() { # stamps hole|capsule: when the server's socat accepted each connection since `afresh`
+  accepts "$work/fleet-$1.socat.log" "$since"
+}
+# Gaps between consecutive connection stamps of `stamps NAME`: how many
+# connections, the smallest gap, the mean gap.
 gaps() {
-  sort -n "$1" | awk 'NR > 1 { g = $1 - p; n++; s += g; if (min == "" || g < min) min = g } { p = $1 }
+  stamps "$1" | sort -n | awk 'NR > 1 { g = $1 - p; n++; s += g; if (min == "" || g < min) min = g } { p = $1 }
     END { printf "%d %.3f %.3f", n + 1, min, (n ? s / n : 0) }'
 }
 
@@ -103,8 +99,8 @@ check "fleet: nine Gopher requests over three proxies all answered" \
   bash -c "cat $work/fleet.gopher.* | grep -c '^fleet' | grep -qx 9"
 check "fleet: nine Gemini requests over three proxies all answered" \
   bash -c "cat $work/fleet.gemini.* | grep -c '^# fleet' | grep -qx 9"
-read -r hstamps hmin hmean <<< "$(gaps "$work/fleet-hole.stamps")"
-read -r cstamps cmin cmean <<< "$(gaps "$work/fleet-capsule.stamps")"
+read -r hstamps hmin hmean <<< "$(gaps hole)"
+read -r cstamps cmin cmean <<< "$(gaps capsule)"
 
 fetches() { # fetches PROTOCOL: robots.txt fetches summed over the three proxies
   local total=0 n
@@ -126,11 +122,10 @@ check "fleet: every key in the store has a time to live" bash -c \
 
 # The jitter of this setup, measured: the same burst through one proxy with its
 # own gate (no store) after the servers' spacing has passed. socat stamps a
-# connection from a forked shell, late by however long the machine, busy with 18
-# TLS and TCP handshakes, takes to run it.
+# connection when its accept loop gets to it, late by however long the machine,
+# busy with 18 TLS and TCP handshakes, takes to schedule it.
 sleep 1
-: > "$work/fleet-hole.stamps"
-: > "$work/fleet-capsule.stamps"
+afresh
 lg=$(free_port); lo=$(free_port); lm=$(free_port)
 "$proxy_bin" run --gemini-listen "127.0.0.1:$lg" --gopher-listen "127.0.0.1:$lo" --metrics-listen "127.0.0.1:$lm" \
   --agent interopbot --allow-private-upstreams --state-dir "$work/state-fleet-control" \
@@ -138,8 +133,8 @@ lg=$(free_port); lo=$(free_port); lm=$(free_port)
 pids+=($!)
 wait_port "$lg"; wait_port "$lo"
 burst control "$lg" "$lo" || true
-read -r _ hcmin hcmean <<< "$(gaps "$work/fleet-hole.stamps")"
-read -r _ ccmin cccmean <<< "$(gaps "$work/fleet-capsule.stamps")"
+read -r _ hcmin hcmean <<< "$(gaps hole)"
+read -r _ ccmin cccmean <<< "$(gaps capsule)"
 echo "fleet: gophernicus saw $hstamps connections over three proxies: smallest gap $hmin s, mean $hmean s (one proxy, own gate: smallest $hcmin s, mean $hcmean s)"
 echo "fleet: agate saw $cstamps connections over three proxies: smallest gap $cmin s, mean $cmean s (one proxy, own gate: smallest $ccmin s, mean $cccmean s)"
 # Without sharing, three proxies would give a mean gap near 0.17 s. The mean must
@@ -170,20 +165,20 @@ served_in_the_end() { # PROXY_PORT OUT: asks until relayed (at most 50 tries)
   return 1
 }
 sleep 1
-: > "$work/fleet-hole.stamps"
+afresh
 restart_jobs=()
 for i in $(seq 0 11); do
   served_in_the_end "${fleet_gopher[$((i % 3))]}" "$work/restart.gopher.$i" &
   restart_jobs+=($!)
 done
 deadline=$((SECONDS + 20))
-until [ "$(wc -l < "$work/fleet-hole.stamps")" -ge 2 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.01; done
+until [ "$(stamps hole | wc -l)" -ge 2 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.01; done
 kill -9 "$redis_pid" 2>/dev/null || true
 wait "$redis_pid" 2>/dev/null || true
 start_redis
 all_served=true
 for job in "${restart_jobs[@]}"; do wait "$job" || all_served=false; done
-read -r rstamps rmin rmean <<< "$(gaps "$work/fleet-hole.stamps")"
+read -r rstamps rmin rmean <<< "$(gaps hole)"
 echo "fleet: store restarted mid-burst: gophernicus saw $rstamps connections, smallest gap $rmin s, mean $rmean s"
 check "fleet: across a store restart every client was served in the end (after slow-downs)" $all_served
 check "fleet: store restarted empty mid-burst, no two starts at gophernicus closer than 0.5 s minus jitter (smallest $rmin s)" \

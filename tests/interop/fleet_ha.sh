@@ -1,5 +1,5 @@
 # Fleet mode on a Redis Cluster and on Sentinel, sourced by tests/interop/run
-# after fleet.sh, whose servers (gophernicus and agate behind socat stamps,
+# after fleet.sh, whose servers (gophernicus and agate behind stamping socats,
 # Crawl-delay 0.5) and helpers (burst, gaps, served_in_the_end) it uses.
 #
 # For each shape, three proxies on it:
@@ -158,16 +158,15 @@ names_master() { # names_master PORT: every proxy's status page names the master
 ha_checks() { # ha_checks NAME KIND KILL: a burst, then KILL (a function) mid-burst; KILL sets new_master
   local name=$1 kind=$2 kill=$3 job all_served=true killed_at first_after
   sleep 1
-  : > "$work/fleet-hole.stamps"
-  : > "$work/fleet-capsule.stamps"
+  afresh
   burst "$name" "${ha_gemini[*]}" "${ha_gopher[*]}" || true
   check "$name: nine Gopher requests over three proxies all answered" \
     bash -c "cat $work/$name.gopher.* | grep -c '^fleet' | grep -qx 9"
   check "$name: nine Gemini requests over three proxies all answered" \
     bash -c "cat $work/$name.gemini.* | grep -c '^# fleet' | grep -qx 9"
   local hs hmin hmean cs cmin cmean
-  read -r hs hmin hmean <<< "$(gaps "$work/fleet-hole.stamps")"
-  read -r cs cmin cmean <<< "$(gaps "$work/fleet-capsule.stamps")"
+  read -r hs hmin hmean <<< "$(gaps hole)"
+  read -r cs cmin cmean <<< "$(gaps capsule)"
   echo "$name: gophernicus saw $hs connections, smallest gap $hmin s, mean $hmean s; agate saw $cs, smallest $cmin s, mean $cmean s"
   check "$name: no two starts at gophernicus closer than 0.5 s minus jitter (smallest $hmin s)" \
     awk -v g="$hmin" -v n="$hs" 'BEGIN { exit !(n >= 9 && g >= 0.45) }'
@@ -179,19 +178,20 @@ ha_checks() { # ha_checks NAME KIND KILL: a burst, then KILL (a function) mid-bu
   # The master killed mid-burst: twelve clients, each asking again after a
   # slow-down as a polite crawler does.
   sleep 1
-  : > "$work/fleet-hole.stamps"
+  afresh
   local jobs_=()
   for i in $(seq 0 11); do
     served_in_the_end "${ha_gopher[$((i % 3))]}" "$work/$name-kill.gopher.$i" &
     jobs_+=($!)
   done
-  until_true 20 "two starts before the kill" bash -c "[ \$(wc -l < $work/fleet-hole.stamps) -ge 2 ]"
+  two_starts() { [ "$(stamps hole | wc -l)" -ge 2 ]; }
+  until_true 20 "two starts before the kill" two_starts
   killed_at=$(date +%s.%N)
   "$kill"
   for job in "${jobs_[@]}"; do wait "$job" || all_served=false; done
   local ks kmin kmean
-  read -r ks kmin kmean <<< "$(gaps "$work/fleet-hole.stamps")"
-  first_after=$(sort -n "$work/fleet-hole.stamps" | awk -v k="$killed_at" '$1 > k { printf "%.1f", $1 - k; exit }')
+  read -r ks kmin kmean <<< "$(gaps hole)"
+  first_after=$(stamps hole | sort -n | awk -v k="$killed_at" '$1 > k { printf "%.1f", $1 - k; exit }')
   echo "$name: master killed mid-burst: gophernicus saw $ks connections, smallest gap $kmin s, mean $kmean s; the first start after the kill came ${first_after:-never} s after it"
   check "$name: master killed mid-burst, every client served in the end without restarting a proxy" $all_served
   check "$name: master killed mid-burst, no two starts at gophernicus closer than 0.5 s minus jitter (smallest $kmin s)" \
