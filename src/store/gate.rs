@@ -30,8 +30,10 @@
 //! gate for the leases given back there in the last 2 ms; it wakes the fleet
 //! only when a reservation found the cap full since the last wake-up.
 //!
-//! Starts are reserved in the order the script runs: roughly first come, first
-//! served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
+//! Reservations at one gate that arrive while one is out ride together
+//! (`ride`): one script call, looping over their names in the order they
+//! came, each with its own answer. Starts are reserved in the order the
+//! script runs: roughly first come, first served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
 //! numbers are doubles): the caller caps every duration at `politeness::NEVER`.
 //!
 //! What another client may have written into these keys is checked: a value
@@ -73,7 +75,7 @@ use super::{micros, Store, StoreError};
 use crate::metrics::{StoreEvent, StoreOp};
 
 /// What a request asks the shared gate.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GateAsk {
     /// This request's spacing (its bot's Crawl-delay, clamped).
     pub delay: Duration,
@@ -84,81 +86,106 @@ pub struct GateAsk {
     pub concurrency: usize,
 }
 
+/// The reservations that ride together (`ride`): same keys, same ask.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) struct Ride {
+    gate: String,
+    leases: String,
+    ask: GateAsk,
+    force: bool,
+}
+
+/// The reservations at one gate waiting on one another's call.
+pub(super) type GateRides = super::ride::Rides<Ride, (String, Duration), Answer>;
+
+/// The most reservations one call carries.
+const RIDERS: usize = 128;
+
 const RESERVE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local delay, max_wait, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local lease, hold, max_delay, never = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local warm = tonumber(ARGV[9])
-local force = ARGV[10] == '1'
-local broke = tonumber(ARGV[11])
-if redis.call('SISMEMBER', KEYS[3], ARGV[4]) == 1 then return {4, 0, 1} end
+local delay, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lease, hold, max_delay, never = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local warm = tonumber(ARGV[7])
+local force = ARGV[8] == '1'
+local broke = tonumber(ARGV[9])
 local function num(v, top)
   local n = tonumber(v)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
   return n
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
-local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
-local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
-local st = num(g[5], now + never)
-if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st) then
-  redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now))
-  redis.call('HDEL', KEYS[1], 'bo', 'nb')
-  redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
-  return {3, math.max(delay, 1000000), 1}
-end
-if not force and redis.call('ZCARD', KEYS[2]) >= cap then
-  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000)
-  return {0, tonumber(first[2]) - now, 1}
-end
-bo = bo or 1
-local spacing = delay
-if bo > 1 then
-  spacing = math.max(delay, 1000000) * bo
-  if max_delay > 0 then spacing = math.min(spacing, math.max(max_delay, delay)) end
-end
-spacing = math.min(spacing, never)
-local start = now
-if last then start = math.max(start, last + spacing) end
-if st then start = math.max(start, st + spacing) end
-if nb then start = math.max(start, nb) end
-local w = math.max(warm, spacing)
-local young = nil
-if broke < w then young = broke end
-if (not g[1] and not g[2] and not g[3] and not g[5]) or g[4] then
-  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-  if up and up * 1000000 < w then
-    young = math.min(young or never, up * 1000000)
-  elseif g[4] then
-    redis.call('HDEL', KEYS[1], 'ra')
+local function one(name, max_wait)
+  if redis.call('SISMEMBER', KEYS[3], name) == 1 then return 4, 0, 1 end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
+  local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
+  local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
+  local st = num(g[5], now + never)
+  if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st) then
+    redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now))
+    redis.call('HDEL', KEYS[1], 'bo', 'nb')
+    redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
+    return 3, math.max(delay, 1000000), 1
   end
-end
-if young then start = math.max(start, now - young + w) end
-local wait = start - now
-if force then
-  if not last or last < now then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
-  redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
-  redis.call('ZADD', KEYS[2], string.format('%.0f', now + lease), ARGV[4])
-  local keep = math.max(hold, spacing)
+  if not force and redis.call('ZCARD', KEYS[2]) >= cap then
+    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000)
+    return 0, tonumber(first[2]) - now, 1
+  end
+  bo = bo or 1
+  local spacing = delay
+  if bo > 1 then
+    spacing = math.max(delay, 1000000) * bo
+    if max_delay > 0 then spacing = math.min(spacing, math.max(max_delay, delay)) end
+  end
+  spacing = math.min(spacing, never)
+  local start = now
+  if last then start = math.max(start, last + spacing) end
+  if st then start = math.max(start, st + spacing) end
+  if nb then start = math.max(start, nb) end
+  local w = math.max(warm, spacing)
+  local young = nil
+  if broke < w then young = broke end
+  if (not g[1] and not g[2] and not g[3] and not g[5]) or g[4] then
+    local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+    if up and up * 1000000 < w then
+      young = math.min(young or never, up * 1000000)
+    elseif g[4] then
+      redis.call('HDEL', KEYS[1], 'ra')
+    end
+  end
+  if young then start = math.max(start, now - young + w) end
+  local wait = start - now
+  if force then
+    if not last or last < now then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
+    redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
+    redis.call('ZADD', KEYS[2], string.format('%.0f', now + lease), name)
+    local keep = math.max(hold, spacing)
+    if nb then keep = math.max(keep, nb - now) end
+    if redis.call('PTTL', KEYS[1]) < math.floor(keep / 1000) + 1000 then
+      redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
+    end
+    redis.call('PEXPIRE', KEYS[2], math.floor(lease / 1000) + 1000)
+    return 5, wait, bo
+  end
+  if wait > max_wait then return 2, wait, bo end
+  redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
+  if wait == 0 then redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now)) end
+  redis.call('ZADD', KEYS[2], string.format('%.0f', start + lease), name)
+  local keep = wait + math.max(hold, spacing)
   if nb then keep = math.max(keep, nb - now) end
-  if redis.call('PTTL', KEYS[1]) < math.floor(keep / 1000) + 1000 then
-    redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
-  end
-  redis.call('PEXPIRE', KEYS[2], math.floor(lease / 1000) + 1000)
-  return {5, wait, bo}
+  redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
+  redis.call('PEXPIRE', KEYS[2], math.floor((wait + lease) / 1000) + 1000)
+  return 1, wait, bo
 end
-if wait > max_wait then return {2, wait, bo} end
-redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
-if wait == 0 then redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now)) end
-redis.call('ZADD', KEYS[2], string.format('%.0f', start + lease), ARGV[4])
-local keep = wait + math.max(hold, spacing)
-if nb then keep = math.max(keep, nb - now) end
-redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
-redis.call('PEXPIRE', KEYS[2], math.floor((wait + lease) / 1000) + 1000)
-return {1, wait, bo}
+local out = {}
+for i = 10, #ARGV - 1, 2 do
+  local what, micros, bo = one(ARGV[i], tonumber(ARGV[i + 1]))
+  out[#out + 1] = what
+  out[#out + 1] = micros
+  out[#out + 1] = bo
+end
+return out
 "#;
 
 /// Renews a running request's lease; re-adds it, with its start, when the
@@ -317,7 +344,8 @@ fn scripts() -> &'static Scripts {
 }
 
 /// The gate's answer to one request.
-enum Answer {
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Answer {
     /// Start after sleeping this long; the lease is taken. With whether the
     /// server's spacing is backed off (an upstream `44` without a number).
     Go(Duration, bool),
@@ -417,14 +445,78 @@ impl Store {
         format!("{leases}-waiting")
     }
 
-    /// One run of the reservation script on a server's keys.
+    /// A reservation at a server's gate: it rides with the others asking
+    /// the same there (`ride`), one script call for all.
     async fn reserve(
-        &self,
+        self: &Arc<Self>,
         (gate, leases): (&str, &str),
         ask: &GateAsk,
         name: &str,
         force: bool,
     ) -> Result<Answer, StoreError> {
+        // Each request's own `max_wait` (what is left of it) rides with its
+        // name: the rest of the ask is the same for a bot at a server.
+        let key = Ride {
+            gate: gate.to_string(),
+            leases: leases.to_string(),
+            ask: GateAsk {
+                max_wait: Duration::ZERO,
+                ..*ask
+            },
+            force,
+        };
+        let (answer, first) = self.rides.join(&key, (name.to_string(), ask.max_wait));
+        if first {
+            tokio::spawn(self.clone().send_rides(key));
+        }
+        answer
+            .await
+            .unwrap_or(Err(StoreError::Shape("a reservation without an answer")))
+    }
+
+    /// Sends the reservations queued on `key`, one call per load, until
+    /// none is left. A rider that left (its client went) while its
+    /// reservation was out gets it taken back, if it may have taken a lease.
+    async fn send_rides(self: Arc<Self>, key: Ride) {
+        loop {
+            let riders = self.rides.take(&key, RIDERS);
+            if riders.is_empty() {
+                return;
+            }
+            let asks: Vec<(&str, Duration)> = riders
+                .iter()
+                .map(|((name, max_wait), _)| (name.as_str(), *max_wait))
+                .collect();
+            let answers = self
+                .reserve_many((&key.gate, &key.leases), &key.ask, &asks, key.force)
+                .await;
+            for (i, ((name, _), rider)) in riders.into_iter().enumerate() {
+                let answer = match &answers {
+                    Ok(each) => each[i].clone(),
+                    Err(e) => Err(e.clone()),
+                };
+                let leased = !matches!(
+                    answer,
+                    Ok(Answer::Full(_) | Answer::SlowDown(_) | Answer::Junk(_))
+                );
+                if rider.send(answer).is_err() && leased {
+                    self.cancel(&key.leases, &name);
+                }
+            }
+        }
+    }
+
+    /// One run of the reservation script on a server's keys, for the
+    /// reservations `asks` (each a name and how long it may wait) asking
+    /// the rest of `ask`; an answer for each, in order (an error for one
+    /// taken back before it ran).
+    async fn reserve_many(
+        &self,
+        (gate, leases): (&str, &str),
+        ask: &GateAsk,
+        asks: &[(&str, Duration)],
+        force: bool,
+    ) -> Result<Vec<Result<Answer, StoreError>>, StoreError> {
         let never = micros(crate::politeness::NEVER);
         let capped = |d: Duration| micros(d).min(never);
         let mut conn = self.connection();
@@ -433,9 +525,7 @@ impl Store {
             .key(self.cancelled_key(leases))
             .key(self.waiting_key(leases))
             .arg(capped(ask.delay))
-            .arg(capped(ask.max_wait))
             .arg(ask.concurrency.max(1))
-            .arg(name)
             .arg(capped(self.config.lease))
             .arg(capped(ask.hold))
             .arg(ask.max_delay.map_or(0, capped))
@@ -443,21 +533,34 @@ impl Store {
             .arg(capped(self.reassert_within()))
             .arg(u8::from(force))
             .arg(self.since_break().map_or(never, capped));
-        let (what, micros, backoff): (i64, i64, i64) = self
+        for (name, max_wait) in asks {
+            call.arg(*name).arg(capped(*max_wait));
+        }
+        let flat: Vec<i64> = self
             .run(
                 StoreOp::Gate,
                 async move { call.invoke_async(&mut conn).await },
             )
             .await?;
-        let d = Duration::from_micros(micros.max(0).unsigned_abs());
-        match what {
-            1 => Ok(Answer::Go(d, backoff > 1)),
-            0 => Ok(Answer::Full(d)),
-            2 => Ok(Answer::SlowDown(d)),
-            3 => Ok(Answer::Junk(d)),
-            5 => Ok(Answer::Forced(d, backoff > 1)),
-            _ => Err(StoreError::Shape("the gate script's verdict")),
+        if flat.len() != 3 * asks.len() {
+            return Err(StoreError::Shape("the gate script's verdicts"));
         }
+        Ok(flat
+            .chunks(3)
+            .map(|v| {
+                let (what, micros, backoff) = (v[0], v[1], v[2]);
+                let d = Duration::from_micros(micros.max(0).unsigned_abs());
+                match what {
+                    1 => Ok(Answer::Go(d, backoff > 1)),
+                    0 => Ok(Answer::Full(d)),
+                    2 => Ok(Answer::SlowDown(d)),
+                    3 => Ok(Answer::Junk(d)),
+                    4 => Err(StoreError::Shape("a reservation taken back before it ran")),
+                    5 => Ok(Answer::Forced(d, backoff > 1)),
+                    _ => Err(StoreError::Shape("the gate script's verdict")),
+                }
+            })
+            .collect())
     }
 
     /// Where reservations given up on are marked (beside the leases: one

@@ -31,6 +31,7 @@ mod counts;
 mod gate;
 mod link;
 mod pins;
+mod ride;
 mod robots;
 mod wake;
 
@@ -125,6 +126,8 @@ pub struct Store {
     /// What requests leave behind (leases given back, starts recorded),
     /// sent in batches.
     batch: batch::Batch,
+    /// Reservations riding together (`ride`).
+    rides: gate::GateRides,
 }
 
 /// What the status page shows of the store.
@@ -179,6 +182,7 @@ impl Store {
             opened: std::time::Instant::now(),
             said: std::sync::Mutex::new(None),
             batch: batch::Batch::default(),
+            rides: gate::GateRides::default(),
         });
         // Up, it is logged as a change; down at start needs saying here.
         match store.ping().await {

@@ -49,6 +49,24 @@ impl RedisServer {
         }
     }
 
+    /// SIGSTOP: the server keeps its data and its clients' connections but
+    /// answers nothing (what they send waits in its socket) until
+    /// [`RedisServer::resume`].
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT: it reads what waited and answers again.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let done = Command::new("kill").args([which, &pid]).status().unwrap();
+        assert!(done.success(), "kill {which} {pid}");
+    }
+
     /// A new server on the same socket, empty.
     pub fn restart(&mut self) {
         self.kill();
