@@ -114,14 +114,17 @@ local function num(v, top)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
   return n
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
+local cancels = redis.call('EXISTS', KEYS[3]) == 1
+local gate_keep, leases_keep, waiting = nil, nil, false
 local function one(name, max_wait)
-  if redis.call('SISMEMBER', KEYS[3], name) == 1 then return 4, 0, 1 end
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
+  if cancels and redis.call('SISMEMBER', KEYS[3], name) == 1 then return 4, 0, 1 end
   local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
   local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
   local st = num(g[5], now + never)
   if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st) then
+    bad = 0
     redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now))
     redis.call('HDEL', KEYS[1], 'bo', 'nb')
     redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
@@ -129,7 +132,7 @@ local function one(name, max_wait)
   end
   if not force and redis.call('ZCARD', KEYS[2]) >= cap then
     local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-    redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000)
+    waiting = true
     return 0, tonumber(first[2]) - now, 1
   end
   bo = bo or 1
@@ -169,13 +172,16 @@ local function one(name, max_wait)
     return 5, wait, bo
   end
   if wait > max_wait then return 2, wait, bo end
-  redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
-  if wait == 0 then redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now)) end
+  if wait == 0 then
+    redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start), 'st', string.format('%.0f', now))
+  else
+    redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
+  end
   redis.call('ZADD', KEYS[2], string.format('%.0f', start + lease), name)
   local keep = wait + math.max(hold, spacing)
   if nb then keep = math.max(keep, nb - now) end
-  redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
-  redis.call('PEXPIRE', KEYS[2], math.floor((wait + lease) / 1000) + 1000)
+  gate_keep = math.floor(keep / 1000) + 1000
+  leases_keep = math.floor((wait + lease) / 1000) + 1000
   return 1, wait, bo
 end
 local out = {}
@@ -185,6 +191,13 @@ for i = 10, #ARGV - 1, 2 do
   out[#out + 1] = micros
   out[#out + 1] = bo
 end
+-- The times to live of the last start reserved (the latest: each one's
+-- would have overwritten the one before), and the "someone waits" mark.
+if gate_keep then
+  redis.call('PEXPIRE', KEYS[1], gate_keep)
+  redis.call('PEXPIRE', KEYS[2], leases_keep)
+end
+if waiting then redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000) end
 return out
 "#;
 
