@@ -1144,23 +1144,10 @@ async fn a_burst_costs_the_store_less_than_one_call_per_request() {
 async fn a_release_wakes_a_waiter_on_another_proxy() {
     let redis = RedisServer::start();
     let origin = slow_hole(Duration::from_millis(300)).await;
-    let mut proxies = Vec::new();
-    for _ in 0..2 {
-        let mut config = fleet_config(&redis, OnUnavailable::Refuse);
-        config.politeness.per_host_concurrency = 1;
-        // Leases that outlive the test: only a release frees the cap.
-        config.store.as_mut().unwrap().lease = Duration::from_secs(30);
-        proxies.push(start_proxy(config).await);
-    }
-    let warm = gopher(
-        proxies[0].addr(Listener::Gopher),
-        origin.url("0/warm").as_bytes(),
-    )
-    .await;
-    assert_eq!(warm, b"text\r\n");
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
-    let mut conn = redis.connection().await;
-    wait_for_leases(&mut conn, &leases, 0).await;
+    // Leases that outlive the test: only a release frees the cap.
+    let (first_proxy, leases, mut conn) = warmed(&redis, &origin, 1, Duration::from_secs(1)).await;
+    let second_proxy = start_proxy(capped(&redis, 1, Duration::from_secs(1))).await;
+    let proxies = [first_proxy, second_proxy];
     let (a, b) = (
         proxies[0].addr(Listener::Gopher),
         proxies[1].addr(Listener::Gopher),
@@ -1179,6 +1166,40 @@ async fn a_release_wakes_a_waiter_on_another_proxy() {
     );
 }
 
+/// Fleet mode on `redis` with a cap of `cap` per server, 30 s leases and
+/// the store deadline `timeout`.
+fn capped(redis: &RedisServer, cap: usize, timeout: Duration) -> Config {
+    let mut config = fleet_config(redis, OnUnavailable::Refuse);
+    config.politeness.per_host_concurrency = cap;
+    let store = config.store.as_mut().unwrap();
+    store.lease = Duration::from_secs(30);
+    store.timeout = timeout;
+    config
+}
+
+/// A proxy on `redis` with a cap of `cap` per server, 30 s leases and the
+/// store deadline `timeout`, past its first request to `origin` (robots.txt
+/// known, that request's lease given back): the proxy, the server's leases
+/// key, and a connection to look at the store.
+async fn warmed(
+    redis: &RedisServer,
+    origin: &GopherOrigin,
+    cap: usize,
+    timeout: Duration,
+) -> (Proxy, String, redis::aio::MultiplexedConnection) {
+    let proxy = start_proxy(capped(redis, cap, timeout)).await;
+    let warm = gopher(
+        proxy.addr(Listener::Gopher),
+        origin.url("0/warm").as_bytes(),
+    )
+    .await;
+    assert_eq!(warm, b"text\r\n");
+    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let mut conn = redis.connection().await;
+    wait_for_leases(&mut conn, &leases, 0).await;
+    (proxy, leases, conn)
+}
+
 /// A lease given back while the store takes no call is given back once it
 /// does, not left to fill the server's cap until it expires: with a cap of 1
 /// and 30 s leases, a request that ended while the store refused every
@@ -1190,18 +1211,8 @@ async fn a_release_wakes_a_waiter_on_another_proxy() {
 async fn a_release_the_store_missed_is_sent_again() {
     let redis = RedisServer::start();
     let origin = slow_hole(Duration::from_millis(300)).await;
-    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
-    config.politeness.per_host_concurrency = 1;
-    config.store.as_mut().unwrap().lease = Duration::from_secs(30);
-    let proxy = start_proxy(config).await;
+    let (proxy, leases, mut conn) = warmed(&redis, &origin, 1, Duration::from_secs(1)).await;
     let at = proxy.addr(Listener::Gopher);
-    assert_eq!(
-        gopher(at, origin.url("0/warm").as_bytes()).await,
-        b"text\r\n"
-    );
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
-    let mut conn = redis.connection().await;
-    wait_for_leases(&mut conn, &leases, 0).await;
     let url = origin.url("0/first");
     let first = tokio::spawn(async move { gopher(at, url.as_bytes()).await });
     wait_until("the first request started", || origin.count(b"/first") == 1).await;
@@ -1313,20 +1324,8 @@ async fn a_client_that_leaves_while_its_reservation_rides_gives_it_back() {
 
     let redis = RedisServer::start();
     let origin = slow_hole(Duration::from_millis(100)).await;
-    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
-    config.politeness.per_host_concurrency = 4;
-    let store = config.store.as_mut().unwrap();
-    store.lease = Duration::from_secs(30);
-    store.timeout = Duration::from_secs(3);
-    let proxy = start_proxy(config).await;
+    let (proxy, leases, mut conn) = warmed(&redis, &origin, 4, Duration::from_secs(3)).await;
     let at = proxy.addr(Listener::Gopher);
-    assert_eq!(
-        gopher(at, origin.url("0/warm").as_bytes()).await,
-        b"text\r\n"
-    );
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
-    let mut conn = redis.connection().await;
-    wait_for_leases(&mut conn, &leases, 0).await;
     redis.pause();
     let url = origin.url("0/a");
     let a = tokio::spawn(async move { gopher(at, url.as_bytes()).await });

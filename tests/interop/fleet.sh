@@ -51,21 +51,24 @@ afresh() { since=$(date +%s.%N); }
 afresh
 
 # Three proxies, one store.
-fleet_gemini=()
-fleet_gopher=()
-fleet_metrics=()
-for i in 1 2 3; do
-  fg=$(free_port); fo=$(free_port); fm=$(free_port)
-  RUST_LOG=info "$proxy_bin" run --gemini-listen "127.0.0.1:$fg" --gopher-listen "127.0.0.1:$fo" \
-    --metrics-listen "127.0.0.1:$fm" --agent interopbot --allow-private-upstreams \
-    --state-dir "$work/state-fleet-$i" --default-delay 0s --max-wait 30s --store "$store" \
-    > "$work/fleet-proxy-$i.log" 2>&1 &
-  pids+=($!)
-  fleet_gemini+=("$fg"); fleet_gopher+=("$fo"); fleet_metrics+=("$fm")
-done
-for i in 0 1 2; do
-  wait_port "${fleet_gemini[$i]}"; wait_port "${fleet_gopher[$i]}"; wait_port "${fleet_metrics[$i]}"
-done
+start_fleet() { # start_fleet NAME STORE_URL: three proxies on it; sets fleet_gemini fleet_gopher fleet_metrics
+  local name=$1 url=$2 i fg fo fm
+  fleet_gemini=(); fleet_gopher=(); fleet_metrics=()
+  for i in 1 2 3; do
+    fg=$(free_port); fo=$(free_port); fm=$(free_port)
+    RUST_LOG=info "$proxy_bin" run --gemini-listen "127.0.0.1:$fg" --gopher-listen "127.0.0.1:$fo" \
+      --metrics-listen "127.0.0.1:$fm" --agent interopbot --allow-private-upstreams \
+      --state-dir "$work/state-$name-$i" --default-delay 0s --max-wait 30s --store "$url" \
+      > "$work/$name-proxy-$i.log" 2>&1 &
+    pids+=($!)
+    fleet_gemini+=("$fg"); fleet_gopher+=("$fo"); fleet_metrics+=("$fm")
+  done
+  for i in 0 1 2; do
+    wait_port "${fleet_gemini[$i]}" "$work/$name-proxy-$((i + 1)).log"
+    wait_port "${fleet_gopher[$i]}"; wait_port "${fleet_metrics[$i]}"
+  done
+}
+start_fleet fleet "$store"
 check "fleet: each proxy says the store answers" \
   bash -c "grep -q 'fleet store answers' $work/fleet-proxy-1.log && grep -q 'fleet store answers' $work/fleet-proxy-2.log && grep -q 'fleet store answers' $work/fleet-proxy-3.log"
 

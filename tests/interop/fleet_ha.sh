@@ -113,23 +113,6 @@ sentinels_know_all() {
 until_true 30 "each Sentinel to know the replica and the other two" sentinels_know_all
 
 # --- the same checks on each shape --------------------------------------------
-ha_proxies() { # ha_proxies NAME STORE_URL: three proxies on it; sets ha_gemini ha_gopher ha_metrics
-  local name=$1 url=$2 i fg fo fm
-  ha_gemini=(); ha_gopher=(); ha_metrics=()
-  for i in 1 2 3; do
-    fg=$(free_port); fo=$(free_port); fm=$(free_port)
-    RUST_LOG=info "$proxy_bin" run --gemini-listen "127.0.0.1:$fg" --gopher-listen "127.0.0.1:$fo" \
-      --metrics-listen "127.0.0.1:$fm" --agent interopbot --allow-private-upstreams \
-      --state-dir "$work/state-$name-$i" --default-delay 0s --max-wait 30s --store "$url" \
-      > "$work/$name-proxy-$i.log" 2>&1 &
-    pids+=($!)
-    ha_gemini+=("$fg"); ha_gopher+=("$fo"); ha_metrics+=("$fm")
-  done
-  for i in 0 1 2; do
-    wait_port "${ha_gemini[$i]}" "$work/$name-proxy-$((i + 1)).log"
-    wait_port "${ha_gopher[$i]}"; wait_port "${ha_metrics[$i]}"
-  done
-}
 
 within_30s() { # within_30s COMMAND...: true once COMMAND is, false if not within 30 s
   local deadline=$((SECONDS + 30))
@@ -141,7 +124,7 @@ within_30s() { # within_30s COMMAND...: true once COMMAND is, false if not withi
 
 failovers_seen() { # every proxy counted a failover
   local m n
-  for m in "${ha_metrics[@]}"; do
+  for m in "${fleet_metrics[@]}"; do
     n=$(curl -s --max-time 5 "http://127.0.0.1:$m/metrics" |
       awk '$1 == "robots_proxy_store_events_total{event=\"failover\"}" { n = $2 } END { print n + 0 }')
     [ "$n" -ge 1 ] || return 1
@@ -150,7 +133,7 @@ failovers_seen() { # every proxy counted a failover
 
 names_master() { # names_master PORT: every proxy's status page names the master on PORT
   local m
-  for m in "${ha_metrics[@]}"; do
+  for m in "${fleet_metrics[@]}"; do
     curl -s --max-time 5 "http://127.0.0.1:$m/api/status" | grep -qE "\"addr\": *\"[^\"]*:$1\"" || return 1
   done
 }
@@ -159,7 +142,7 @@ ha_checks() { # ha_checks NAME KIND KILL: a burst, then KILL (a function) mid-bu
   local name=$1 kind=$2 kill=$3 job all_served=true killed_at first_after
   sleep 1
   afresh
-  burst "$name" "${ha_gemini[*]}" "${ha_gopher[*]}" || true
+  burst "$name" "${fleet_gemini[*]}" "${fleet_gopher[*]}" || true
   check "$name: nine Gopher requests over three proxies all answered" \
     bash -c "cat $work/$name.gopher.* | grep -c '^fleet' | grep -qx 9"
   check "$name: nine Gemini requests over three proxies all answered" \
@@ -173,7 +156,7 @@ ha_checks() { # ha_checks NAME KIND KILL: a burst, then KILL (a function) mid-bu
   check "$name: no two starts at agate closer than 0.5 s minus jitter (smallest $cmin s)" \
     awk -v g="$cmin" -v n="$cs" 'BEGIN { exit !(n >= 9 && g >= 0.45) }'
   check "$name: the status page says $kind" \
-    bash -c "curl -s http://127.0.0.1:${ha_metrics[0]}/api/status | grep -qE '\"kind\": *\"$kind\"'"
+    bash -c "curl -s http://127.0.0.1:${fleet_metrics[0]}/api/status | grep -qE '\"kind\": *\"$kind\"'"
 
   # The master killed mid-burst: twelve clients, each asking again after a
   # slow-down as a polite crawler does.
@@ -181,7 +164,7 @@ ha_checks() { # ha_checks NAME KIND KILL: a burst, then KILL (a function) mid-bu
   afresh
   local jobs_=()
   for i in $(seq 0 11); do
-    served_in_the_end "${ha_gopher[$((i % 3))]}" "$work/$name-kill.gopher.$i" &
+    served_in_the_end "${fleet_gopher[$((i % 3))]}" "$work/$name-kill.gopher.$i" &
     jobs_+=($!)
   done
   two_starts() { [ "$(stamps hole | wc -l)" -ge 2 ]; }
@@ -222,7 +205,7 @@ kill_sentinel_master() {
   new_master=$sentinel_replica
 }
 
-ha_proxies cluster "redis+cluster://127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]},127.0.0.1:${cluster_ports[2]}"
+start_fleet cluster "redis+cluster://127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]},127.0.0.1:${cluster_ports[2]}"
 ha_checks cluster cluster kill_cluster_master
-ha_proxies sentinel "redis+sentinel://127.0.0.1:${sentinel_ports[0]},127.0.0.1:${sentinel_ports[1]},127.0.0.1:${sentinel_ports[2]}/crawl"
+start_fleet sentinel "redis+sentinel://127.0.0.1:${sentinel_ports[0]},127.0.0.1:${sentinel_ports[1]},127.0.0.1:${sentinel_ports[2]}/crawl"
 ha_checks sentinel sentinel kill_sentinel_master
