@@ -154,7 +154,8 @@ impl SpacingFrom {
 /// The longest wait the gate schedules: about a century. A Crawl-delay of
 /// 10^20 s or an upstream `44 18446744073709551615` means "not in our
 /// lifetime", and must not overflow the clock (`Instant + Duration` panics).
-pub const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// (Defined by the store, whose scripts take every duration capped at it.)
+pub use crate::store::NEVER;
 
 /// `t + d`, with `d` capped at [`NEVER`]: time arithmetic on numbers that came
 /// from outside saturates instead of panicking.

@@ -34,7 +34,7 @@
 //! (`ride`): one script call, looping over their names in the order they
 //! came, each with its own answer. Starts are reserved in the order the
 //! script runs: roughly first come, first served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
-//! numbers are doubles): the caller caps every duration at `politeness::NEVER`.
+//! numbers are doubles): the caller caps every duration at `NEVER`.
 //!
 //! What another client may have written into these keys is checked: a value
 //! that is no number in bounds (`nan`, `inf`, negative, text) fails closed:
@@ -530,7 +530,7 @@ impl Store {
         asks: &[(&str, Duration)],
         force: bool,
     ) -> Result<Vec<Result<Answer, StoreError>>, StoreError> {
-        let never = micros(crate::politeness::NEVER);
+        let never = micros(super::NEVER);
         let capped = |d: Duration| micros(d).min(never);
         let mut conn = self.connection();
         let mut call = scripts().reserve.key(gate);
@@ -617,7 +617,7 @@ impl Store {
         name: &str,
         (delay, hold): (Duration, Duration),
     ) -> Result<Option<Duration>, StoreError> {
-        let never = micros(crate::politeness::NEVER);
+        let never = micros(super::NEVER);
         let mut conn = self.connection();
         let mut call = scripts().start.key(gate);
         call.key(leases)
@@ -683,7 +683,7 @@ impl Store {
         tag: &str,
         ask: GateAsk,
     ) -> Result<Result<Lease, Duration>, StoreError> {
-        let deadline = Instant::now() + ask.max_wait.min(crate::politeness::NEVER);
+        let deadline = Instant::now() + ask.max_wait.min(super::NEVER);
         let (gate, leases) = self.gate_keys(tag);
         let watch = self.wakers.watch(leases.clone());
         loop {
@@ -780,7 +780,7 @@ impl Store {
     ) -> Lease {
         let (k, g, n) = (key.clone(), gate.clone(), name.clone());
         let started = std::time::Instant::now();
-        let never = micros(crate::politeness::NEVER);
+        let never = micros(super::NEVER);
         let renewal = self.renewing(StoreOp::Gate, move |store| {
             let mut call = scripts().renew.key(&k);
             call.key(&g)
@@ -811,7 +811,7 @@ impl Store {
         delay: Duration,
         max_delay: Option<Duration>,
     ) -> Result<(), StoreError> {
-        let never = micros(crate::politeness::NEVER);
+        let never = micros(super::NEVER);
         let (gate, _) = self.gate_keys(tag);
         let mut conn = self.connection();
         let mut call = scripts().slow_down.key(&gate);

@@ -142,6 +142,11 @@ pub struct Topology {
     pub since_break: Option<Duration>,
 }
 
+/// The longest wait anything schedules: about a century (`politeness::NEVER`).
+/// Every duration given to the store's scripts is capped at it: in
+/// microseconds it stays below 2^53, exact in Lua's numbers (doubles).
+pub const NEVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// How often the health check asks the store.
 const HEALTH_EVERY: Duration = Duration::from_secs(1);
 

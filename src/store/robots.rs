@@ -141,7 +141,7 @@ impl Store {
         // What another client may have written is checked: a freshness past
         // the longest one the proxy writes, or a fetch in the future, is
         // junk, and junk reads as "stale, no good copy" (fetched again).
-        let never = super::micros(crate::politeness::NEVER);
+        let never = super::micros(super::NEVER);
         let mut junk = false;
         let fresh_for = match until.as_deref() {
             None => Duration::ZERO,
@@ -213,7 +213,7 @@ impl Store {
         token: Option<&str>,
     ) -> Result<(), StoreError> {
         let (key, lock) = self.robots_keys(tag);
-        let never = micros(crate::politeness::NEVER);
+        let never = micros(super::NEVER);
         let mut conn = self.connection();
         let mut call = scripts().1.key(&key);
         call.key(&lock)
