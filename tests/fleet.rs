@@ -1145,7 +1145,7 @@ async fn a_release_wakes_a_waiter_on_another_proxy() {
     let redis = RedisServer::start();
     let origin = slow_hole(Duration::from_millis(300)).await;
     // Leases that outlive the test: only a release frees the cap.
-    let (first_proxy, leases, mut conn) = warmed(&redis, &origin, 1, Duration::from_secs(1)).await;
+    let (first_proxy, _, _) = warmed(&redis, &origin, 1, Duration::from_secs(1)).await;
     let second_proxy = start_proxy(capped(&redis, 1, Duration::from_secs(1))).await;
     let proxies = [first_proxy, second_proxy];
     let (a, b) = (
