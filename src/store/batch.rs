@@ -87,6 +87,14 @@ pub(super) struct Item {
 /// lease has expired in the store by then).
 type Queued = (Item, Instant);
 
+impl Item {
+    /// Its arguments as they go to the store: the name, then the
+    /// microseconds since `started` (now), if given.
+    fn args(&self) -> (&str, Option<u64>) {
+        (&self.name, self.started.map(|s| micros(s.elapsed())))
+    }
+}
+
 /// The queue, shared by the requests (which add to it) and the sender.
 #[derive(Default)]
 pub(super) struct Batch {
@@ -167,17 +175,11 @@ impl Store {
             return;
         };
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(source).arg(group.keys.len());
-        for key in &group.keys {
-            cmd.arg(key);
-        }
-        for arg in &group.args {
-            cmd.arg(arg);
-        }
-        cmd.arg(&item.name);
-        if let Some(started) = item.started {
-            cmd.arg(micros(started.elapsed()));
-        }
+        cmd.arg(source)
+            .arg(group.keys.len())
+            .arg(&group.keys)
+            .arg(&group.args)
+            .arg(item.args());
         let store = self.clone();
         runtime.spawn(async move {
             let mut conn = store.connection();
@@ -198,17 +200,9 @@ impl Store {
         let mut failed = Vec::new();
         for part in items.chunks(MOST) {
             let mut call = group.script.prepare_invoke();
-            for key in &group.keys {
-                call.key(key);
-            }
-            for arg in &group.args {
-                call.arg(arg);
-            }
+            call.key(&group.keys).arg(&group.args);
             for (item, _) in part {
-                call.arg(&item.name);
-                if let Some(started) = item.started {
-                    call.arg(micros(started.elapsed()));
-                }
+                call.arg(item.args());
             }
             let mut conn = self.connection();
             let sent = self
