@@ -496,6 +496,11 @@ fn gate_key(addr: std::net::SocketAddr) -> String {
     format!("test:{{a/{}}}:gate", addr.ip())
 }
 
+/// The leases of the gate of a server at `addr` (by machine, as `gate_key`).
+fn leases_key(addr: std::net::SocketAddr) -> String {
+    format!("test:{{a/{}}}:leases", addr.ip())
+}
+
 /// The store killed and restarted empty (no persistence) right after a
 /// request started, with requests of two proxies queued at a server that
 /// asks for 1 s between starts: the server never sees two starts closer
@@ -577,7 +582,7 @@ async fn a_start_that_ran_late_is_not_passed_on() {
     let origin = text_hole("User-agent: *\nCrawl-delay: 1\n").await;
     let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
     let gate = gate_key(origin.addr);
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
     for (i, plant) in ["now", "nan"].into_iter().enumerate() {
         assert_eq!(
@@ -635,7 +640,7 @@ async fn a_client_that_leaves_a_fleet_reservation_gives_it_back() {
     let mut config = fleet_config(&redis, OnUnavailable::Refuse);
     config.politeness.max_wait = Duration::from_secs(60);
     let proxy = start_proxy(config).await;
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
     let mut client = tokio::net::TcpStream::connect(proxy.addr(Listener::Gopher))
         .await
@@ -701,7 +706,7 @@ async fn a_reservation_given_up_on_leaves_no_lease() {
     let answer = gopher(proxy.addr(Listener::Gopher), origin.url("0/b").as_bytes()).await;
     assert!(first(&answer).starts_with("3503 "), "{}", first(&answer));
     // Once the store answers again, nothing holds the server's one place.
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         // While the pause lasts this call may time out: ask again.
@@ -763,7 +768,7 @@ async fn junk_in_the_gate_fails_closed() {
         b"text\r\n"
     );
     let gate = gate_key(origin.addr);
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
     let plants: [(&str, &str, &str); 7] = [
         ("HSET", "last", "nan"),
@@ -1117,7 +1122,7 @@ async fn a_burst_costs_the_store_less_than_one_call_per_request() {
     let mut config = fleet_config(&redis, OnUnavailable::Refuse);
     config.politeness.per_host_concurrency = 64;
     let proxy = start_proxy(config).await;
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
     // robots.txt first: the burst meets only the gate.
     let warm = gopher(
@@ -1194,7 +1199,7 @@ async fn warmed(
     )
     .await;
     assert_eq!(warm, b"text\r\n");
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
     wait_for_leases(&mut conn, &leases, 0).await;
     (proxy, leases, conn)
@@ -1258,7 +1263,7 @@ async fn a_gate_that_knows_only_the_latest_real_start_spaces_from_it() {
     let proxy = start_proxy(fleet_config(&redis, OnUnavailable::Refuse)).await;
     let at = proxy.addr(Listener::Gopher);
     let gate = gate_key(origin.addr);
-    let leases = format!("test:{{a/{}}}:leases", origin.addr.ip());
+    let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
     assert_eq!(gopher(at, origin.url("0/a").as_bytes()).await, b"text\r\n");
     wait_for_leases(&mut conn, &leases, 0).await;
