@@ -22,8 +22,8 @@ use crate::gemini::wire::{
 };
 use crate::metrics::{Protocol, TlsSide};
 use crate::proxy::{
-    self, close, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup, Outcome,
-    CLIENT_BUFFER,
+    self, close, count, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup,
+    Outcome, CLIENT_BUFFER,
 };
 use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{Scheme, Target};
@@ -124,15 +124,18 @@ where
             client.get_mut(),
             &outcome,
             (&ctx.metrics, Protocol::Gemini),
-            || {
-                log(
-                    ctx,
-                    Protocol::Gemini,
-                    &conn,
-                    (bot, target.as_ref()),
-                    &outcome,
-                )
-            },
+            (
+                || count(ctx, Protocol::Gemini, (bot, target.as_ref()), &outcome),
+                || {
+                    log(
+                        ctx,
+                        Protocol::Gemini,
+                        &conn,
+                        (bot, target.as_ref()),
+                        &outcome,
+                    )
+                },
+            ),
         )
         .await;
     }

@@ -8,7 +8,9 @@
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
-use super::{close, finish, log, stream, Conn, Cut, Ended, Outcome, Transform, CLIENT_BUFFER};
+use super::{
+    close, count, finish, log, stream, Conn, Cut, Ended, Outcome, Transform, CLIENT_BUFFER,
+};
 use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::context::Context;
@@ -122,7 +124,10 @@ pub async fn serve_line<S, P>(
         client.get_mut(),
         &outcome,
         (&ctx.metrics, P::PROTOCOL),
-        || log(ctx, P::PROTOCOL, &conn, (bot, target), &outcome),
+        (
+            || count(ctx, P::PROTOCOL, (bot, target), &outcome),
+            || log(ctx, P::PROTOCOL, &conn, (bot, target), &outcome),
+        ),
     )
     .await;
 }

@@ -22,7 +22,7 @@ use crate::target::Target;
 pub mod line;
 mod outcome;
 pub use line::{relay_line, serve_line, LineProtocol, Unparsed};
-pub use outcome::{client_left, log, Outcome};
+pub use outcome::{client_left, count, log, Outcome};
 
 /// One client connection as the request path sees it: who is asking, since
 /// when, and until when its request must have arrived.
@@ -83,24 +83,25 @@ impl Cut for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
 }
 
 /// Ends the answer to the client (a clean close, or a cut when the upstream
-/// failed mid-body), then runs `then` (the log line and counts: after the
-/// client has its answer, so they add nothing to its wait), then waits briefly
+/// failed mid-body). `counted` runs first (the request's counts: in place
+/// before the client can see the end), `then` after (the log line: once the
+/// client has its answer, so it adds nothing to its wait); then waits briefly
 /// for the client to close.
 pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
     client: &mut S,
     outcome: &Outcome,
     (metrics, protocol): (&Metrics, Protocol),
-    then: impl FnOnce(),
+    (counted, then): (impl FnOnce(), impl FnOnce()),
 ) {
+    // Given back before the client can see the end, so a client that
+    // connects again the moment it does finds its place free.
+    crate::slots::answered();
+    counted();
     if outcome.cut {
         metrics.truncated(protocol);
-        // Given back before the client can see the end, so a client that
-        // connects again the moment it does finds its place free.
-        crate::slots::answered();
         client.cut().await;
         then();
     } else {
-        crate::slots::answered();
         let _ = client.shutdown().await;
         then();
         drain(client).await;

@@ -54,12 +54,13 @@ pub fn client_left() -> Outcome {
     )
 }
 
-/// One log line per finished request, and its count. `bot`: the bot it was
-/// served as (`None`: turned away before one was picked).
-pub fn log(
+/// The counts of one finished request (metrics, the status page's recent
+/// hosts): taken before the client sees the end of its answer, so a client
+/// that reads the metrics once it has its answer finds it counted. `bot`: the
+/// bot it was served as (`None`: turned away before one was picked).
+pub fn count(
     ctx: &Context,
     protocol: Protocol,
-    conn: &Conn,
     (bot, target): (Option<BotId>, Option<&Target>),
     outcome: &Outcome,
 ) {
@@ -84,6 +85,18 @@ pub fn log(
             metrics.report_only(&ctx.config.bots.get(bot).name, would.reason());
         }
     }
+}
+
+/// The one log line of a finished request: written once the client has its
+/// answer, so it adds nothing to the client's wait.
+pub fn log(
+    ctx: &Context,
+    protocol: Protocol,
+    conn: &Conn,
+    (bot, target): (Option<BotId>, Option<&Target>),
+    outcome: &Outcome,
+) {
+    let class = outcome.fate.class();
     let (host, path) = match target {
         Some(t) => {
             let path = String::from_utf8_lossy(t.matched_path());
