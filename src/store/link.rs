@@ -35,11 +35,32 @@ pub(super) enum Link {
         client: redis::Client,
         conn: ConnectionManager,
     },
-    Cluster {
-        seeds: Vec<redis::Client>,
-        conn: ClusterConnection,
-    },
+    Cluster(Box<Nodes>),
     Sentinel(Box<Follow>),
+}
+
+/// A Cluster: its seeds, and the crate's connection, made again when its
+/// map of the slots is older than the Cluster's own (`look`).
+pub(super) struct Nodes {
+    seeds: Vec<redis::Client>,
+    client: redis::cluster::ClusterClient,
+    timeout: Duration,
+    conn: Mutex<ClusterConnection>,
+}
+
+impl Nodes {
+    /// A new connection: it learns the slots from the nodes when first used.
+    fn connect(client: &redis::cluster::ClusterClient, timeout: Duration) -> ClusterConnection {
+        client.get_pending_async_connection_with_config(
+            redis::cluster::ClusterConfig::new()
+                .set_connection_timeout(timeout)
+                .set_response_timeout(timeout),
+        )
+    }
+
+    fn current(&self) -> ClusterConnection {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// The master the Sentinels name, followed.
@@ -132,21 +153,22 @@ impl Link {
                 Ok(Link::Single { client, conn })
             }
             Address::Cluster { seeds } => {
-                let cluster = redis::cluster::ClusterClient::builder(seeds.clone())
+                let client = redis::cluster::ClusterClient::builder(seeds.clone())
                     .retries(1)
                     .min_retry_wait(10)
                     .max_retry_wait(200)
                     .build()?;
-                let conn = cluster.get_pending_async_connection_with_config(
-                    redis::cluster::ClusterConfig::new()
-                        .set_connection_timeout(timeout)
-                        .set_response_timeout(timeout),
-                );
                 let seeds = seeds
                     .iter()
                     .map(|s| redis::Client::open(s.as_str()))
                     .collect::<RedisResult<_>>()?;
-                Ok(Link::Cluster { seeds, conn })
+                let conn = Mutex::new(Nodes::connect(&client, timeout));
+                Ok(Link::Cluster(Box::new(Nodes {
+                    seeds,
+                    client,
+                    timeout,
+                    conn,
+                })))
             }
             Address::Sentinel {
                 sentinels,
@@ -178,7 +200,7 @@ impl Link {
     pub(super) fn conn(&self) -> Conn {
         match self {
             Link::Single { conn, .. } => Conn::One(conn.clone()),
-            Link::Cluster { conn, .. } => Conn::Cluster(conn.clone()),
+            Link::Cluster(nodes) => Conn::Cluster(nodes.current()),
             Link::Sentinel(follow) => follow
                 .master
                 .lock()
@@ -194,7 +216,7 @@ impl Link {
     pub(super) fn pubsub_client(&self, attempt: usize) -> Option<redis::Client> {
         match self {
             Link::Single { client, .. } => Some(client.clone()),
-            Link::Cluster { seeds, .. } => seeds.get(attempt % seeds.len().max(1)).cloned(),
+            Link::Cluster(nodes) => nodes.seeds.get(attempt % nodes.seeds.len().max(1)).cloned(),
             Link::Sentinel(follow) => follow
                 .master
                 .lock()
@@ -210,28 +232,25 @@ impl Link {
     pub(super) async fn look(&self, shown: &str) -> RedisResult<Vec<Node>> {
         match self {
             Link::Single { conn, .. } => Ok(vec![one(conn, shown.to_string()).await?]),
-            Link::Cluster { conn, .. } => {
-                let all: Value = redis::cmd("INFO")
-                    .arg("server")
-                    .query_async(&mut conn.clone())
-                    .await?;
-                let Value::Map(nodes) = all else {
-                    return Err(err("INFO from every master: an answer of another shape"));
-                };
-                let mut seen = Vec::new();
-                for (addr, info) in nodes {
-                    let addr: String = redis::from_redis_value(addr)?;
-                    let info: String = match info {
-                        Value::ServerError(e) => return Err(RedisError::from(e)),
-                        v => redis::from_redis_value(v)?,
-                    };
-                    seen.push(Node {
-                        addr,
-                        run_id: run_id(&info),
-                    });
+            Link::Cluster(nodes) => {
+                let conn = nodes.current();
+                let seen = masters(&conn).await?;
+                let owners = slot_owners(&conn).await?;
+                if owners.iter().all(|o| seen.iter().any(|n| &n.addr == o)) {
+                    return Ok(seen);
                 }
-                seen.sort();
-                Ok(seen)
+                // The connection's map of the slots is older than the
+                // Cluster's (made while the Cluster was forming, or before
+                // a master was added): masters it does not know would go
+                // unwatched. A new connection learns the slots afresh.
+                tracing::info!(
+                    known = %seen.iter().map(|n| n.addr.as_str()).collect::<Vec<_>>().join(", "),
+                    cluster = %owners.join(", "),
+                    "the fleet store's map of the Cluster is out of date: learning it again"
+                );
+                let fresh = Nodes::connect(&nodes.client, nodes.timeout);
+                *nodes.conn.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+                masters(&fresh).await
             }
             Link::Sentinel(follow) => {
                 let client = follow.sentinels.lock().await.async_get_client().await?;
@@ -258,6 +277,61 @@ impl Link {
             }
         }
     }
+}
+
+/// Every master a Cluster connection knows, each with its run id.
+async fn masters(conn: &ClusterConnection) -> RedisResult<Vec<Node>> {
+    let all: Value = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn.clone())
+        .await?;
+    let Value::Map(nodes) = all else {
+        return Err(err("INFO from every master: an answer of another shape"));
+    };
+    let mut seen = Vec::new();
+    for (addr, info) in nodes {
+        let addr: String = redis::from_redis_value(addr)?;
+        let info: String = match info {
+            Value::ServerError(e) => return Err(RedisError::from(e)),
+            v => redis::from_redis_value(v)?,
+        };
+        seen.push(Node {
+            addr,
+            run_id: run_id(&info),
+        });
+    }
+    seen.sort();
+    Ok(seen)
+}
+
+/// The masters that hold slots, as the Cluster itself sees them (`CLUSTER
+/// SLOTS`, asked of one node): `host:port` each.
+async fn slot_owners(conn: &ClusterConnection) -> RedisResult<Vec<String>> {
+    let ranges: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut conn.clone())
+        .await?;
+    let mut owners = Vec::new();
+    for range in ranges {
+        // [first slot, last slot, [host, port, id, …], replicas…]
+        let Value::Array(fields) = range else {
+            return Err(err("CLUSTER SLOTS: an answer of another shape"));
+        };
+        let Some(Value::Array(master)) = fields.get(2) else {
+            return Err(err("CLUSTER SLOTS: a range without its master"));
+        };
+        let (Some(host), Some(port)) = (master.first(), master.get(1)) else {
+            return Err(err("CLUSTER SLOTS: a master without its address"));
+        };
+        let host: String = redis::from_redis_value(host.clone())?;
+        let port: u16 = redis::from_redis_value(port.clone())?;
+        let addr = format!("{host}:{port}");
+        if !owners.contains(&addr) {
+            owners.push(addr);
+        }
+    }
+    owners.sort();
+    Ok(owners)
 }
 
 /// The one server behind `conn`, at `addr`, with its run id.
