@@ -770,8 +770,9 @@ async fn junk_in_the_gate_fails_closed() {
     let gate = gate_key(origin.addr);
     let leases = leases_key(origin.addr);
     let mut conn = redis.connection().await;
-    let plants: [(&str, &str, &str); 7] = [
+    let plants: [(&str, &str, &str); 8] = [
         ("HSET", "last", "nan"),
+        ("HSET", "st", "nan"),
         ("HSET", "last", "-inf"),
         ("HSET", "last", "inf"),
         ("HSET", "last", "soon"),
@@ -813,7 +814,7 @@ async fn junk_in_the_gate_fails_closed() {
     let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
     assert_eq!(
         sample(&metrics, r#"robots_proxy_store_events_total{event="junk"}"#),
-        Some(7.0),
+        Some(8.0),
         "{metrics}"
     );
     assert_eq!(

@@ -114,31 +114,53 @@ local function num(v, top)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
   return n
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. string.format('%.0f', now + 2 * never), '+inf')
+local function fmt(n) return string.format('%.0f', n) end
+-- Read once per call; each reservation below works on these and the
+-- writes go out once at the end.
+local held, bad = redis.call('ZCARD', KEYS[2]), 0
+if held > 0 then
+  held = held - redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  bad = redis.call('ZREMRANGEBYSCORE', KEYS[2], '(' .. fmt(now + 2 * never), '+inf')
+  held = held - bad
+end
 local cancels = redis.call('EXISTS', KEYS[3]) == 1
-local gate_keep, leases_keep, waiting = nil, nil, false
+local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
+local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
+local st = num(g[5], now + never)
+local junk = bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st)
+-- A gate the store does not know (or one a renewal re-asserted): the
+-- store's own age bounds its first start.
+local up, ra = nil, g[4]
+if not g[1] and not g[2] and not g[3] and not g[5] or ra then
+  up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+end
+local moved, started, waiting = false, false, false
+local adds, soonest, first = {}, nil, nil
+local gate_keep, leases_keep = 0, 0
 local function one(name, max_wait)
   if cancels and redis.call('SISMEMBER', KEYS[3], name) == 1 then return 4, 0, 1 end
-  local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
-  local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
-  local st = num(g[5], now + never)
-  if bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st) then
-    bad = 0
-    redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now))
-    redis.call('HDEL', KEYS[1], 'bo', 'nb')
+  if junk then
+    junk = false
+    redis.call('HSET', KEYS[1], 'last', fmt(now))
+    redis.call('HDEL', KEYS[1], 'bo', 'nb', 'st')
     redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
+    last, bo, nb, st = now, nil, nil, nil
     return 3, math.max(delay, 1000000), 1
   end
-  if not force and redis.call('ZCARD', KEYS[2]) >= cap then
-    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if not force and held >= cap then
+    if first == nil then
+      local f = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+      first = tonumber(f[2]) or false
+    end
+    local expires = first or soonest
+    if soonest and expires then expires = math.min(expires, soonest) end
     waiting = true
-    return 0, tonumber(first[2]) - now, 1
+    return 0, (expires or now) - now, 1
   end
-  bo = bo or 1
+  local b = bo or 1
   local spacing = delay
-  if bo > 1 then
-    spacing = math.max(delay, 1000000) * bo
+  if b > 1 then
+    spacing = math.max(delay, 1000000) * b
     if max_delay > 0 then spacing = math.min(spacing, math.max(max_delay, delay)) end
   end
   spacing = math.min(spacing, never)
@@ -149,53 +171,60 @@ local function one(name, max_wait)
   local w = math.max(warm, spacing)
   local young = nil
   if broke < w then young = broke end
-  if (not g[1] and not g[2] and not g[3] and not g[5]) or g[4] then
-    local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-    if up and up * 1000000 < w then
-      young = math.min(young or never, up * 1000000)
-    elseif g[4] then
-      redis.call('HDEL', KEYS[1], 'ra')
-    end
+  if up and up * 1000000 < w then
+    young = math.min(young or never, up * 1000000)
+  elseif up and ra then
+    redis.call('HDEL', KEYS[1], 'ra')
+    ra = nil
   end
   if young then start = math.max(start, now - young + w) end
   local wait = start - now
+  local ends
   if force then
-    if not last or last < now then redis.call('HSET', KEYS[1], 'last', string.format('%.0f', now)) end
-    redis.call('HSET', KEYS[1], 'st', string.format('%.0f', now))
-    redis.call('ZADD', KEYS[2], string.format('%.0f', now + lease), name)
+    last = math.max(last or now, now)
+    st, started, moved = now, true, true
+    ends = now + lease
     local keep = math.max(hold, spacing)
     if nb then keep = math.max(keep, nb - now) end
-    if redis.call('PTTL', KEYS[1]) < math.floor(keep / 1000) + 1000 then
-      redis.call('PEXPIRE', KEYS[1], math.floor(keep / 1000) + 1000)
-    end
-    redis.call('PEXPIRE', KEYS[2], math.floor(lease / 1000) + 1000)
-    return 5, wait, bo
-  end
-  if wait > max_wait then return 2, wait, bo end
-  if wait == 0 then
-    redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start), 'st', string.format('%.0f', now))
+    gate_keep = math.max(gate_keep, math.floor(keep / 1000) + 1000)
+    leases_keep = math.max(leases_keep, math.floor(lease / 1000) + 1000)
   else
-    redis.call('HSET', KEYS[1], 'last', string.format('%.0f', start))
+    if wait > max_wait then return 2, wait, b end
+    if wait == 0 then st, started = now, true end
+    last, moved = start, true
+    ends = start + lease
+    local keep = wait + math.max(hold, spacing)
+    if nb then keep = math.max(keep, nb - now) end
+    gate_keep = math.max(gate_keep, math.floor(keep / 1000) + 1000)
+    leases_keep = math.max(leases_keep, math.floor((wait + lease) / 1000) + 1000)
   end
-  redis.call('ZADD', KEYS[2], string.format('%.0f', start + lease), name)
-  local keep = wait + math.max(hold, spacing)
-  if nb then keep = math.max(keep, nb - now) end
-  gate_keep = math.floor(keep / 1000) + 1000
-  leases_keep = math.floor((wait + lease) / 1000) + 1000
-  return 1, wait, bo
+  adds[#adds + 1] = fmt(ends)
+  adds[#adds + 1] = name
+  soonest = math.min(soonest or ends, ends)
+  held = held + 1
+  if force then return 5, wait, b end
+  return 1, wait, b
 end
 local out = {}
 for i = 10, #ARGV - 1, 2 do
-  local what, micros, bo = one(ARGV[i], tonumber(ARGV[i + 1]))
+  local what, micros, b = one(ARGV[i], tonumber(ARGV[i + 1]))
   out[#out + 1] = what
   out[#out + 1] = micros
-  out[#out + 1] = bo
+  out[#out + 1] = b
 end
--- The times to live of the last start reserved (the latest: each one's
--- would have overwritten the one before), and the "someone waits" mark.
-if gate_keep then
-  redis.call('PEXPIRE', KEYS[1], gate_keep)
-  redis.call('PEXPIRE', KEYS[2], leases_keep)
+if moved then
+  if started then
+    redis.call('HSET', KEYS[1], 'last', fmt(last), 'st', fmt(st))
+  else
+    redis.call('HSET', KEYS[1], 'last', fmt(last))
+  end
+end
+if #adds > 0 then redis.call('ZADD', KEYS[2], unpack(adds)) end
+-- The times to live: long enough for the latest start reserved (a forced
+-- start never shortens what an earlier reservation needs).
+if gate_keep > 0 then
+  if not force or redis.call('PTTL', KEYS[1]) < gate_keep then redis.call('PEXPIRE', KEYS[1], gate_keep) end
+  if not force or redis.call('PTTL', KEYS[2]) < leases_keep then redis.call('PEXPIRE', KEYS[2], leases_keep) end
 end
 if waiting then redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000) end
 return out
