@@ -2,6 +2,7 @@
 //! read the ratios).
 //!
 //!     cargo bench --bench fleet
+//!     FLEET_BENCH=gate cargo bench --bench fleet    # or =rps: one half only
 //!
 //! Needs `redis-server` (Debian's). It is started here on a unix socket and on
 //! a loopback TCP port, as a Redis Cluster (three masters, three replicas,
@@ -199,6 +200,23 @@ async fn gate_latency(stores: &Stores) {
         let _: i64 = trivial.invoke_async(&mut manager).await.unwrap();
         floor.push(started.elapsed());
     }
+    // Inside the store: every command's own time on the unix-socket server
+    // (its slow log with no threshold), to tell the scripts' time from the
+    // round trip's.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .arg("slowlog-max-len")
+        .arg(100_000)
+        .query_async(&mut manager)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut manager)
+        .await
+        .unwrap();
     let mut results: Vec<Vec<Duration>> = vec![Vec::new(); gates.len()];
     for round in 0..3 {
         for k in 0..gates.len() {
@@ -207,6 +225,7 @@ async fn gate_latency(stores: &Stores) {
             results[k].extend(admissions(&gates[k].1, round, 2000).await);
         }
     }
+    let inside = inside_store(&mut manager).await;
     println!("| admission | p50 | p99 |");
     println!("| --- | --- | --- |");
     floor.sort();
@@ -224,7 +243,61 @@ async fn gate_latency(stores: &Stores) {
             percentile(&r, 0.99).as_secs_f64() * 1e6
         );
     }
+    println!();
+    println!("| inside the store (the unix and TCP server), per call | calls | p50 | p99 |");
+    println!("| --- | --- | --- | --- |");
+    for (name, mut took) in inside {
+        took.sort();
+        println!(
+            "| {name} | {} | {} µs | {} µs |",
+            took.len(),
+            took[took.len() / 2],
+            took[(took.len() - 1) * 99 / 100]
+        );
+    }
     stop.cancel();
+}
+
+/// The scripts' own times (µs) from the store's slow log, by script: told
+/// apart by how many keys each takes (the reservation 4, a release 3, a
+/// renewal or a cancel 2).
+async fn inside_store(
+    manager: &mut redis::aio::ConnectionManager,
+) -> Vec<(&'static str, Vec<u64>)> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(manager)
+        .await
+        .unwrap();
+    let mut by = vec![
+        ("the reservation script", Vec::new()),
+        ("the release script (a batch)", Vec::new()),
+    ];
+    for entry in log {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let (Some(redis::Value::Int(micros)), Some(redis::Value::Array(args))) =
+            (fields.get(2), fields.get(3))
+        else {
+            continue;
+        };
+        let arg = |i: usize| match args.get(i) {
+            Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            _ => String::new(),
+        };
+        if !arg(0).eq_ignore_ascii_case("evalsha") {
+            continue;
+        }
+        match arg(2).as_str() {
+            "4" => by[0].1.push(*micros as u64),
+            "3" => by[1].1.push(*micros as u64),
+            _ => {}
+        }
+    }
+    by.retain(|(_, took)| !took.is_empty());
+    by
 }
 
 /// A Gopher server answering every selector at once.
@@ -366,8 +439,14 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // FLEET_BENCH=gate or =rps: one half only.
+    let only = std::env::var("FLEET_BENCH").unwrap_or_default();
     runtime.block_on(async {
-        gate_latency(&stores).await;
-        requests_per_second(&stores).await;
+        if only != "rps" {
+            gate_latency(&stores).await;
+        }
+        if only != "gate" {
+            requests_per_second(&stores).await;
+        }
     });
 }
