@@ -1352,3 +1352,36 @@ async fn a_client_that_leaves_while_its_reservation_rides_gives_it_back() {
     wait_for_leases(&mut conn, &leases, 0).await;
     assert_eq!(arrived(&origin, "/b"), 0);
 }
+
+/// A client that leaves while its own reservation call is out (it found no
+/// other call at its gate, so it made one itself, `store/ride.rs`) gets it
+/// taken back too, and a request that queued behind it is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_client_that_leaves_while_its_own_reservation_is_out_gives_it_back() {
+    use tokio::io::AsyncWriteExt;
+
+    let redis = RedisServer::start();
+    let origin = slow_hole(Duration::from_millis(100)).await;
+    let (proxy, leases, mut conn) = warmed(&redis, &origin, 4, Duration::from_secs(3)).await;
+    let at = proxy.addr(Listener::Gopher);
+    redis.pause();
+    // A's call goes out first and waits in the paused store; B queues
+    // behind it; then A leaves (a reset).
+    let mut a = tokio::net::TcpStream::connect(at).await.unwrap();
+    a.write_all(format!("{}\r\n", origin.url("0/a")).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let url = origin.url("0/b");
+    let b = tokio::spawn(async move { gopher(at, url.as_bytes()).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.set_zero_linger().unwrap();
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.resume();
+    assert_eq!(b.await.unwrap(), b"text\r\n");
+    // A's reservation was made after A left: given back, not held 30 s.
+    wait_for_leases(&mut conn, &leases, 0).await;
+    assert_eq!(arrived(&origin, "/a"), 0);
+}

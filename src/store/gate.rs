@@ -419,6 +419,29 @@ impl Drop for Reserved<'_> {
     }
 }
 
+/// A reservation making its own call (it found none out at its gate): hands
+/// on the riders that queued behind it when done; taken back if dropped
+/// while its call is out (the client left: it may still run in the store).
+struct Leading<'a> {
+    store: &'a Arc<Store>,
+    key: &'a Ride,
+    name: &'a str,
+    out: bool,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        // (A runtime that is itself ending has no place for the calls.)
+        let running = tokio::runtime::Handle::try_current().is_ok();
+        if self.out && running {
+            self.store.cancel(&self.key.leases, self.name);
+        }
+        if self.store.rides.hand_on(self.key) && running {
+            tokio::spawn(self.store.clone().send_rides(self.key.clone()));
+        }
+    }
+}
+
 /// Where a request that slept until its reserved start stands.
 enum Turn {
     /// It starts now.
@@ -487,8 +510,9 @@ impl Store {
         format!("{leases}-waiting")
     }
 
-    /// A reservation at a server's gate: it rides with the others asking
-    /// the same there (`ride`), one script call for all.
+    /// A reservation at a server's gate: alone, its own call at once; while
+    /// another call is out there, it rides with the others asking the same
+    /// in the next one (`ride`).
     async fn reserve(
         self: &Arc<Self>,
         (gate, leases): (&str, &str),
@@ -507,6 +531,20 @@ impl Store {
             },
             force,
         };
+        if self.rides.lead(&key) {
+            let mut leading = Leading {
+                store: self,
+                key: &key,
+                name,
+                out: true,
+            };
+            let answer = self
+                .reserve_many((gate, leases), ask, &[(name, ask.max_wait)], force)
+                .await
+                .and_then(|mut each| each.remove(0));
+            leading.out = false;
+            return answer;
+        }
         let (answer, first) = self.rides.join(&key, (name.to_string(), ask.max_wait));
         if first {
             tokio::spawn(self.clone().send_rides(key));

@@ -5,9 +5,11 @@
 //! server's gate during the previous one, so the store's work and the round
 //! trips grow with the calls, not with the requests.
 //!
-//! The first rider for a key has a sender task started for it; the sender
-//! takes the queue, makes the call, hands each rider its own answer, and
-//! goes on until it finds the queue empty (the key is then free again). What
+//! A request that finds no call out for its key leads: it makes its own call
+//! at once, inline. Those that queue behind it get a sender task once it is
+//! back; the sender takes the queue, makes the call, hands each rider its
+//! own answer, and goes on until it finds the queue empty (the key is then
+//! free again). What
 //! to send and what to do with an answer whose rider left stays with the
 //! caller (`gate`).
 
@@ -54,6 +56,30 @@ impl<K: Hash + Eq + Clone, I, T> Rides<K, I, T> {
         (rx, first)
     }
 
+    /// Takes `key` when no call for it is out: the caller makes its own
+    /// call at once (no sender task to hop through); those who `join`
+    /// meanwhile queue behind it. `false`: a call is out, join it.
+    pub(super) fn lead(&self, key: &K) -> bool {
+        let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        if queued.contains_key(key) {
+            return false;
+        }
+        queued.insert(key.clone(), Vec::new());
+        true
+    }
+
+    /// The leader's call is back (or given up on): whether riders queued
+    /// behind it (the caller starts a sender for them); if none, `key` is
+    /// free again.
+    pub(super) fn hand_on(&self, key: &K) -> bool {
+        let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        if queued.get(key).is_some_and(|riders| !riders.is_empty()) {
+            return true;
+        }
+        queued.remove(key);
+        false
+    }
+
     /// The sender's next load: the riders queued on `key` (at most `most`),
     /// or none, and then `key` is free (the next rider starts a sender).
     pub(super) fn take(&self, key: &K, most: usize) -> Vec<Rider<I, T>> {
@@ -88,6 +114,24 @@ mod tests {
         // Taken empty: the key is free, the next rider starts a sender.
         assert!(rides.take(&"gate", 8).is_empty());
         assert!(rides.join(&"gate", "d").1);
+    }
+
+    #[test]
+    fn a_leader_calls_alone_and_hands_on_those_queued_behind_it() {
+        let rides: Rides<&str, &str, u32> = Rides::default();
+        assert!(rides.lead(&"gate"));
+        assert!(!rides.lead(&"gate"));
+        // Behind the leader: queued, no sender of its own.
+        let (_b, first) = rides.join(&"gate", "b");
+        assert!(!first);
+        assert!(rides.hand_on(&"gate"));
+        let load: Vec<&str> = rides.take(&"gate", 8).into_iter().map(|r| r.0).collect();
+        assert_eq!(load, ["b"]);
+        assert!(rides.take(&"gate", 8).is_empty());
+        // Alone: back with nobody behind, the key is free at once.
+        assert!(rides.lead(&"gate"));
+        assert!(!rides.hand_on(&"gate"));
+        assert!(rides.lead(&"gate"));
     }
 
     #[test]
