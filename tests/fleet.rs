@@ -1385,3 +1385,46 @@ async fn a_client_that_leaves_while_its_own_reservation_is_out_gives_it_back() {
     wait_for_leases(&mut conn, &leases, 0).await;
     assert_eq!(arrived(&origin, "/a"), 0);
 }
+
+/// A request that runs longer than its lease keeps it: renewed while it runs
+/// (`store/renew.rs`), its lease never lapses, so the server's one place
+/// stays taken for the whole request and no second start slips in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_request_longer_than_its_lease_keeps_it() {
+    let redis = RedisServer::start();
+    // Within the proxy's 1.5 s wait for a first byte.
+    let origin = slow_hole(Duration::from_millis(1400)).await;
+    // Leases of 1 s; the server's cap is 1.
+    let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+    config.politeness.per_host_concurrency = 1;
+    assert_eq!(config.store.as_ref().unwrap().lease, Duration::from_secs(1));
+    let proxy = start_proxy(config).await;
+    let at = proxy.addr(Listener::Gopher);
+    assert_eq!(
+        gopher(at, origin.url("0/warm").as_bytes()).await,
+        b"text\r\n"
+    );
+    let leases = leases_key(origin.addr);
+    let mut conn = redis.connection().await;
+    wait_for_leases(&mut conn, &leases, 0).await;
+    let url = origin.url("0/long");
+    let long = tokio::spawn(async move { gopher(at, url.as_bytes()).await });
+    wait_for_leases(&mut conn, &leases, 1).await;
+    let started = std::time::Instant::now();
+    // Past the 1 s the lease was taken for, it is still live.
+    while started.elapsed() < Duration::from_millis(1300) {
+        let (secs, us): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let live: i64 = redis::cmd("ZCOUNT")
+            .arg(&leases)
+            .arg(format!("({}", secs * 1_000_000 + us))
+            .arg("+inf")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(live, 1, "{:?} into the request", started.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(long.await.unwrap(), b"text\r\n");
+    wait_for_leases(&mut conn, &leases, 0).await;
+}

@@ -218,7 +218,7 @@ pub struct Counted {
     window: Window,
     /// The lease is still held (not turned into a start, not released).
     holding: bool,
-    renewal: tokio::task::AbortHandle,
+    renewal: super::renew::Renewal,
 }
 
 impl Counted {
@@ -229,7 +229,7 @@ impl Counted {
             return;
         }
         self.holding = false;
-        self.renewal.abort();
+        self.renewal.stop();
         let group = Group {
             script: &scripts().start,
             keys: vec![self.held.clone(), self.starts.clone()],
@@ -253,7 +253,7 @@ impl Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.renewal.abort();
+        self.renewal.stop();
         if self.holding {
             let group = Group {
                 script: &scripts().release,

@@ -467,7 +467,7 @@ pub struct Lease {
     name: String,
     /// When the request really started (it woke from its wait).
     started: std::time::Instant,
-    renewal: tokio::task::AbortHandle,
+    renewal: super::renew::Renewal,
     backed_off: bool,
 }
 
@@ -481,7 +481,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.renewal.abort();
+        self.renewal.stop();
         let leases = std::mem::take(&mut self.key);
         let waiting = self.store.waiting_key(&leases);
         let group = Group {

@@ -31,6 +31,7 @@ mod counts;
 mod gate;
 mod link;
 mod pins;
+mod renew;
 mod ride;
 mod robots;
 mod wake;
@@ -128,6 +129,8 @@ pub struct Store {
     batch: batch::Batch,
     /// Reservations riding together (`ride`).
     rides: gate::GateRides,
+    /// The leases held here, renewed by one task (`renew`).
+    renewals: Arc<renew::Renewals>,
 }
 
 /// What the status page shows of the store.
@@ -188,6 +191,7 @@ impl Store {
             said: std::sync::Mutex::new(None),
             batch: batch::Batch::default(),
             rides: gate::GateRides::default(),
+            renewals: Arc::default(),
         });
         // Up, it is logged as a change; down at start needs saying here.
         match store.ping().await {
@@ -204,6 +208,7 @@ impl Store {
         }
         tokio::spawn(store.clone().health(stop.clone()));
         tokio::spawn(batch::send(store.clone(), stop.clone()));
+        tokio::spawn(renew::run(store.clone(), stop.clone()));
         tokio::spawn(wake::listen(store.clone(), stop));
         Ok(store)
     }
@@ -411,31 +416,14 @@ impl Store {
         HEALTH_EVERY + 2 * self.config.timeout
     }
 
-    /// Renews a lease in the background, every third of its life and at
-    /// once when the store restarts (its script re-adds a lease the store
-    /// lost): `renewal` makes one call. Stopped by aborting the handle.
+    /// Renews a lease while it is held (`renew`): `renewal` makes one call.
+    /// Stopped by stopping or dropping the handle.
     fn renewing(
-        self: &Arc<Self>,
+        &self,
         op: StoreOp,
-        renewal: impl Fn(&Store) -> redis::ScriptInvocation<'static> + Send + 'static,
-    ) -> tokio::task::AbortHandle {
-        let store = self.clone();
-        let every = (self.config.lease / 3).max(Duration::from_millis(100));
-        let mut restarts = self.restarts.subscribe();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    changed = restarts.changed() => if changed.is_err() { return },
-                }
-                let mut conn = store.connection();
-                let call = renewal(&store);
-                let _ = store
-                    .run(op, async move { call.invoke_async::<i64>(&mut conn).await })
-                    .await;
-            }
-        })
-        .abort_handle()
+        renewal: impl Fn(&Store) -> redis::ScriptInvocation<'static> + Send + Sync + 'static,
+    ) -> renew::Renewal {
+        self.renewals.add(op, Arc::new(renewal))
     }
 
     /// A name for one lease, unique in the fleet.
