@@ -229,7 +229,7 @@ impl Counted {
             return;
         }
         self.holding = false;
-        self.renewal.stop();
+        self.store.renewals.stop(&mut self.renewal);
         let group = Group {
             script: &scripts().start,
             keys: vec![self.held.clone(), self.starts.clone()],
@@ -253,7 +253,7 @@ impl Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.renewal.stop();
+        self.store.renewals.stop(&mut self.renewal);
         if self.holding {
             let group = Group {
                 script: &scripts().release,

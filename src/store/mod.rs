@@ -130,7 +130,7 @@ pub struct Store {
     /// Reservations riding together (`ride`).
     rides: gate::GateRides,
     /// The leases held here, renewed by one task (`renew`).
-    renewals: Arc<renew::Renewals>,
+    renewals: renew::Renewals,
 }
 
 /// What the status page shows of the store.
@@ -191,7 +191,7 @@ impl Store {
             said: std::sync::Mutex::new(None),
             batch: batch::Batch::default(),
             rides: gate::GateRides::default(),
-            renewals: Arc::default(),
+            renewals: renew::Renewals::default(),
         });
         // Up, it is logged as a change; down at start needs saying here.
         match store.ping().await {
@@ -417,7 +417,7 @@ impl Store {
     }
 
     /// Renews a lease while it is held (`renew`): `renewal` makes one call.
-    /// Stopped by stopping or dropping the handle.
+    /// Until `self.renewals.stop` (the lease's drop calls it).
     fn renewing(
         &self,
         op: StoreOp,

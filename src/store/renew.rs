@@ -37,27 +37,12 @@ pub(super) struct Renewals {
     live: Mutex<HashMap<u64, Entry>>,
 }
 
-/// A lease's place among the renewals: forgotten when stopped or dropped.
+/// A lease's place among the renewals, forgotten by `Renewals::stop` (its
+/// holder's drop calls it). One word: it is part of every running request
+/// (tests/footprint.rs).
 pub(super) struct Renewal {
-    renewals: Arc<Renewals>,
+    /// 0 once stopped (the first id is 1).
     id: u64,
-    live: bool,
-}
-
-impl Renewal {
-    /// No more renewals for this lease (it was released, or turned into
-    /// something that needs none).
-    pub(super) fn stop(&mut self) {
-        if std::mem::take(&mut self.live) {
-            self.renewals.lock().remove(&self.id);
-        }
-    }
-}
-
-impl Drop for Renewal {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 impl Renewals {
@@ -65,19 +50,24 @@ impl Renewals {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a lease just taken: `call` renews it.
-    pub(super) fn add(self: &Arc<Self>, op: StoreOp, call: Arc<Call>) -> Renewal {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+    /// Registers a lease just taken: `call` renews it until `stop`.
+    pub(super) fn add(&self, op: StoreOp, call: Arc<Call>) -> Renewal {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let entry = Entry {
             op,
             call,
             renewed: Instant::now(),
         };
         self.lock().insert(id, entry);
-        Renewal {
-            renewals: self.clone(),
-            id,
-            live: true,
+        Renewal { id }
+    }
+
+    /// No more renewals for this lease (it was released, or turned into
+    /// something that needs none). Again: nothing.
+    pub(super) fn stop(&self, renewal: &mut Renewal) {
+        let id = std::mem::take(&mut renewal.id);
+        if id != 0 {
+            self.lock().remove(&id);
         }
     }
 
@@ -170,23 +160,22 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_is_held_until_stopped_or_dropped() {
-        let renewals = Arc::new(Renewals::default());
+    fn a_lease_is_held_until_stopped() {
+        let renewals = Renewals::default();
         let mut a = renewals.add(StoreOp::Gate, nothing());
-        let b = renewals.add(StoreOp::Limit, nothing());
+        let mut b = renewals.add(StoreOp::Limit, nothing());
         assert_eq!(renewals.len(), 2);
-        a.stop();
-        a.stop();
+        renewals.stop(&mut a);
+        renewals.stop(&mut a);
         assert_eq!(renewals.len(), 1);
-        drop(b);
+        renewals.stop(&mut b);
         assert_eq!(renewals.len(), 0);
-        drop(a);
-        assert_eq!(renewals.len(), 0);
+        assert_eq!(size_of::<Renewal>(), size_of::<u64>());
     }
 
     #[test]
     fn only_the_leases_not_renewed_lately_are_due_unless_all_are() {
-        let renewals = Arc::new(Renewals::default());
+        let renewals = Renewals::default();
         let _a = renewals.add(StoreOp::Gate, nothing());
         assert!(renewals.due(Duration::from_secs(60), false).is_empty());
         assert_eq!(renewals.due(Duration::ZERO, false).len(), 1);
