@@ -1321,36 +1321,10 @@ async fn a_gate_that_knows_only_the_latest_real_start_spaces_from_it() {
 /// A client that leaves while its reservation waits behind another's call
 /// at the same gate (riding, `store/ride.rs`) gets it taken back once it is
 /// made: no lease is left to hold the server's cap for `lease` (30 s here).
-/// The store is paused (SIGSTOP, shorter than the deadline) so that one
-/// call is out and the leaving client's reservation queues behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_client_that_leaves_while_its_reservation_rides_gives_it_back() {
-    use tokio::io::AsyncWriteExt;
-
-    let redis = RedisServer::start();
-    let origin = slow_hole(Duration::from_millis(100)).await;
-    let (proxy, leases, mut conn) = warmed(&redis, &origin, 4, Duration::from_secs(3)).await;
-    let at = proxy.addr(Listener::Gopher);
-    redis.pause();
-    let url = origin.url("0/a");
-    let a = tokio::spawn(async move { gopher(at, url.as_bytes()).await });
-    // The order of events in a paused store, not anyone's readiness: A's
-    // call goes out first, B asks while it is out, then B leaves (a reset).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut b = tokio::net::TcpStream::connect(at).await.unwrap();
-    b.write_all(format!("{}\r\n", origin.url("0/b")).as_bytes())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    b.set_zero_linger().unwrap();
-    drop(b);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    redis.resume();
-    assert_eq!(a.await.unwrap(), b"text\r\n");
-    // B's reservation was made after B left: given back, not held 30 s.
-    wait_for_leases(&mut conn, &leases, 0).await;
-    assert_eq!(arrived(&origin, "/b"), 0);
+    one_leaves_while_the_store_is_paused(Leaves::Rider).await;
 }
 
 /// A client that leaves while its own reservation call is out (it found no
@@ -1359,6 +1333,22 @@ async fn a_client_that_leaves_while_its_reservation_rides_gives_it_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_client_that_leaves_while_its_own_reservation_is_out_gives_it_back() {
+    one_leaves_while_the_store_is_paused(Leaves::Leader).await;
+}
+
+/// Which of two requests at one gate leaves.
+enum Leaves {
+    /// The first: its own call is out.
+    Leader,
+    /// The second: queued behind the first's call.
+    Rider,
+}
+
+/// With the store paused (SIGSTOP, shorter than the deadline), A's call
+/// goes out first, B asks while it is out, then `leaves` goes (a reset)
+/// and the store resumes: the other is answered, and the leaver's
+/// reservation, made after it left, is given back, not held 30 s.
+async fn one_leaves_while_the_store_is_paused(leaves: Leaves) {
     use tokio::io::AsyncWriteExt;
 
     let redis = RedisServer::start();
@@ -1366,24 +1356,33 @@ async fn a_client_that_leaves_while_its_own_reservation_is_out_gives_it_back() {
     let (proxy, leases, mut conn) = warmed(&redis, &origin, 4, Duration::from_secs(3)).await;
     let at = proxy.addr(Listener::Gopher);
     redis.pause();
-    // A's call goes out first and waits in the paused store; B queues
-    // behind it; then A leaves (a reset).
-    let mut a = tokio::net::TcpStream::connect(at).await.unwrap();
-    a.write_all(format!("{}\r\n", origin.url("0/a")).as_bytes())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let url = origin.url("0/b");
-    let b = tokio::spawn(async move { gopher(at, url.as_bytes()).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    a.set_zero_linger().unwrap();
-    drop(a);
+    let (gone, stays) = match leaves {
+        Leaves::Leader => ("0/a", "0/b"),
+        Leaves::Rider => ("0/b", "0/a"),
+    };
+    let ask = |selector: &str| format!("{}\r\n", origin.url(selector));
+    let stay = |line: String| tokio::spawn(async move { gopher(at, line.as_bytes()).await });
+    let mut leaver = None;
+    let mut stayer = None;
+    // The order of events in a paused store, not anyone's readiness.
+    for selector in ["0/a", "0/b"] {
+        if selector == gone {
+            let mut client = tokio::net::TcpStream::connect(at).await.unwrap();
+            client.write_all(ask(gone).as_bytes()).await.unwrap();
+            leaver = Some(client);
+        } else {
+            stayer = Some(stay(ask(stays)));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let leaver = leaver.unwrap();
+    leaver.set_zero_linger().unwrap();
+    drop(leaver);
     tokio::time::sleep(Duration::from_millis(300)).await;
     redis.resume();
-    assert_eq!(b.await.unwrap(), b"text\r\n");
-    // A's reservation was made after A left: given back, not held 30 s.
+    assert_eq!(stayer.unwrap().await.unwrap(), b"text\r\n");
     wait_for_leases(&mut conn, &leases, 0).await;
-    assert_eq!(arrived(&origin, "/a"), 0);
+    assert_eq!(arrived(&origin, &gone[1..]), 0);
 }
 
 /// A request that runs longer than its lease keeps it: renewed while it runs

@@ -402,7 +402,8 @@ pub(super) enum Answer {
     Forced(Duration, bool),
 }
 
-/// A reservation slept on: taken back (`CANCEL`) when dropped still held.
+/// A reservation slept on, or whose call is out: taken back (`CANCEL`) when
+/// dropped still held.
 struct Reserved<'a> {
     store: &'a Arc<Store>,
     leases: &'a str,
@@ -423,21 +424,16 @@ impl Drop for Reserved<'_> {
 /// on the riders that queued behind it when done; taken back if dropped
 /// while its call is out (the client left: it may still run in the store).
 struct Leading<'a> {
-    store: &'a Arc<Store>,
+    out: Reserved<'a>,
     key: &'a Ride,
-    name: &'a str,
-    out: bool,
 }
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        // (A runtime that is itself ending has no place for the calls.)
-        let running = tokio::runtime::Handle::try_current().is_ok();
-        if self.out && running {
-            self.store.cancel(&self.key.leases, self.name);
-        }
-        if self.store.rides.hand_on(self.key) && running {
-            tokio::spawn(self.store.clone().send_rides(self.key.clone()));
+        // (Then `out` takes the reservation back if its call was still out.)
+        let store = self.out.store;
+        if store.rides.hand_on(self.key) && tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(store.clone().send_rides(self.key.clone()));
         }
     }
 }
@@ -481,7 +477,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.renewal.stop();
+        self.store.renewals.stop(&mut self.renewal);
         let leases = std::mem::take(&mut self.key);
         let waiting = self.store.waiting_key(&leases);
         let group = Group {
@@ -532,18 +528,7 @@ impl Store {
             force,
         };
         if self.rides.lead(&key) {
-            let mut leading = Leading {
-                store: self,
-                key: &key,
-                name,
-                out: true,
-            };
-            let answer = self
-                .reserve_many((gate, leases), ask, &[(name, ask.max_wait)], force)
-                .await
-                .and_then(|mut each| each.remove(0));
-            leading.out = false;
-            return answer;
+            return self.lead(key, ask, name).await;
         }
         let (answer, first) = self.rides.join(&key, (name.to_string(), ask.max_wait));
         if first {
@@ -552,6 +537,33 @@ impl Store {
         answer
             .await
             .unwrap_or(Err(StoreError::Shape("a reservation without an answer")))
+    }
+
+    /// The call of a reservation that found none out at its gate (`key`):
+    /// its own, at once; the riders that queued behind it are handed on
+    /// when it is back, and it is taken back if dropped while out.
+    async fn lead(
+        self: &Arc<Self>,
+        key: Ride,
+        ask: &GateAsk,
+        name: &str,
+    ) -> Result<Answer, StoreError> {
+        let mut leading = Leading {
+            out: Reserved {
+                store: self,
+                leases: &key.leases,
+                name,
+                held: true,
+            },
+            key: &key,
+        };
+        let alone = [(name, ask.max_wait)];
+        let answer = self
+            .reserve_many((&key.gate, &key.leases), ask, &alone, key.force)
+            .await
+            .and_then(|mut each| each.remove(0));
+        leading.out.held = false;
+        answer
     }
 
     /// Sends the reservations queued on `key`, one call per load, until
