@@ -4,14 +4,17 @@
 #           the same job's TLS part) and through robots-proxy; requests/s with
 #           16 clients, a new TLS connection per request (examples/gemini_load.rs),
 #           and the CPU per request of HAProxy and of the proxy (/proc/PID/stat
-#           around their own runs), against the floor: the proxy's two
-#           handshakes in memory (examples/handshake_floor.rs).
+#           around their own runs), against two floors: the proxy's two
+#           handshakes in memory (examples/handshake_floor.rs), and the least
+#           relay with the proxy's TLS, sockets and all (examples/relay_floor.rs),
+#           under the same load.
 #   Gopher: gophernicus directly (behind socat, inetd style), through a plain
 #           socat TCP relay and through robots-proxy; latency and MB/s
 #           (examples/gopher_load.rs). Then robots-proxy against a server that
 #           answers at once and one that sleeps 3 ms first (examples/
 #           gopher_instant.rs: no fork, no exec): what the proxy itself adds,
-#           and what an idle CPU's wake-up adds to it.
+#           and what an idle CPU's wake-up adds to it, each beside the least
+#           plain relay (examples/relay_floor.rs --plain).
 # Installs what it lacks (haproxy, gophernicus, socat, openssl from Debian;
 # agate from crates.io). `tests/interop/run --measure` runs it too.
 #
@@ -35,7 +38,7 @@ need haproxy haproxy gophernicus gophernicus socat socat openssl openssl
 agate=$(find_agate)
 start_work
 cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load \
-  --example gopher_instant --example handshake_floor
+  --example gopher_instant --example handshake_floor --example relay_floor
 
 # agate, with a robots.txt that allows the bench bot everything.
 mkdir -p "$work/content" "$work/gopher/docs"
@@ -69,6 +72,13 @@ haproxy -db -f "$work/haproxy.cfg" > "$work/haproxy.log" 2>&1 &
 haproxy_pid=$!
 pids+=($haproxy_pid)
 
+# The floor with its sockets: the least a relay with the proxy's own TLS does
+# (examples/relay_floor.rs: blocking, a thread per connection in flight).
+fport=$(free_port)
+target/release/examples/relay_floor "127.0.0.1:$fport" "127.0.0.1:$gport" > /dev/null 2> "$work/relay_floor.log" &
+minimal_pid=$!
+pids+=($minimal_pid)
+
 # gophernicus, inetd style behind socat, and a plain socat relay in front of it.
 # gophernicus slows a client down to a request a second once it has moved
 # 4 GiB, counted in a shared memory segment that outlives it: start afresh
@@ -93,6 +103,18 @@ target/release/examples/gopher_instant "127.0.0.1:$iport" 2> /dev/null &
 pids+=($!)
 target/release/examples/gopher_instant "127.0.0.1:$tport" 3 2> /dev/null &
 pids+=($!)
+# The least plain relay in front of each (examples/relay_floor.rs --plain: blocking, no fork).
+ifport=$(free_port) tfport=$(free_port)
+target/release/examples/relay_floor "127.0.0.1:$ifport" "127.0.0.1:$iport" --plain > /dev/null 2>&1 &
+least_pid=$!
+pids+=($least_pid)
+target/release/examples/relay_floor "127.0.0.1:$tfport" "127.0.0.1:$tport" --plain > /dev/null 2>&1 &
+pids+=($!)
+# And the same on tokio's multi-thread runtime, as the proxy runs: the runtime's share.
+ikport=$(free_port)
+target/release/examples/relay_floor "127.0.0.1:$ikport" "127.0.0.1:$iport" --plain --tokio > /dev/null 2>&1 &
+least_tokio_pid=$!
+pids+=($least_tokio_pid)
 
 # The proxy at its defaults, but for private upstreams (everything here is on
 # loopback) and for the requests it lets into one server at once: at the
@@ -107,7 +129,7 @@ RUST_LOG=info target/release/robots-proxy run --config "$work/proxy.toml" --gemi
   --allow-private-upstreams --state-dir "$work/state" --default-delay 0s > "$work/proxy.log" 2>&1 &
 proxy_pid=$!
 pids+=($proxy_pid)
-for port in "$gport" "$xport" "$hport" "$rport" "$iport" "$tport" "$pport" "$oport" "$mport"; do wait_port "$port"; done
+for port in "$gport" "$xport" "$fport" "$hport" "$rport" "$iport" "$tport" "$ifport" "$tfport" "$ikport" "$pport" "$oport" "$mport"; do wait_port "$port"; done
 if [ -n "${PERF:-}" ]; then
   perf record -F 2000 -g --call-graph dwarf,16384 -p "$proxy_pid" -o "$work/perf.data" > /dev/null 2>&1 &
   perf_pid=$!
@@ -118,27 +140,32 @@ if [ "$only" != gopher ]; then
   floor=$(target/release/examples/handshake_floor)
   echo "$floor"
   floor_us=$(echo "$floor" | sed -E 's/^handshake floor: ([0-9]+) .*/\1/')
-  echo "== Gemini: agate directly, through HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), through robots-proxy"
+  echo "== Gemini: agate directly, through HAProxy $(haproxy -v | head -1 | cut -d' ' -f3), through the least relay (minimal), through robots-proxy"
   target/release/examples/gemini_load --direct "127.0.0.1:$gport" --relay "127.0.0.1:$xport" \
-    --proxy "127.0.0.1:$pport" --url "gemini://localhost:$gport/page.gmi" --clients 16 \
+    --minimal "127.0.0.1:$fport" --minimal-pid "$minimal_pid" --proxy "127.0.0.1:$pport" --url "gemini://localhost:$gport/page.gmi" --clients 16 \
     --seconds "$seconds" --rounds "$rounds" $resume \
     --proxy-pid "$proxy_pid" --relay-pid "$haproxy_pid" --floor-us "$floor_us"
   echo "upstream TLS handshakes, by kind:"
   curl -s "127.0.0.1:$mport/metrics" | grep '^robots_proxy_tls_handshakes_total' || true
+  echo "the least relay's $(grep '^upstream handshakes' "$work/relay_floor.log" | tail -n 1)"
 fi
 if [ "$only" != gemini ]; then
   echo "== Gopher: gophernicus directly, through socat, through robots-proxy"
   target/release/examples/gopher_load --direct "127.0.0.1:$hport" --relay "127.0.0.1:$rport" \
     --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /docs/big.bin \
     --requests 400 --big-requests 20 --rounds "$rounds"
-  # Without socat between them: its fork per connection, interleaved, would
-  # land on the requests beside it.
-  echo "== Gopher: an instant server directly and through robots-proxy (what the proxy itself adds)"
-  target/release/examples/gopher_load --direct "127.0.0.1:$iport" \
-    --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /big \
+  # The least relay rather than socat beside them: socat's fork per
+  # connection, interleaved, would land on the requests beside it.
+  echo "== Gopher: an instant server directly, through the least relay and through robots-proxy (what the proxy itself adds)"
+  target/release/examples/gopher_load --direct "127.0.0.1:$iport" --relay "127.0.0.1:$ifport" \
+    --relay-pid "$least_pid" --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt --big /big \
     --requests 1000 --big-requests 20 --rounds "$rounds"
-  echo "== Gopher: a server answering after 3 ms asleep, directly and through robots-proxy"
-  target/release/examples/gopher_load --direct "127.0.0.1:$tport" \
+  echo "== Gopher: the instant server through the least relay on tokio (relay) and through robots-proxy"
+  target/release/examples/gopher_load --direct "127.0.0.1:$iport" --relay "127.0.0.1:$ikport" \
+    --relay-pid "$least_tokio_pid" --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt \
+    --requests 1000 --big-requests 0 --rounds "$rounds"
+  echo "== Gopher: a server answering after 3 ms asleep, directly, through the least relay and through robots-proxy"
+  target/release/examples/gopher_load --direct "127.0.0.1:$tport" --relay "127.0.0.1:$tfport" \
     --proxy "127.0.0.1:$oport" --proxy-pid "$proxy_pid" --small /hello.txt \
     --requests 300 --big-requests 0 --rounds "$rounds"
 fi

@@ -4,16 +4,20 @@
 //! ```sh
 //! cargo run --release --example gemini_load -- \
 //!     --direct 127.0.0.1:PORT --proxy 127.0.0.1:1965 --url gemini://localhost:PORT/ \
-//!     [--relay 127.0.0.1:HAPROXY_PORT] [--baseline 127.0.0.1:OTHER_PROXY] \
-//!     [--clients 16] [--seconds 5] [--rounds 3] [--resume] \
-//!     [--proxy-pid PID] [--relay-pid PID] [--baseline-pid PID] [--floor-us MICROSECONDS]
+//!     [--relay 127.0.0.1:HAPROXY_PORT] [--minimal 127.0.0.1:RELAY_FLOOR_PORT] \
+//!     [--baseline 127.0.0.1:OTHER_PROXY] [--clients 16] [--seconds 5] [--rounds 3] [--resume] \
+//!     [--proxy-pid PID] [--relay-pid PID] [--minimal-pid PID] [--baseline-pid PID] \
+//!     [--floor-us MICROSECONDS]
 //! ```
 //!
-//! `--proxy-pid`, `--relay-pid`, `--baseline-pid`: the CPU each process spent (user + system,
+//! `--proxy-pid`, `--relay-pid`, `--minimal-pid`, `--baseline-pid`: the CPU each process spent (user + system,
 //! from `/proc/PID/stat`, in the kernel's 10 ms ticks) during its own runs,
 //! divided by the requests it served: CPU per request, side by side.
 //! `--floor-us`: the floor of a proxied request's CPU
 //! (`examples/handshake_floor.rs`), to say the proxy's CPU against it.
+//!
+//! `--minimal`: `examples/relay_floor.rs`, the least a relay with the proxy's
+//! TLS does (sent what the relay is sent).
 //!
 //! `--baseline`: another robots-proxy (an older build: `benches/compare.sh`),
 //! sent what the proxy is sent.
@@ -42,10 +46,12 @@ struct Args {
     seconds: u64,
     rounds: usize,
     relay: Option<SocketAddr>,
+    minimal: Option<SocketAddr>,
     baseline: Option<SocketAddr>,
     resume: bool,
     proxy_pid: Option<u32>,
     relay_pid: Option<u32>,
+    minimal_pid: Option<u32>,
     baseline_pid: Option<u32>,
     floor_us: Option<f64>,
 }
@@ -99,10 +105,12 @@ fn args() -> Args {
         seconds: 5,
         rounds: 3,
         relay: None,
+        minimal: None,
         baseline: None,
         resume: false,
         proxy_pid: None,
         relay_pid: None,
+        minimal_pid: None,
         baseline_pid: None,
         floor_us: None,
     };
@@ -121,9 +129,11 @@ fn args() -> Args {
             "--seconds" => a.seconds = value.parse().expect("--seconds N"),
             "--rounds" => a.rounds = value.parse().expect("--rounds N"),
             "--relay" => a.relay = Some(value.parse().expect("--relay ADDR")),
+            "--minimal" => a.minimal = Some(value.parse().expect("--minimal ADDR")),
             "--baseline" => a.baseline = Some(value.parse().expect("--baseline ADDR")),
             "--proxy-pid" => a.proxy_pid = Some(value.parse().expect("--proxy-pid PID")),
             "--relay-pid" => a.relay_pid = Some(value.parse().expect("--relay-pid PID")),
+            "--minimal-pid" => a.minimal_pid = Some(value.parse().expect("--minimal-pid PID")),
             "--baseline-pid" => a.baseline_pid = Some(value.parse().expect("--baseline-pid PID")),
             "--floor-us" => a.floor_us = Some(value.parse().expect("--floor-us MICROSECONDS")),
             other => panic!("unknown flag {other}"),
@@ -243,6 +253,9 @@ async fn main() {
     if let Some(relay) = a.relay {
         ways.push(("relay", relay));
     }
+    if let Some(minimal) = a.minimal {
+        ways.push(("minimal", minimal));
+    }
     if let Some(baseline) = a.baseline {
         ways.push(("baseline", baseline));
     }
@@ -271,6 +284,7 @@ async fn main() {
         .map(|(name, _)| match *name {
             "proxied" => a.proxy_pid,
             "relay" => a.relay_pid,
+            "minimal" => a.minimal_pid,
             "baseline" => a.baseline_pid,
             _ => None,
         })
@@ -319,7 +333,7 @@ async fn main() {
             );
         }
     }
-    for other in ["relay", "baseline"] {
+    for other in ["relay", "minimal", "baseline"] {
         let w = ways.iter().position(|(name, _)| *name == other);
         if let (Some(mine), Some(theirs)) = (mine, w.and_then(|w| per_request(w, Cpu::total))) {
             println!("CPU per request, proxied / {other}: {:.2}", mine / theirs);

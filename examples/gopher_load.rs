@@ -6,8 +6,11 @@
 //! cargo run --release --example gopher_load -- \
 //!     --direct 127.0.0.1:70 --relay 127.0.0.1:7071 --proxy 127.0.0.1:7070 \
 //!     --small /hello.txt --big /docs/blob.bin [--requests 300] [--big-requests 30] [--rounds 3] \
-//!     [--baseline 127.0.0.1:OTHER_PROXY]
+//!     [--baseline 127.0.0.1:OTHER_PROXY] [--proxy-pid PID] [--relay-pid PID]
 //! ```
+//!
+//! `--proxy-pid`, `--relay-pid`: the CPU each spent on a small request (over
+//! the interleaved latency phase) and the proxy's per GB relayed.
 //!
 //! `--baseline`: another robots-proxy (an older build: `benches/compare.sh`),
 //! sent what the proxy is sent.
@@ -35,6 +38,7 @@ struct Args {
     requests: usize,
     big_requests: usize,
     proxy_pid: Option<u32>,
+    relay_pid: Option<u32>,
     rounds: usize,
 }
 
@@ -49,6 +53,7 @@ fn args() -> Args {
         requests: 300,
         big_requests: 30,
         proxy_pid: None,
+        relay_pid: None,
         rounds: 3,
     };
     let mut it = std::env::args().skip(1);
@@ -65,6 +70,7 @@ fn args() -> Args {
             "--big-requests" => a.big_requests = v.parse().expect("--big-requests N"),
             "--rounds" => a.rounds = v.parse().expect("--rounds N"),
             "--proxy-pid" => a.proxy_pid = Some(v.parse().expect("--proxy-pid PID")),
+            "--relay-pid" => a.relay_pid = Some(v.parse().expect("--relay-pid PID")),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -83,7 +89,7 @@ impl Way {
     fn name(self) -> &'static str {
         match self {
             Way::Direct => "direct",
-            Way::Relay => "socat",
+            Way::Relay => "relay",
             Way::Baseline => "baseline",
             Way::Proxy => "proxied",
         }
@@ -138,6 +144,9 @@ async fn main() {
     // right beside it.
     let mut lat = vec![Vec::<Duration>::new(); n];
     let mut added = vec![Vec::<f64>::new(); n];
+    // CPU per small request: each process's CPU over the whole interleaved
+    // phase (it idles while the other ways are sent theirs).
+    let cpu_before = [a.proxy_pid, a.relay_pid].map(|pid| pid.map(cpu_seconds));
     for i in 0..a.requests * a.rounds {
         let mut took = vec![Duration::ZERO; n];
         for k in 0..n {
@@ -151,6 +160,11 @@ async fn main() {
             added[w].push((took[w].as_secs_f64() - took[0].as_secs_f64()) * 1e3);
         }
     }
+    let small = (a.requests * a.rounds) as f64;
+    let cpu_small = [0, 1].map(|k| {
+        let pid = [a.proxy_pid, a.relay_pid][k]?;
+        Some((cpu_seconds(pid) - cpu_before[k]?) * 1e6 / small)
+    });
     // Throughput: rounds of big fetches, rotating which way goes first; the
     // proxy's CPU time over its share, where its pid is given.
     let mut mbps = vec![0.0f64; n];
@@ -191,6 +205,14 @@ async fn main() {
             ways[w].name(),
             pct(&lat[w], 0.5),
             pct(&lat[w], 0.99),
+        );
+    }
+    if let [Some(proxy), relay] = cpu_small {
+        let relay = relay.map_or(String::new(), |r| {
+            format!("; relay {r:.0} µs (proxied / relay: {:.2})", proxy / r)
+        });
+        println!(
+            "CPU per small request (user + system, 10 ms ticks): proxied {proxy:.0} µs{relay}"
         );
     }
     if proxy_bytes > 0 {
