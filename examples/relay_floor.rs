@@ -42,18 +42,26 @@ struct Relay {
     handshakes: [AtomicU64; 2],
 }
 
-/// Reads up to and with the request's LF (a Gemini request ends in CRLF).
-fn read_request<S: Read>(from: &mut S) -> std::io::Result<Vec<u8>> {
-    let mut line = Vec::with_capacity(MAX_REQUEST);
-    let mut buf = [0u8; MAX_REQUEST];
-    while !line.ends_with(b"\n") {
-        let n = from.read(&mut buf[..MAX_REQUEST - line.len()])?;
-        if n == 0 || line.len() + n > MAX_REQUEST {
-            return Err(std::io::Error::other("no request line"));
-        }
-        line.extend_from_slice(&buf[..n]);
+/// Adds a read's `chunk` to the request `line`; whether the line, up to and
+/// with its LF (a Gemini request ends in CRLF), is whole. An end of stream
+/// (an empty chunk) or a line too long is an error.
+fn gather(line: &mut Vec<u8>, chunk: &[u8]) -> std::io::Result<bool> {
+    if chunk.is_empty() || line.len() + chunk.len() > MAX_REQUEST {
+        return Err(std::io::Error::other("no request line"));
     }
-    Ok(line)
+    line.extend_from_slice(chunk);
+    Ok(line.ends_with(b"\n"))
+}
+
+/// Reads the request line.
+fn read_request<S: Read>(from: &mut S) -> std::io::Result<Vec<u8>> {
+    let (mut line, mut buf) = (Vec::with_capacity(MAX_REQUEST), [0u8; MAX_REQUEST]);
+    loop {
+        let n = from.read(&mut buf[..MAX_REQUEST - line.len()])?;
+        if gather(&mut line, &buf[..n])? {
+            return Ok(line);
+        }
+    }
 }
 
 /// Copies `from` to `to` until `from` ends.
@@ -77,12 +85,11 @@ async fn serve_plain_async(listener: std::net::TcpListener, upstream: SocketAddr
     async fn one(mut client: tokio::net::TcpStream, upstream: SocketAddr) -> std::io::Result<()> {
         client.set_nodelay(true)?;
         let (mut line, mut buf) = (Vec::with_capacity(MAX_REQUEST), [0u8; MAX_REQUEST]);
-        while !line.ends_with(b"\n") {
+        loop {
             let n = client.read(&mut buf[..MAX_REQUEST - line.len()]).await?;
-            if n == 0 || line.len() + n > MAX_REQUEST {
-                return Err(std::io::Error::other("no request line"));
+            if gather(&mut line, &buf[..n])? {
+                break;
             }
-            line.extend_from_slice(&buf[..n]);
         }
         let mut up = tokio::net::TcpStream::connect(upstream).await?;
         up.set_nodelay(true)?;
