@@ -124,6 +124,16 @@ pub enum ProxyRule {
     /// (or another): refused rather than relayed as something else.
     #[error("a {protocol} request to port {port}, which [ports] does not list for {protocol}; refused, never relayed as another protocol's request")]
     Unlisted { protocol: &'static str, port: u16 },
+    /// A URL whose scheme is not what `[ports]` says its port speaks
+    /// (`gopher://h:300/…` with `spartan = [300]`): sent, it would reach a
+    /// server of another protocol, whose error line no robots.txt fetch can
+    /// read, with a path it never decided.
+    #[error("a {scheme}:// URL to port {port}, which [ports] lists for {speaks}; refused, never sent over another protocol than its port speaks")]
+    PortSpeaks {
+        scheme: &'static str,
+        port: u16,
+        speaks: &'static str,
+    },
 }
 
 /// robots.txt disallows the path for this bot; the rule that did, if one.

@@ -54,6 +54,8 @@ pub enum SelectorReading {
 pub enum SpellingError {
     #[error("a NUL, CR or LF hides behind percent-escapes in the selector")]
     HiddenControl,
+    #[error("a NUL hides behind percent-escapes in the path: a server that decodes it would stop there and serve another file than the one decided")]
+    HiddenNul,
     #[error("the selector is percent-escaped more than {MAX_DECODE_ROUNDS} times over")]
     TooDeep,
     #[error("the selector reads {0} ways, and deciding each against this robots.txt's wildcard rules would cost more than the proxy spends on one request; ask for it as plainly as it is written")]
@@ -73,11 +75,25 @@ pub fn spelling_budget(policy: &Policy) -> u64 {
 
 /// The selector and each stage of percent-decoding it, until nothing changes.
 fn decode_stages(selector: &[u8]) -> Result<Vec<Vec<u8>>, SpellingError> {
-    let mut stages = vec![selector.to_vec()];
+    stages_without(
+        selector,
+        |b| matches!(b, 0 | b'\r' | b'\n'),
+        SpellingError::HiddenControl,
+    )
+}
+
+/// `bytes` and each stage of percent-decoding it, until nothing changes;
+/// `hidden` when a stage holds a byte `forbidden` says no to.
+fn stages_without(
+    bytes: &[u8],
+    forbidden: impl Fn(u8) -> bool,
+    hidden: SpellingError,
+) -> Result<Vec<Vec<u8>>, SpellingError> {
+    let mut stages = vec![bytes.to_vec()];
     loop {
         let last = stages.last().map(Vec::as_slice).unwrap_or_default();
-        if last.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
-            return Err(SpellingError::HiddenControl);
+        if last.iter().any(|&b| forbidden(b)) {
+            return Err(hidden);
         }
         if !last.contains(&b'%') {
             return Ok(stages);
@@ -96,6 +112,17 @@ fn decode_stages(selector: &[u8]) -> Result<Vec<Vec<u8>>, SpellingError> {
 /// Checks that a selector can be decided: what [`gopher_spellings`] would refuse.
 pub fn check_selector(selector: &[u8]) -> Result<(), SpellingError> {
     decode_stages(selector).map(|_| ())
+}
+
+/// Checks that a path with its query (Gemini, Spartan, HTTP) can be decided
+/// as a server reads it. A server that percent-decodes the path and opens
+/// the file through C strings (gophernicus, most C servers) stops at a NUL:
+/// `/data.bin%00.txt` is `/data.bin` there, which a `Disallow: /*.bin$`
+/// must refuse, and the rules saw `.txt`. So a NUL at any stage of decoding
+/// is bad input, as it is in a Gopher selector or a Nex path; a path still
+/// changing after [`MAX_DECODE_ROUNDS`] decodings too.
+pub fn check_path(path: &[u8]) -> Result<(), SpellingError> {
+    stages_without(path, |b| b == 0, SpellingError::HiddenNul).map(|_| ())
 }
 
 /// Every spelling of `selector` that a common server reads as the same

@@ -182,7 +182,7 @@ impl Target {
         let resource = match scheme {
             Scheme::Gopher => gopher_resource(path_and_query)?,
             Scheme::Nex => nex_resource(path_and_query)?,
-            _ => Resource::Path(canonical_path(path_and_query)),
+            _ => Resource::Path(canonical_path(path_and_query)?),
         };
         Ok(Target {
             scheme,
@@ -257,17 +257,22 @@ impl Target {
     }
 
     /// A target of a path-addressed protocol (Gemini, Spartan) from a request
-    /// line's parts: `host` already canonical, `path` made canonical as a
-    /// URL's would be.
-    pub fn with_path(scheme: Scheme, host: String, port: u16, path: &str) -> Target {
-        Target {
+    /// line's parts: `host` already canonical, `path` made canonical and
+    /// checked as a URL's would be.
+    pub fn with_path(
+        scheme: Scheme,
+        host: String,
+        port: u16,
+        path: &str,
+    ) -> Result<Target, TargetError> {
+        Ok(Target {
             scheme,
             host,
             port,
-            resource: Resource::Path(canonical_path(path)),
+            resource: Resource::Path(canonical_path(path)?),
             had_userinfo: false,
             had_fragment: false,
-        }
+        })
     }
 
     /// A Nex target from the line a client sent (drop-in mode): `host`
@@ -436,8 +441,11 @@ fn ipv4_number_form(host: &str) -> Option<Option<Ipv4Addr>> {
 }
 
 /// Canonical path and query of a Gemini or HTTP URL: percent-encoding normalised,
-/// dot segments removed from the path (not the query), `/` when empty.
-fn canonical_path(path_and_query: &str) -> String {
+/// dot segments removed from the path (not the query), `/` when empty. A NUL
+/// behind escapes is refused ([`spelling::check_path`]): it is decided as a
+/// server that stops there reads it, which is not at all.
+fn canonical_path(path_and_query: &str) -> Result<String, TargetError> {
+    spelling::check_path(path_and_query.as_bytes())?;
     let (path, query) = match path_and_query.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (path_and_query, None),
@@ -453,7 +461,7 @@ fn canonical_path(path_and_query: &str) -> String {
         normalize(q.as_bytes(), Mode::Url, &mut out);
     }
     // The normal form is ASCII by construction.
-    String::from_utf8(out).unwrap_or_default()
+    Ok(String::from_utf8(out).unwrap_or_default())
 }
 
 /// RFC 4266: `/<type><selector>`, percent-decoded, `%09` (or a literal tab)

@@ -111,7 +111,9 @@ async fn gate_contract(backend: Backend) {
     );
     let b = server("other.example");
     let permit = gate.admit(&b, soon).await.expect("another server goes");
-    permit.slow_down(Some(Duration::from_secs(600))).await;
+    permit
+        .slow_down(&b.name, Some(Duration::from_secs(600)))
+        .await;
     drop(permit);
     let held = gate.admit(&b, soon).await.err().expect("held by the 44");
     assert!(
@@ -128,6 +130,7 @@ fn gate_config() -> PolitenessConfig {
         max_delay: None,
         per_host_concurrency: 1,
         max_wait: Duration::from_secs(5),
+        max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
         key: GateBy::Host,
     }
 }

@@ -325,7 +325,9 @@ async fn each_log_line_carries_the_evidence_and_what_report_mode_would_have_done
     let config = dir.join("config.toml");
     std::fs::write(
         &config,
-        "[bot]\nagent = \"examplebot\"\nmode = \"report\"\n\n[politeness]\nmax_wait = \"1s\"\n",
+        // No default spacing: the proxy's own spacing (what report mode
+        // keeps) is then shorter than the Crawl-delay it reports.
+        "[bot]\nagent = \"examplebot\"\nmode = \"report\"\n\n[politeness]\nmax_wait = \"1s\"\ndefault_delay = \"0s\"\n",
     )
     .unwrap();
     let mut child = spawn_run(

@@ -29,7 +29,9 @@ use crate::cache::{AllowedBy, Entry, Evidence, Lookup, Rules};
 use crate::config::OnUnreachable;
 use crate::context::Context;
 use crate::politeness::{Permit, SpacingFrom};
-use crate::refusal::{Busy, Disallowed, Malformed, Refusal, RobotsUnreachable, Rule, SlowDown};
+use crate::refusal::{
+    Busy, Disallowed, Malformed, ProxyRule, Refusal, RobotsUnreachable, Rule, SlowDown,
+};
 use crate::report::{Report, Would};
 use crate::robots::Decision;
 use crate::target::{HostKey, Server, Target};
@@ -117,7 +119,17 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
         // What is left of the same deadline: a limit's wait and the gate's
         // together stay within max_wait.
         false => turn(ctx, &server, spacing, asked.deadline).await,
-        true => turn_now(ctx, &server, bot, (&entry, spacing), &mut report).await,
+        // Boxed: rare, and inline it would size every waiting request.
+        true => {
+            Box::pin(turn_reported(
+                ctx,
+                &server,
+                bot,
+                (&entry, spacing),
+                &mut report,
+            ))
+            .await
+        }
     };
     match turn {
         Ok((permit, _)) => {
@@ -136,8 +148,20 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
     }
 }
 
-/// Step 1: the host's addresses, each allowed by the proxy's address rules.
+/// Step 1: the host's addresses, each allowed by the proxy's address rules;
+/// a port `[ports]` gives another protocol than the target's scheme is
+/// refused before anything is resolved or asked, whichever way the request
+/// came in (a `gopher://` URL on the Gemini listener, SOCKS5, transparent).
 pub async fn where_to(ctx: &Context, target: &Target) -> Result<Server, Refusal> {
+    if let Some(speaks) = ctx.config.ports.protocol_of(target.port) {
+        if speaks.scheme() != target.scheme.robots_scheme() {
+            return Err(Refusal::ProxyRule(ProxyRule::PortSpeaks {
+                scheme: target.scheme.as_str(),
+                port: target.port,
+                speaks: speaks.as_str(),
+            }));
+        }
+    }
     let addrs = ctx.upstream.resolve(&target.host, target.port).await?;
     Ok(Server {
         name: HostKey {
@@ -292,35 +316,40 @@ pub fn spacing_in_force(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, 
     }
 }
 
-/// Step 4 in report mode: the turn is taken now, counted as a start at the
-/// gate (so bots that enforce keep their spacing after it); the wait it
-/// would have had goes in the report.
-async fn turn_now(
+/// Step 4 in report mode. Report mode relaxes robots.txt, not the server
+/// nor the operator: the turn is taken at the gate as any bot's is (the
+/// server's slow-down, `per_host_concurrency`, `max_wait`, shutdown), spaced
+/// by the proxy's own spacing (`politeness.default_delay` within
+/// `min_delay` and `max_delay`, never more than robots.txt asks) instead of
+/// robots.txt's Crawl-delay or the bot's `min_delay`; the wait those would
+/// have added goes in the report.
+async fn turn_reported(
     ctx: &Context,
     server: &Server,
     bot: BotId,
     (entry, (delay, hold)): (&Entry, (Duration, Duration)),
     report: &mut Report,
 ) -> Result<(Permit, Duration), Refusal> {
-    let (permit, would_wait) = ctx
-        .politeness
-        .start_now(server, delay, hold)
-        .await
-        .map_err(|slow| {
-            Refusal::SlowDown(SlowDown {
-                retry_after: slow.retry_after,
-                why: Busy::StoreDown,
-            })
-        })?;
-    if !would_wait.is_zero() {
-        let robots_asks = ctx.politeness.config().delay_for(entry.crawl_delay(bot));
+    let politeness = ctx.politeness.config();
+    let by = crate::politeness::after(Instant::now(), politeness.max_wait);
+    let own = politeness
+        .delay_for(None)
+        .min(politeness.delay_for(entry.crawl_delay(bot)));
+    let relaxed = own.min(delay);
+    let robots_asks = politeness.delay_for(entry.crawl_delay(bot));
+    let max_wait = politeness.max_wait;
+    drop(politeness);
+    let would_wait = ctx.politeness.would_wait(server, delay);
+    let (permit, waited) = turn(ctx, server, (relaxed, hold), by).await?;
+    ctx.politeness.seen_start(&permit, server, relaxed, hold);
+    if would_wait > waited {
         let why = match delay > robots_asks {
             true => "min_delay",
             false => "crawl_delay",
         };
-        report.turn(would_wait, ctx.politeness.config().max_wait, why);
+        report.turn(would_wait, max_wait, why);
     }
-    Ok((permit, would_wait))
+    Ok((permit, waited))
 }
 
 /// Fleet mode with the store down and `on_unavailable = "refuse"`: "slow

@@ -251,5 +251,6 @@ fn politeness(config: &Config) -> RawPoliteness {
         max_delay: p.max_delay.and_then(d),
         per_host_concurrency: Some(p.per_host_concurrency),
         max_wait: d(p.max_wait),
+        max_slow_down: d(p.max_slow_down),
     }
 }

@@ -109,6 +109,8 @@ pub struct RawPoliteness {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_slow_down: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }
 

@@ -470,6 +470,12 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
             Duration::from_secs(60),
             bound::MAX_WAIT,
         )?,
+        max_slow_down: duration(
+            "politeness.max_slow_down",
+            p.max_slow_down.as_deref(),
+            crate::politeness::MAX_SLOW_DOWN,
+            bound::MAX_SLOW_DOWN,
+        )?,
         key: match p.key.as_deref() {
             None | Some("address") => GateBy::Address,
             Some("host") => GateBy::Host,

@@ -104,6 +104,7 @@ pub(super) mod bound {
     pub const SHUTDOWN_GRACE: Span = span(0, 3600);
     pub const DELAY: Span = span(0, DAY);
     pub const MAX_WAIT: Span = span(0, DAY);
+    pub const MAX_SLOW_DOWN: Span = span(1000, 30 * DAY);
     pub const CACHE_BYTES: (u64, u64) = (1 << 20, 1 << 40);
     pub const MAX_CONNECTIONS: (usize, usize) = (1, 1 << 20);
     pub const PER_HOST_CONCURRENCY: (usize, usize) = (1, 1024);

@@ -68,7 +68,7 @@ impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
         Box::pin(async move {
             match self.gate.admit(server, None).await {
                 Ok(permit) => {
-                    let outcome = self.inner.fetch(server, bot).await;
+                    let outcome = self.inner.fetch(server, bot).await.judged();
                     drop(permit);
                     if let Some(protocol) = Protocol::of(server.name.scheme) {
                         self.metrics.robots_fetch(protocol, outcome.kind());

@@ -36,6 +36,38 @@ impl FetchOutcome {
     }
 }
 
+impl FetchOutcome {
+    /// A body that holds no robots.txt field line and is no text either
+    /// (binary junk, a NUL, control bytes) is not "an empty robots.txt": it
+    /// is no answer to the question asked, so the host counts as unreachable
+    /// and its rules fail closed, never as "allow all".
+    pub fn judged(self) -> FetchOutcome {
+        match self {
+            FetchOutcome::Found(body)
+                if !is_text(&body) && crate::robots::RobotsTxt::parse(&body).field_lines() == 0 =>
+            {
+                FetchOutcome::unreachable(format!(
+                    "the answer to robots.txt is {} bytes of binary data, not a robots.txt",
+                    body.len()
+                ))
+            }
+            outcome => outcome,
+        }
+    }
+}
+
+/// Whether `bytes` read as a text page: UTF-8 with no control character
+/// but tab, CR, LF and form feed. Servers say a file is missing in text (an
+/// error page, an error menu); what is not text says nothing of the kind.
+pub fn is_text(bytes: &[u8]) -> bool {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => !text
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n' | '\x0c')),
+        Err(_) => false,
+    }
+}
+
 /// `fetch`'s outcome, or unreachable if it has not ended within `timeout`
 /// (the whole fetch: every request and redirect of it).
 pub async fn within(timeout: Duration, fetch: impl Future<Output = FetchOutcome>) -> FetchOutcome {

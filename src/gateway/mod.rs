@@ -204,10 +204,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gateway<'_> {
 pub fn gemini_for_spartan(status: u8, meta: &str, target: &Target) -> (u8, String) {
     match status {
         2 => (20, meta.to_string()),
-        3 => {
-            let to = Target::with_path(Scheme::Spartan, target.host.clone(), target.port, meta);
-            (30, to.url())
-        }
+        3 => match Target::with_path(Scheme::Spartan, target.host.clone(), target.port, meta) {
+            Ok(to) => (30, to.url()),
+            // A redirect to a path no request may name is not passed on.
+            Err(e) => (
+                43,
+                format!("the server redirected to a path the proxy refuses: {e}"),
+            ),
+        },
         4 => (50, meta.to_string()),
         _ => (40, meta.to_string()),
     }

@@ -321,9 +321,9 @@ where
                 .parse::<u64>()
                 .ok()
                 .map(Duration::from_secs);
-            admitted.permit.slow_down(secs).await;
+            admitted.permit.slow_down(&admitted.server.name, secs).await;
         }
-        2 => admitted.permit.recovered().await,
+        2 => admitted.permit.recovered(&admitted.server.name).await,
         _ => {}
     }
 

@@ -82,35 +82,6 @@ impl Turns for Fleet {
             }
         })
     }
-
-    fn start_now<'a>(
-        &'a self,
-        gate: &'a Arc<Politeness>,
-        server: &'a Server,
-        delay: Duration,
-        hold: Duration,
-    ) -> BoxFuture<'a, Result<(Permit, Duration), SlowDown>> {
-        Box::pin(async move {
-            let config = gate.config.load_full();
-            let store = &self.store;
-            let local = store.config().on_unavailable == OnUnavailable::Local;
-            let down = || match local {
-                true => Ok(gate.start_here(server, delay, hold)),
-                false => Err(store_down(delay)),
-            };
-            if !store.is_up() {
-                return down();
-            }
-            let tag = fleet_tag(config.key, server);
-            match store.start_now(&tag, ask(&config, delay, hold, None)).await {
-                Ok(Ok((lease, would_wait))) => {
-                    Ok((self.permit(gate, lease, tag, delay), would_wait))
-                }
-                Ok(Err(retry_after)) => Err(SlowDown { retry_after }),
-                Err(_) => down(),
-            }
-        })
-    }
 }
 
 /// What a request asks the shared gate, under `config`, waiting no later
@@ -121,11 +92,14 @@ fn ask(
     hold: Duration,
     by: Option<Instant>,
 ) -> GateAsk {
+    let cap = config.max_slow_down;
     GateAsk {
         delay,
         hold: hold.max(delay),
         max_wait: config.max_wait_by(by),
-        max_delay: config.max_delay,
+        // The shared gate's back-off (a `44` without a number) doubles up
+        // to `max_delay`, and never past `max_slow_down`.
+        max_delay: Some(config.max_delay.map_or(cap, |m| m.min(cap))),
         concurrency: config.per_host_concurrency,
     }
 }

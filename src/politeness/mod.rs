@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::target::Server;
+use crate::target::{HostKey, Server};
 
 mod fleet;
 mod sweep;
@@ -87,9 +87,16 @@ pub struct PolitenessConfig {
     pub per_host_concurrency: usize,
     /// A request that would wait longer is answered "slow down" at once.
     pub max_wait: Duration,
+    /// The longest a server's own "slow down" holds it back: a Gemini
+    /// `44 N`, the doubling of a `44` without a number (and, for the web,
+    /// `Retry-After`). A hostile `44 999999999999` means this, not a century.
+    pub max_slow_down: Duration,
     /// What a gate stands for.
     pub key: GateBy,
 }
+
+/// `politeness.max_slow_down` unless set.
+pub const MAX_SLOW_DOWN: Duration = Duration::from_secs(24 * 3600);
 
 impl PolitenessConfig {
     /// The longest a request asked now may wait: `max_wait`, or less when
@@ -177,6 +184,59 @@ struct Waiter {
     delay: Duration,
 }
 
+/// A server (host and port) on a gate's machine that asked to be slowed
+/// down. Its slow-down holds back requests to it, not to the other virtual
+/// hosts sharing its address: spacing is per machine, a slow-down per
+/// server that asked (one capsule's `44` must not stop its neighbours).
+struct Slowed {
+    host: String,
+    port: u16,
+    /// 1, 2, 4, …: an upstream `44` without a number doubles its spacing.
+    backoff: u32,
+    /// An upstream `44 N`: nothing starts there before this.
+    not_before: Option<Instant>,
+    /// When the last request to it started (its back-off is spaced from it).
+    last_start: Instant,
+}
+
+impl Slowed {
+    fn is(&self, server: &HostKey) -> bool {
+        self.port == server.port && self.host == server.host
+    }
+
+    /// When a request to it asking for `delay` may start, as far as its
+    /// slow-down goes; `None`: no slow-down holds it.
+    fn ready_at(&self, delay: Duration, config: &PolitenessConfig) -> Option<Instant> {
+        let backed = (self.backoff > 1).then(|| {
+            after(
+                self.last_start,
+                backoff_spacing(delay, self.backoff, config),
+            )
+        });
+        match (backed, self.not_before) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Its slow-down is over at `now`: it may be forgotten.
+    fn over(&self, delay: Duration, config: &PolitenessConfig, now: Instant) -> bool {
+        self.backoff <= 1 && self.ready_at(delay, config).is_none_or(|t| t <= now)
+    }
+}
+
+/// The spacing of a server backed off `backoff` times over its `delay`:
+/// doubled from at least 1 s (doubling nothing backs off nothing), at most
+/// `max_delay` (when set) and `max_slow_down`, never below `delay` itself.
+fn backoff_spacing(delay: Duration, backoff: u32, config: &PolitenessConfig) -> Duration {
+    let d = delay.max(Duration::from_secs(1)).saturating_mul(backoff);
+    let d = match config.max_delay {
+        Some(max) => d.min(max.max(delay)),
+        None => d,
+    };
+    d.min(config.max_slow_down.max(delay))
+}
+
 struct Host {
     /// When the last request to this host started.
     last_start: Option<Instant>,
@@ -186,10 +246,9 @@ struct Host {
     /// Crawl-delay at this server): the gate is kept that long after its last
     /// start, so no bot's spacing is forgotten by a sweep.
     hold: Duration,
-    /// 1, 2, 4, …: an upstream `44` without a number doubles the spacing.
-    backoff: u32,
-    /// An upstream `44 N`: nothing starts before this.
-    not_before: Option<Instant>,
+    /// The servers on this machine that asked to be slowed down (few: a
+    /// list).
+    slowed: Vec<Slowed>,
     in_flight: usize,
     queue: VecDeque<Waiter>,
     /// The addresses or names that find this gate (forgotten with it).
@@ -203,37 +262,21 @@ impl Host {
             last_start: None,
             delay,
             hold: Duration::ZERO,
-            backoff: 1,
-            not_before: None,
+            slowed: Vec::new(),
             in_flight: 0,
             queue: VecDeque::new(),
         }
     }
 
-    /// The spacing of a request asking for `delay`, with the back-off.
-    fn spacing(&self, delay: Duration, max_delay: Option<Duration>) -> Duration {
-        // Doubling nothing backs off nothing: back-off starts from at least 1 s.
-        let base = if self.backoff > 1 {
-            delay.max(Duration::from_secs(1))
-        } else {
-            delay
-        };
-        let d = base.saturating_mul(self.backoff);
-        match max_delay {
-            Some(max) if self.backoff > 1 => d.min(max.max(delay)),
-            _ => d,
-        }
+    /// When a request asking for `delay` may start, as far as the machine's
+    /// spacing goes.
+    fn next_start(&self, delay: Duration) -> Option<Instant> {
+        self.last_start.map(|t| after(t, delay))
     }
 
-    /// When a request asking for `delay` may start, as far as spacing goes.
-    fn next_start(&self, delay: Duration, max_delay: Option<Duration>) -> Option<Instant> {
-        let spaced = self
-            .last_start
-            .map(|t| after(t, self.spacing(delay, max_delay)));
-        match (spaced, self.not_before) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+    /// The slow-down of `server`, if it asked for one.
+    fn slowed(&self, server: &HostKey) -> Option<&Slowed> {
+        self.slowed.iter().find(|s| s.is(server))
     }
 
     /// Estimated wait of a request asking for `delay`: until this host's
@@ -241,9 +284,9 @@ impl Host {
     /// concurrent slots.
     fn estimate(&self, config: &PolitenessConfig, delay: Duration) -> Duration {
         let now = Instant::now();
-        let spacing = self.spacing(delay, config.max_delay);
+        let spacing = delay;
         let until_next = self
-            .next_start(delay, config.max_delay)
+            .next_start(delay)
             .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
         let ahead = (self.queue.len()
             + self
@@ -322,9 +365,10 @@ pub struct GateView {
     pub waiting: usize,
     pub in_flight: usize,
     pub last_start: Option<Instant>,
-    /// The earliest the next request (at the last request's spacing) may start.
+    /// The earliest the next request to this server (at the last request's
+    /// spacing, and its own slow-down) may start.
     pub next_start: Option<Instant>,
-    /// 1, or the slow-down multiplier.
+    /// 1, or this server's slow-down multiplier.
     pub backoff: u32,
 }
 
@@ -357,22 +401,27 @@ impl Permit {
         self.id
     }
 
-    /// The upstream answered "slow down" (Gemini `44`): with a number, nothing
-    /// starts at this server before it has passed; without, its spacing
-    /// doubles. In fleet mode, for every proxy.
+    /// The upstream `server` answered "slow down" (Gemini `44`): with a
+    /// number, nothing starts at this server before it has passed; without,
+    /// its spacing doubles; either at most `max_slow_down`. In fleet mode,
+    /// for every proxy.
     /// The fleet is told before the client hears the `44`, so a client
     /// that retries at once through another proxy is held too.
-    pub async fn slow_down(&self, seconds: Option<Duration>) {
-        self.gate.slow_down(self.id, seconds);
+    pub async fn slow_down(&self, server: &HostKey, seconds: Option<Duration>) {
+        self.gate.slow_down(self.id, server, seconds);
         if let Some(shared) = &self.shared {
-            let max_delay = self.gate.config.load().max_delay;
-            shared.slow_down(seconds, max_delay).await;
+            let config = self.gate.config.load();
+            let cap = config.max_slow_down;
+            let max_delay = Some(config.max_delay.map_or(cap, |m| m.min(cap)));
+            shared
+                .slow_down(seconds.map(|s| s.min(cap)), max_delay)
+                .await;
         }
     }
 
-    /// The upstream answered normally: a back-off ends.
-    pub async fn recovered(&self) {
-        self.gate.recovered(self.id);
+    /// The upstream `server` answered normally: its back-off ends.
+    pub async fn recovered(&self, server: &HostKey) {
+        self.gate.recovered(self.id, server);
         if let Some(shared) = &self.shared {
             shared.recovered().await;
         }
@@ -491,48 +540,36 @@ impl Politeness {
         self.turns.admit(self, server, (delay, hold), by).await
     }
 
-    /// A turn taken now, whatever the spacing and the queue (report mode):
-    /// counted as a start at `server`'s gate, so the requests after it keep
-    /// their spacing from it; with the wait it would have had.
-    pub async fn start_now(
-        self: &Arc<Self>,
-        server: &Server,
-        delay: Duration,
-        hold: Duration,
-    ) -> Result<(Permit, Duration), SlowDown> {
-        self.turns.start_now(self, server, delay, hold).await
+    /// How long a request asking for `delay` at `server` would wait at
+    /// this process's gate now (report mode: what robots.txt's spacing
+    /// would have cost), without joining the queue or making a gate.
+    pub fn would_wait(&self, server: &Server, delay: Duration) -> Duration {
+        let config = self.config.load();
+        let gates = self.lock();
+        let aliases = aliases(config.key, server);
+        aliases
+            .iter()
+            .find_map(|a| gates.aliases.get(a))
+            .and_then(|id| gates.hosts.get(id))
+            .map_or(Duration::ZERO, |host| host.estimate(&config, delay))
     }
 
-    /// [`Politeness::start_now`] at this process's gate.
-    pub(crate) fn start_here(
-        self: &Arc<Self>,
-        server: &Server,
-        delay: Duration,
-        hold: Duration,
-    ) -> (Permit, Duration) {
+    /// A start the fleet's gate let through, noted at this process's gate
+    /// too (spacing `delay`, remembered for `hold`): the waits report mode
+    /// states are counted from it, and a store that goes down with
+    /// `on_unavailable = "local"` spaces from it.
+    pub fn seen_start(&self, permit: &Permit, server: &Server, delay: Duration, hold: Duration) {
+        if permit.shared.is_none() {
+            return;
+        }
         let config = self.config.load();
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
-        let now = Instant::now();
-        let (would_wait, behind) = match gates.hosts.get_mut(&id) {
-            Some(host) => {
-                host.hold = host.hold.max(hold).max(delay);
-                let would_wait = host.estimate(&config, delay);
-                host.in_flight += 1;
-                host.last_start = Some(now);
-                host.delay = delay;
-                (would_wait, host.queue.len())
-            }
-            None => (Duration::ZERO, 0),
-        };
-        let permit = Permit {
-            gate: self.clone(),
-            id,
-            shared: None,
-            started: now,
-            behind,
-        };
-        (permit, would_wait)
+        if let Some(host) = gates.hosts.get_mut(&id) {
+            host.hold = host.hold.max(hold).max(delay);
+            host.last_start = Some(permit.started);
+            host.delay = delay;
+        }
     }
 
     /// The turn at this process's gate for `server`: queued behind the
@@ -551,6 +588,15 @@ impl Politeness {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
         let max_wait = config.max_wait_by(by);
+        let deadline = after(Instant::now(), max_wait);
+        // A server that asked to be slowed down is waited for before its
+        // request joins the machine's queue, so it never holds up the other
+        // servers on that machine from the head of the queue.
+        if self.slowed_until(&config, server, delay).is_some() {
+            // Boxed: rare, and inline its timer would size every admission.
+            Box::pin(self.wait_slowed(&config, server, delay, deadline)).await?;
+        }
+        let max_wait = deadline.saturating_duration_since(Instant::now());
         let id = self.enqueue(&config, server, (delay, hold), (ticket, max_wait), &wake)?;
         let mut place = InQueue {
             gate: self,
@@ -558,9 +604,8 @@ impl Politeness {
             ticket,
             admitted: false,
         };
-        let deadline = after(Instant::now(), max_wait);
         loop {
-            let sleep_until = match self.try_start(&config, id, ticket) {
+            let sleep_until = match self.try_start(&config, id, ticket, &server.name) {
                 Ok((started, behind)) => {
                     place.admitted = true;
                     return Ok(Permit {
@@ -599,6 +644,44 @@ impl Politeness {
                 return Err(SlowDown { retry_after });
             }
         }
+    }
+
+    /// Waits until `server`'s own slow-down lets a request asking for
+    /// `delay` start, or says "slow down" when that is past `deadline`.
+    async fn wait_slowed(
+        &self,
+        config: &PolitenessConfig,
+        server: &Server,
+        delay: Option<Duration>,
+        deadline: Instant,
+    ) -> Result<(), SlowDown> {
+        while let Some(ready) = self.slowed_until(config, server, delay) {
+            if ready > deadline {
+                return Err(SlowDown {
+                    retry_after: ready.saturating_duration_since(Instant::now()),
+                });
+            }
+            tokio::time::sleep_until(ready).await;
+        }
+        Ok(())
+    }
+
+    /// When a request to `server` asking for `delay` may start as far as
+    /// that server's own slow-down goes, if that is later than now.
+    fn slowed_until(
+        &self,
+        config: &PolitenessConfig,
+        server: &Server,
+        delay: Option<Duration>,
+    ) -> Option<Instant> {
+        let gates = self.lock();
+        let host = aliases(config.key, server)
+            .iter()
+            .find_map(|a| gates.aliases.get(a))
+            .and_then(|id| gates.hosts.get(id))?;
+        let slowed = host.slowed(&server.name)?;
+        let ready = slowed.ready_at(delay.unwrap_or(host.delay), config)?;
+        (ready > Instant::now()).then_some(ready)
     }
 
     /// Joins the queue of `server`'s gate (made if new) and returns the gate;
@@ -642,6 +725,7 @@ impl Politeness {
         config: &PolitenessConfig,
         id: GateId,
         ticket: u64,
+        server: &HostKey,
     ) -> Result<(Instant, usize), Wait> {
         let mut gates = self.lock();
         // Swept while we waited cannot happen (the queue was not empty);
@@ -651,13 +735,19 @@ impl Politeness {
         let at_head = head.is_some();
         let delay = head.map_or(host.delay, |w| w.delay);
         let now = Instant::now();
-        let next = host.next_start(delay, config.max_delay);
+        let next = host.next_start(delay);
         let slot_free = host.in_flight < config.per_host_concurrency;
         if at_head && slot_free && next.is_none_or(|t| t <= now) {
             host.queue.pop_front();
             host.in_flight += 1;
             host.last_start = Some(now);
             host.delay = delay;
+            host.slowed.retain_mut(|s| {
+                if s.is(server) {
+                    s.last_start = now;
+                }
+                !s.over(delay, config, now)
+            });
             // The next in line may be able to go too (concurrency > 1, no delay).
             host.wake_head();
             return Ok((now, host.queue.len()));
@@ -670,37 +760,58 @@ impl Politeness {
         }
     }
 
-    /// An upstream answered "slow down" (Gemini `44`) to a request through
-    /// `gate`: push its next start out by `seconds` when given, else double its
-    /// spacing (up to `max_delay`).
-    pub fn slow_down(&self, gate: GateId, seconds: Option<Duration>) {
+    /// An upstream `server` answered "slow down" (Gemini `44`) to a request
+    /// through `gate`: nothing starts there before `seconds` have passed when
+    /// given, else its spacing doubles; either at most `max_slow_down`. The
+    /// other servers on its machine keep their turns.
+    pub fn slow_down(&self, gate: GateId, server: &HostKey, seconds: Option<Duration>) {
+        let config = self.config.load();
         let mut gates = self.lock();
         let Some(host) = gates.hosts.get_mut(&gate) else {
             return;
         };
+        let now = Instant::now();
+        let at = match host.slowed.iter().position(|s| s.is(server)) {
+            Some(at) => at,
+            None => {
+                host.slowed.push(Slowed {
+                    host: server.host.clone(),
+                    port: server.port,
+                    backoff: 1,
+                    not_before: None,
+                    last_start: host.last_start.unwrap_or(now),
+                });
+                host.slowed.len() - 1
+            }
+        };
+        let delay = host.delay;
+        let slowed = &mut host.slowed[at];
         match seconds {
             Some(s) => {
-                let until = after(Instant::now(), s);
-                host.not_before = Some(host.not_before.map_or(until, |t| t.max(until)));
+                let until = after(now, s.min(config.max_slow_down));
+                slowed.not_before = Some(slowed.not_before.map_or(until, |t| t.max(until)));
             }
             None => {
-                let doubled = host.backoff.saturating_mul(2);
-                let at_cap = self
-                    .config
-                    .load()
-                    .max_delay
-                    .is_some_and(|max| host.delay.saturating_mul(host.backoff) >= max);
+                let at_cap = backoff_spacing(delay, slowed.backoff, &config)
+                    >= backoff_spacing(delay, u32::MAX, &config);
                 if !at_cap {
-                    host.backoff = doubled;
+                    slowed.backoff = slowed.backoff.saturating_mul(2);
                 }
             }
         }
     }
 
-    /// An upstream answered normally: exponential back-off ends.
-    pub fn recovered(&self, gate: GateId) {
+    /// An upstream `server` answered normally: its exponential back-off ends.
+    pub fn recovered(&self, gate: GateId, server: &HostKey) {
+        let config = self.config.load();
         if let Some(host) = self.lock().hosts.get_mut(&gate) {
-            host.backoff = 1;
+            let (delay, now) = (host.delay, Instant::now());
+            host.slowed.retain_mut(|s| {
+                if s.is(server) {
+                    s.backoff = 1;
+                }
+                !s.over(delay, &config, now)
+            });
         }
     }
 
@@ -712,12 +823,20 @@ impl Politeness {
         let aliases = aliases(config.key, server);
         let id = aliases.iter().find_map(|a| gates.aliases.get(a).copied())?;
         let host = gates.hosts.get(&id)?;
+        let slowed = host.slowed(&server.name);
+        let next_start = match (
+            host.next_start(host.delay),
+            slowed.and_then(|s| s.ready_at(host.delay, &config)),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         Some(GateView {
             waiting: host.queue.len(),
             in_flight: host.in_flight,
             last_start: host.last_start,
-            next_start: host.next_start(host.delay, config.max_delay),
-            backoff: host.backoff,
+            next_start,
+            backoff: slowed.map_or(1, |s| s.backoff),
         })
     }
 

@@ -59,7 +59,7 @@ impl Politeness {
     /// only when there are fewer gates).
     fn sweep_slice(&self, at_most: usize) -> usize {
         let now = Instant::now();
-        let max_delay = self.config.load().max_delay;
+        let config = self.config.load();
         let mut gates = self.lock();
         let Gates {
             hosts,
@@ -77,7 +77,10 @@ impl Politeness {
             };
             let idle = h.queue.is_empty()
                 && h.in_flight == 0
-                && h.next_start(h.hold, max_delay).is_none_or(|t| t <= now);
+                && h.next_start(h.hold).is_none_or(|t| t <= now)
+                && h.slowed
+                    .iter()
+                    .all(|s| s.ready_at(h.hold, &config).is_none_or(|t| t <= now));
             if !idle {
                 sweep_order.push_back(id);
                 continue;

@@ -23,6 +23,7 @@ fn config() -> PolitenessConfig {
         max_delay: None,
         per_host_concurrency: 1,
         max_wait: Duration::from_secs(600),
+        max_slow_down: MAX_SLOW_DOWN,
         key: GateBy::Address,
     }
 }
@@ -167,20 +168,20 @@ async fn upstream_44_pushes_the_next_start_out() {
     let k = key("a");
     let d = Duration::from_secs(2);
     let id = gate.admit(&k, Some(d)).await.unwrap().gate();
-    gate.slow_down(id, Some(Duration::from_secs(30)));
+    gate.slow_down(id, &k.name, Some(Duration::from_secs(30)));
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(d)).await.unwrap());
     assert_eq!(t0.elapsed(), Duration::from_secs(30));
     // Without a number: the spacing doubles (2 → 4 → 8 s), and resets on success.
-    gate.slow_down(id, None);
+    gate.slow_down(id, &k.name, None);
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(d)).await.unwrap());
     assert_eq!(t0.elapsed(), Duration::from_secs(4));
-    gate.slow_down(id, None);
+    gate.slow_down(id, &k.name, None);
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(d)).await.unwrap());
     assert_eq!(t0.elapsed(), Duration::from_secs(8));
-    gate.recovered(id);
+    gate.recovered(id, &k.name);
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(d)).await.unwrap());
     assert_eq!(t0.elapsed(), Duration::from_secs(2));
@@ -191,7 +192,7 @@ async fn back_off_from_no_delay_starts_at_one_second() {
     let gate = Politeness::new(config());
     let k = key("a");
     let id = gate.admit(&k, Some(Duration::ZERO)).await.unwrap().gate();
-    gate.slow_down(id, None);
+    gate.slow_down(id, &k.name, None);
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(Duration::ZERO)).await.unwrap());
     assert_eq!(t0.elapsed(), Duration::from_secs(2));
@@ -207,7 +208,7 @@ async fn doubling_stops_at_max_delay() {
     let d = Duration::from_secs(2);
     let id = gate.admit(&k, Some(d)).await.unwrap().gate();
     for _ in 0..5 {
-        gate.slow_down(id, None);
+        gate.slow_down(id, &k.name, None);
     }
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(d)).await.unwrap());
@@ -341,16 +342,16 @@ async fn hostile_numbers_saturate_instead_of_panicking() {
     });
     let k = key("a");
     let id = gate.admit(&k, Some(Duration::MAX)).await.unwrap().gate();
-    gate.slow_down(id, Some(Duration::from_secs(u64::MAX)));
+    gate.slow_down(id, &k.name, Some(Duration::from_secs(u64::MAX)));
     for _ in 0..70 {
-        gate.slow_down(id, None);
+        gate.slow_down(id, &k.name, None);
     }
     gate.sweep();
     let short = Politeness::new(config());
     let id = short.admit(&k, Some(Duration::MAX)).await.unwrap().gate();
     let refused = short.admit(&k, Some(Duration::MAX)).await.err().unwrap();
     assert!(refused.retry_after >= Duration::from_secs(86_400 * 365));
-    short.slow_down(id, Some(Duration::from_secs(u64::MAX)));
+    short.slow_down(id, &k.name, Some(Duration::from_secs(u64::MAX)));
     short.sweep();
     assert_eq!(short.usage().0, 1, "the gate is still remembered");
     // Other hosts are untouched.
@@ -513,6 +514,7 @@ proptest::proptest! {
                 max_delay: None,
                 per_host_concurrency: concurrency,
                 max_wait,
+                max_slow_down: MAX_SLOW_DOWN,
                 key: GateBy::Host,
             });
             let mut ids = std::collections::HashMap::new();
@@ -533,12 +535,12 @@ proptest::proptest! {
                     }
                     Step::SlowDown { host, seconds } => {
                         if let Some(id) = ids.get(&host) {
-                            gate.slow_down(*id, seconds);
+                            gate.slow_down(*id, &key(&format!("h{host}")).name, seconds);
                         }
                     }
                     Step::Recovered { host } => {
                         if let Some(id) = ids.get(&host) {
-                            gate.recovered(*id);
+                            gate.recovered(*id, &key(&format!("h{host}")).name);
                         }
                     }
                     Step::Sweep => gate.sweep(),

@@ -23,16 +23,6 @@ pub trait Turns: Send + Sync {
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>>;
-
-    /// Takes a turn at once, counted as a start (see
-    /// [`Politeness::start_now`]), with the wait it would have had.
-    fn start_now<'a>(
-        &'a self,
-        gate: &'a Arc<Politeness>,
-        server: &'a Server,
-        delay: Duration,
-        hold: Duration,
-    ) -> BoxFuture<'a, Result<(Permit, Duration), SlowDown>>;
 }
 
 /// Turns taken at this process's own gates.
@@ -47,15 +37,5 @@ impl Turns for Local {
         by: Option<Instant>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(gate.admit_here(server, spacing, by))
-    }
-
-    fn start_now<'a>(
-        &'a self,
-        gate: &'a Arc<Politeness>,
-        server: &'a Server,
-        delay: Duration,
-        hold: Duration,
-    ) -> BoxFuture<'a, Result<(Permit, Duration), SlowDown>> {
-        Box::pin(std::future::ready(Ok(gate.start_here(server, delay, hold))))
     }
 }

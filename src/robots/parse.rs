@@ -65,6 +65,10 @@ pub(crate) struct Agent {
     pub(crate) line: u32,
     /// The largest valid `Crawl-delay` after this agent line in its group.
     pub(crate) crawl_delay: Option<Delay>,
+    /// The `Visit-time` windows after this agent line in its group (indices
+    /// of [`RobotsTxt::visits`]): like a Crawl-delay, they belong to the run
+    /// of agent lines just before them, not to every agent of the group.
+    pub(crate) visits: std::ops::Range<u32>,
 }
 
 /// A `Crawl-delay` (or `Request-rate`) value in seconds, and its line.
@@ -100,7 +104,6 @@ pub(crate) struct Group {
     pub(crate) agents: std::ops::Range<u32>,
     pub(crate) rules: std::ops::Range<u32>,
     pub(crate) usages: std::ops::Range<u32>,
-    pub(crate) visits: std::ops::Range<u32>,
 }
 
 /// A `Content-Usage:` or `Content-Signal:` line of a group: the paths it
@@ -317,12 +320,17 @@ fn parse_visit_time(value: &[u8]) -> Option<(u16, u16)> {
     (from != to).then_some((from, to))
 }
 
-/// Gives a run of agent lines the crawl-delay that followed them, if any.
-fn give_delay(run: &mut [Agent], delay: Option<Delay>) {
-    if let Some(delay) = delay {
-        for agent in run {
-            agent.crawl_delay = Some(delay);
+/// Gives a run of agent lines the crawl-delay and the `Visit-time` windows
+/// that followed them, if any.
+fn give_run(run: &mut [Agent], delay: Option<Delay>, visits: std::ops::Range<u32>) {
+    if delay.is_none() && visits.is_empty() {
+        return;
+    }
+    for agent in run {
+        if delay.is_some() {
+            agent.crawl_delay = delay;
         }
+        agent.visits = visits.clone();
     }
 }
 
@@ -382,10 +390,13 @@ impl RobotsTxt {
         // Whether the current group has had a rule line: the next agent line then
         // starts a new group instead of joining this one.
         let mut group_has_rules = false;
-        // The agents a `Crawl-delay` line applies to: those named since the group
-        // began or since the last `Crawl-delay` with agent lines after it.
+        // The agents a `Crawl-delay` (or `Request-rate`, `Visit-time`) line
+        // applies to: those named since the group began or since the last
+        // such line with agent lines after it.
         let mut delay_run_start = 0u32;
         let mut after_delay = false;
+        // The run's `Visit-time` windows: `visits[run_visits..]`.
+        let mut run_visits = 0u32;
         // The largest delay given to that run so far: set on its agents once,
         // when the run ends, so that a file of many agents and many delays
         // costs one pass, not one pass per delay.
@@ -404,26 +415,28 @@ impl RobotsTxt {
             field_lines += usize::from(f != Field::Other);
             match f {
                 f @ (Field::UserAgent | Field::VirtualAgent) => {
+                    let run_ends = groups.is_empty() || group_has_rules || after_delay;
+                    if run_ends {
+                        let visited = run_visits..visits.len() as u32;
+                        give_run(
+                            &mut agents[delay_run_start as usize..],
+                            run_delay.take(),
+                            visited,
+                        );
+                        delay_run_start = agents.len() as u32;
+                        run_visits = visits.len() as u32;
+                        after_delay = false;
+                    }
                     if groups.is_empty() || group_has_rules {
-                        give_delay(&mut agents[delay_run_start as usize..], run_delay.take());
                         let at_agent = agents.len() as u32;
                         let at_rule = rules.len() as u32;
                         let at_usage = usages.len() as u32;
-                        let at_visit = visits.len() as u32;
                         groups.push(Group {
                             agents: at_agent..at_agent,
                             rules: at_rule..at_rule,
                             usages: at_usage..at_usage,
-                            visits: at_visit..at_visit,
                         });
                         group_has_rules = false;
-                        delay_run_start = at_agent;
-                        after_delay = false;
-                    }
-                    if after_delay {
-                        give_delay(&mut agents[delay_run_start as usize..], run_delay.take());
-                        delay_run_start = agents.len() as u32;
-                        after_delay = false;
                     }
                     // An unusable name still starts a group, so the rules under it
                     // are not taken for the group before.
@@ -438,6 +451,7 @@ impl RobotsTxt {
                             name,
                             line: number,
                             crawl_delay: None,
+                            visits: 0..0,
                         });
                         let end = agents.len() as u32;
                         if let Some(g) = groups.last_mut() {
@@ -474,16 +488,13 @@ impl RobotsTxt {
                     }
                 }
                 Field::VisitTime => {
+                    after_delay = true;
                     if let Some((from, to)) = parse_visit_time(value) {
                         visits.push(VisitTime {
                             from,
                             to,
                             line: number,
                         });
-                        let end = visits.len() as u32;
-                        if let Some(g) = groups.last_mut() {
-                            g.visits.end = end;
-                        }
                     }
                 }
                 f @ (Field::Allow | Field::Disallow) => {
@@ -522,7 +533,8 @@ impl RobotsTxt {
                 Field::Sitemap | Field::Other => {}
             }
         }
-        give_delay(&mut agents[delay_run_start as usize..], run_delay);
+        let visited = run_visits..visits.len() as u32;
+        give_run(&mut agents[delay_run_start as usize..], run_delay, visited);
         RobotsTxt {
             groups,
             agents,

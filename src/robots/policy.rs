@@ -307,6 +307,12 @@ impl RobotsTxt {
                 if let Some(d) = agent.crawl_delay {
                     crawl_delay = Some(d.larger(crawl_delay));
                 }
+                let windows = &self.visits[agent.visits.start as usize..agent.visits.end as usize];
+                for w in windows {
+                    if !visits.contains(w) {
+                        visits.push(*w);
+                    }
+                }
             }
             if lines.len() > before {
                 let group_rules = &self.rules[group.rules.start as usize..group.rules.end as usize];
@@ -318,9 +324,6 @@ impl RobotsTxt {
                 if !uses.is_empty() {
                     usages.extend(group.usages.clone());
                 }
-                visits.extend_from_slice(
-                    &self.visits[group.visits.start as usize..group.visits.end as usize],
-                );
             }
         }
         if lines.is_empty() {

@@ -163,7 +163,7 @@ pub fn parse_request_line(port: u16, line: &[u8]) -> Result<Request, BadRequest>
     }
     let host = canonical_host(host)?;
     // The line's path is a path: a `?` in it is no query (the data block is).
-    let target = Target::with_path(Scheme::Spartan, host, port, path);
+    let target = Target::with_path(Scheme::Spartan, host, port, path)?;
     let data = match len {
         0 => Data::None,
         n => Data::Follows(n),

@@ -13,11 +13,11 @@
 //! - answers "full" when the leases reach the concurrency cap, with the time
 //!   until the earliest lease expires: the waiter sleeps until a lease is
 //!   released (the wake-up channel) or that time;
-//! - answers "slow down" when the start would be more than `max_wait` away;
-//! - for a request in report mode (`force`), starts it now whatever the
-//!   spacing and the cap (recorded in `st` and `last`, so the starts after it
-//!   keep their spacing), taking a lease, and answers the wait it would have
-//!   had.
+//! - answers "slow down" when the start would be more than `max_wait` away.
+//!
+//! A request in report mode asks as any other (with the proxy's own spacing
+//! instead of robots.txt's): a server's slow-down and the concurrency cap
+//! hold it too.
 //!
 //! A request that slept until its reserved start asks once more before it
 //! starts (`START`): its lease must still be there, and the server's latest
@@ -92,7 +92,6 @@ pub(super) struct Ride {
     gate: String,
     leases: String,
     ask: GateAsk,
-    force: bool,
 }
 
 /// The reservations at one gate waiting on one another's call.
@@ -107,8 +106,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local delay, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 local lease, hold, max_delay, never = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local warm = tonumber(ARGV[7])
-local force = ARGV[8] == '1'
-local broke = tonumber(ARGV[9])
+local broke = tonumber(ARGV[8])
 local function num(v, top)
   local n = tonumber(v)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
@@ -147,7 +145,7 @@ local function one(name, max_wait)
     last, bo, nb, st = now, nil, nil, nil
     return 3, math.max(delay, 1000000), 1
   end
-  if not force and held >= cap then
+  if held >= cap then
     if first == nil then
       local f = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
       first = tonumber(f[2]) or false
@@ -179,34 +177,22 @@ local function one(name, max_wait)
   end
   if young then start = math.max(start, now - young + w) end
   local wait = start - now
-  local ends
-  if force then
-    last = math.max(last or now, now)
-    st, started, moved = now, true, true
-    ends = now + lease
-    local keep = math.max(hold, spacing)
-    if nb then keep = math.max(keep, nb - now) end
-    gate_keep = math.max(gate_keep, math.floor(keep / 1000) + 1000)
-    leases_keep = math.max(leases_keep, math.floor(lease / 1000) + 1000)
-  else
-    if wait > max_wait then return 2, wait, b end
-    if wait == 0 then st, started = now, true end
-    last, moved = start, true
-    ends = start + lease
-    local keep = wait + math.max(hold, spacing)
-    if nb then keep = math.max(keep, nb - now) end
-    gate_keep = math.max(gate_keep, math.floor(keep / 1000) + 1000)
-    leases_keep = math.max(leases_keep, math.floor((wait + lease) / 1000) + 1000)
-  end
+  if wait > max_wait then return 2, wait, b end
+  if wait == 0 then st, started = now, true end
+  last, moved = start, true
+  local ends = start + lease
+  local keep = wait + math.max(hold, spacing)
+  if nb then keep = math.max(keep, nb - now) end
+  gate_keep = math.max(gate_keep, math.floor(keep / 1000) + 1000)
+  leases_keep = math.max(leases_keep, math.floor((wait + lease) / 1000) + 1000)
   adds[#adds + 1] = fmt(ends)
   adds[#adds + 1] = name
   soonest = math.min(soonest or ends, ends)
   held = held + 1
-  if force then return 5, wait, b end
   return 1, wait, b
 end
 local out = {}
-for i = 10, #ARGV - 1, 2 do
+for i = 9, #ARGV - 1, 2 do
   local what, micros, b = one(ARGV[i], tonumber(ARGV[i + 1]))
   out[#out + 1] = what
   out[#out + 1] = micros
@@ -220,11 +206,10 @@ if moved then
   end
 end
 if #adds > 0 then redis.call('ZADD', KEYS[2], unpack(adds)) end
--- The times to live: long enough for the latest start reserved (a forced
--- start never shortens what an earlier reservation needs).
+-- The times to live: long enough for the latest start reserved.
 if gate_keep > 0 then
-  if not force or redis.call('PTTL', KEYS[1]) < gate_keep then redis.call('PEXPIRE', KEYS[1], gate_keep) end
-  if not force or redis.call('PTTL', KEYS[2]) < leases_keep then redis.call('PEXPIRE', KEYS[2], leases_keep) end
+  redis.call('PEXPIRE', KEYS[1], gate_keep)
+  redis.call('PEXPIRE', KEYS[2], leases_keep)
 end
 if waiting then redis.call('SET', KEYS[4], '1', 'PX', math.floor(lease / 1000) + 1000) end
 return out
@@ -397,9 +382,6 @@ pub(super) enum Answer {
     SlowDown(Duration),
     /// The gate held junk (reset now): slow down this long.
     Junk(Duration),
-    /// Started now (report mode), the lease taken; it would have waited this
-    /// long. With whether the spacing is backed off.
-    Forced(Duration, bool),
 }
 
 /// A reservation slept on, or whose call is out: taken back (`CANCEL`) when
@@ -514,7 +496,6 @@ impl Store {
         (gate, leases): (&str, &str),
         ask: &GateAsk,
         name: &str,
-        force: bool,
     ) -> Result<Answer, StoreError> {
         // Each request's own `max_wait` (what is left of it) rides with its
         // name: the rest of the ask is the same for a bot at a server.
@@ -525,7 +506,6 @@ impl Store {
                 max_wait: Duration::ZERO,
                 ..*ask
             },
-            force,
         };
         if self.rides.lead(&key) {
             return self.lead(key, ask, name).await;
@@ -559,7 +539,7 @@ impl Store {
         };
         let alone = [(name, ask.max_wait)];
         let answer = self
-            .reserve_many((&key.gate, &key.leases), ask, &alone, key.force)
+            .reserve_many((&key.gate, &key.leases), ask, &alone)
             .await
             .and_then(|mut each| each.remove(0));
         leading.out.held = false;
@@ -580,7 +560,7 @@ impl Store {
                 .map(|((name, max_wait), _)| (name.as_str(), *max_wait))
                 .collect();
             let answers = self
-                .reserve_many((&key.gate, &key.leases), &key.ask, &asks, key.force)
+                .reserve_many((&key.gate, &key.leases), &key.ask, &asks)
                 .await;
             for (i, ((name, _), rider)) in riders.into_iter().enumerate() {
                 let answer = match &answers {
@@ -607,7 +587,6 @@ impl Store {
         (gate, leases): (&str, &str),
         ask: &GateAsk,
         asks: &[(&str, Duration)],
-        force: bool,
     ) -> Result<Vec<Result<Answer, StoreError>>, StoreError> {
         let never = micros(super::NEVER);
         let capped = |d: Duration| micros(d).min(never);
@@ -623,7 +602,6 @@ impl Store {
             .arg(ask.max_delay.map_or(0, capped))
             .arg(never)
             .arg(capped(self.reassert_within()))
-            .arg(u8::from(force))
             .arg(self.since_break().map_or(never, capped));
         for (name, max_wait) in asks {
             call.arg(*name).arg(capped(*max_wait));
@@ -648,7 +626,6 @@ impl Store {
                     2 => Ok(Answer::SlowDown(d)),
                     3 => Ok(Answer::Junk(d)),
                     4 => Err(StoreError::Shape("a reservation taken back before it ran")),
-                    5 => Ok(Answer::Forced(d, backoff > 1)),
                     _ => Err(StoreError::Shape("the gate script's verdict")),
                 }
             })
@@ -772,7 +749,7 @@ impl Store {
             let released = watch.notify.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let answer = match self.reserve((&gate, &leases), &ask, &name, false).await {
+            let answer = match self.reserve((&gate, &leases), &ask, &name).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     self.cancel(&leases, &name);
@@ -802,7 +779,6 @@ impl Store {
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
                 Answer::Junk(wait) => return Ok(Err(self.junk(tag, wait))),
-                Answer::Forced(..) => return Err(StoreError::Shape("the gate script's verdict")),
                 Answer::Full(expires) => {
                     let now = Instant::now();
                     if now >= deadline {
@@ -811,30 +787,6 @@ impl Store {
                     let until = (now + expires.min(FULL_RECHECK)).min(deadline);
                     let _ = tokio::time::timeout_at(until, released).await;
                 }
-            }
-        }
-    }
-
-    /// Starts a request at the shared gate of `tag` now, whatever its spacing
-    /// (report mode): `Ok(Ok)` with its lease and the wait it would have
-    /// had; `Ok(Err(retry_after))` when the gate held junk.
-    pub async fn start_now(
-        self: &Arc<Self>,
-        tag: &str,
-        ask: GateAsk,
-    ) -> Result<Result<(Lease, Duration), Duration>, StoreError> {
-        let (gate, leases) = self.gate_keys(tag);
-        let name = self.lease_name();
-        match self.reserve((&gate, &leases), &ask, &name, true).await {
-            Ok(Answer::Forced(would, backed_off)) => {
-                let lease = self.lease((leases, gate), name, backed_off, ask.hold);
-                Ok(Ok((lease, would)))
-            }
-            Ok(Answer::Junk(wait)) => Ok(Err(self.junk(tag, wait))),
-            Ok(_) => Err(StoreError::Shape("the gate script's verdict")),
-            Err(e) => {
-                self.cancel(&leases, &name);
-                Err(e)
             }
         }
     }
