@@ -868,9 +868,11 @@ async fn junk_times_in_a_robots_record_read_as_stale() {
     assert!(junk >= Some(1.0), "{metrics}");
 }
 
-/// A bot in report mode on one proxy goes at once, and its starts count at
-/// the fleet's gate: a bot that enforces, on another proxy, keeps its
-/// Crawl-delay after them.
+/// A bot in report mode on one proxy goes without robots.txt's Crawl-delay
+/// (the test's `default_delay` is 0), and its starts count at the fleet's
+/// gate: a bot that enforces, on another proxy, keeps its Crawl-delay after
+/// them. Each of its three requests is reported, the first one too: the
+/// robots.txt fetch the fleet's gate let through is a start like any other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_reporting_bots_starts_space_the_fleets_enforcing_bots() {

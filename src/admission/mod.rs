@@ -341,7 +341,6 @@ async fn turn_reported(
     drop(politeness);
     let would_wait = ctx.politeness.would_wait(server, delay);
     let (permit, waited) = turn(ctx, server, (relaxed, hold), by).await?;
-    ctx.politeness.seen_start(&permit, server, relaxed, hold);
     if would_wait > waited {
         let why = match delay > robots_asks {
             true => "min_delay",

@@ -148,7 +148,14 @@ impl Fleet {
         }
         let tag = fleet_tag(config.key, server);
         match store.admit(&tag, ask(&config, delay, hold, by)).await {
-            Ok(Ok(lease)) => Some(Ok(self.permit(gate, lease, tag, delay))),
+            Ok(Ok(lease)) => {
+                let permit = self.permit(gate, lease, tag, delay);
+                // Every start the fleet lets through (robots.txt fetches
+                // too) is noted here: report mode's waits are counted from
+                // it, and `on_unavailable = "local"` spaces from it.
+                gate.seen_start(&permit, server, delay, hold);
+                Some(Ok(permit))
+            }
             Ok(Err(retry_after)) => Some(Err(SlowDown { retry_after })),
             Err(_) if local => None,
             Err(_) => Some(Err(store_down(delay))),

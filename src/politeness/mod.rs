@@ -438,6 +438,14 @@ impl Drop for Permit {
     }
 }
 
+/// Where a request stands after asking to join a server's queue.
+enum Queued {
+    /// In the queue of this gate.
+    Joined(GateId),
+    /// Not in it: the server's own slow-down lets it start no sooner.
+    SlowedUntil(Instant),
+}
+
 /// What a queued request waits for before it looks again.
 enum Wait {
     /// Its turn's time.
@@ -558,7 +566,13 @@ impl Politeness {
     /// too (spacing `delay`, remembered for `hold`): the waits report mode
     /// states are counted from it, and a store that goes down with
     /// `on_unavailable = "local"` spaces from it.
-    pub fn seen_start(&self, permit: &Permit, server: &Server, delay: Duration, hold: Duration) {
+    pub(super) fn seen_start(
+        &self,
+        permit: &Permit,
+        server: &Server,
+        delay: Duration,
+        hold: Duration,
+    ) {
         if permit.shared.is_none() {
             return;
         }
@@ -592,12 +606,19 @@ impl Politeness {
         // A server that asked to be slowed down is waited for before its
         // request joins the machine's queue, so it never holds up the other
         // servers on that machine from the head of the queue.
-        if self.slowed_until(&config, server, delay).is_some() {
-            // Boxed: rare, and inline its timer would size every admission.
-            Box::pin(self.wait_slowed(&config, server, delay, deadline)).await?;
-        }
-        let max_wait = deadline.saturating_duration_since(Instant::now());
-        let id = self.enqueue(&config, server, (delay, hold), (ticket, max_wait), &wake)?;
+        let id = loop {
+            let max_wait = deadline.saturating_duration_since(Instant::now());
+            match self.enqueue(&config, server, (delay, hold), (ticket, max_wait), &wake)? {
+                Queued::Joined(id) => break id,
+                Queued::SlowedUntil(ready) if ready > deadline => {
+                    return Err(SlowDown {
+                        retry_after: ready.saturating_duration_since(Instant::now()),
+                    });
+                }
+                // Boxed: rare, and inline its timer would size every admission.
+                Queued::SlowedUntil(ready) => Box::pin(tokio::time::sleep_until(ready)).await,
+            }
+        };
         let mut place = InQueue {
             gate: self,
             id,
@@ -646,46 +667,10 @@ impl Politeness {
         }
     }
 
-    /// Waits until `server`'s own slow-down lets a request asking for
-    /// `delay` start, or says "slow down" when that is past `deadline`.
-    async fn wait_slowed(
-        &self,
-        config: &PolitenessConfig,
-        server: &Server,
-        delay: Option<Duration>,
-        deadline: Instant,
-    ) -> Result<(), SlowDown> {
-        while let Some(ready) = self.slowed_until(config, server, delay) {
-            if ready > deadline {
-                return Err(SlowDown {
-                    retry_after: ready.saturating_duration_since(Instant::now()),
-                });
-            }
-            tokio::time::sleep_until(ready).await;
-        }
-        Ok(())
-    }
-
-    /// When a request to `server` asking for `delay` may start as far as
-    /// that server's own slow-down goes, if that is later than now.
-    fn slowed_until(
-        &self,
-        config: &PolitenessConfig,
-        server: &Server,
-        delay: Option<Duration>,
-    ) -> Option<Instant> {
-        let gates = self.lock();
-        let host = aliases(config.key, server)
-            .iter()
-            .find_map(|a| gates.aliases.get(a))
-            .and_then(|id| gates.hosts.get(id))?;
-        let slowed = host.slowed(&server.name)?;
-        let ready = slowed.ready_at(delay.unwrap_or(host.delay), config)?;
-        (ready > Instant::now()).then_some(ready)
-    }
-
     /// Joins the queue of `server`'s gate (made if new) and returns the gate;
-    /// or "slow down" when the estimated wait passes `max_wait`.
+    /// or when the server's own slow-down lets a request asking for `delay`
+    /// start, if that is later than now (it has not joined then); or "slow
+    /// down" when the estimated wait passes `max_wait`.
     fn enqueue(
         &self,
         config: &PolitenessConfig,
@@ -693,7 +678,7 @@ impl Politeness {
         (delay, hold): (Option<Duration>, Duration),
         (ticket, max_wait): (u64, Duration),
         wake: &Arc<Notify>,
-    ) -> Result<GateId, SlowDown> {
+    ) -> Result<Queued, SlowDown> {
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
         let Some(host) = gates.hosts.get_mut(&id) else {
@@ -702,6 +687,12 @@ impl Politeness {
             });
         };
         let delay = delay.unwrap_or(host.delay);
+        let slowed = host.slowed(&server.name);
+        if let Some(ready) = slowed.and_then(|s| s.ready_at(delay, config)) {
+            if ready > Instant::now() {
+                return Ok(Queued::SlowedUntil(ready));
+            }
+        }
         host.hold = host.hold.max(hold).max(delay);
         let estimate = host.estimate(config, delay);
         if estimate > max_wait {
@@ -714,7 +705,7 @@ impl Politeness {
             wake: wake.clone(),
             delay,
         });
-        Ok(id)
+        Ok(Queued::Joined(id))
     }
 
     /// Starts `ticket`'s request if its turn has come (at the head of the
