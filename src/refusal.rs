@@ -247,6 +247,9 @@ pub enum BotLimit {
     Rate(crate::bot_limits::values::Rate),
     /// `daily_requests_per_server`: its starts at the server in 24 hours.
     DailyBudget(u32),
+    /// `limits.max_budget_pairs`: the daily budgets count this many (bot,
+    /// server) pairs, and this request would count one more.
+    BudgetBook(usize),
     /// `quiet_hours`: no starts now.
     QuietHours,
     /// robots.txt's `Visit-time`: no starts at this host until a window opens.
@@ -261,6 +264,7 @@ impl BotLimit {
             BotLimit::Concurrency(_) => "concurrency",
             BotLimit::Rate(_) => "rate",
             BotLimit::DailyBudget(_) => "daily_requests_per_server",
+            BotLimit::BudgetBook(_) => "max_budget_pairs",
             BotLimit::QuietHours => "quiet_hours",
             BotLimit::VisitTime(_) => "visit_time",
         }
@@ -278,6 +282,10 @@ impl fmt::Display for BotLimit {
                     "this bot's daily_requests_per_server = {n}, used up here"
                 )
             }
+            BotLimit::BudgetBook(n) => write!(
+                f,
+                "the daily budgets count limits.max_budget_pairs = {n} (bot, server) pairs, and this server would be one more"
+            ),
             BotLimit::QuietHours => f.write_str("this bot's quiet_hours"),
             BotLimit::VisitTime(w) => {
                 let hm = |m: u16| format!("{:02}{:02}", m / 60, m % 60);

@@ -355,6 +355,9 @@ pub fn ip_host(ip: IpAddr) -> String {
     }
 }
 
+/// The longest host name (RFC 1035's 253 bytes; an IPv6 literal is shorter).
+pub const MAX_HOST: usize = 253;
+
 /// Lower-case, no trailing dot, IDN to punycode (UTS 46), IPv6 in canonical
 /// text form. IPv4 is dotted-quad however it was written (`127.1`,
 /// `0x7f.0.0.1`, `2130706433`, `[::ffff:127.0.0.1]`: what resolvers and the
@@ -380,8 +383,11 @@ pub fn canonical_host(host: &str) -> Result<String, TargetError> {
             .map(|a| a.to_string())
             .ok_or_else(|| TargetError::InvalidHost(host.to_string()));
     }
+    // A name is at most 253 bytes, a label 63 (RFC 1035): longer names no
+    // host, and would make every table keyed by host longer than it need be.
     let valid = !ascii.is_empty()
-        && !ascii.split('.').any(str::is_empty)
+        && ascii.len() <= MAX_HOST
+        && !ascii.split('.').any(|l| l.is_empty() || l.len() > 63)
         && ascii.bytes().all(|b| {
             b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_')
         });

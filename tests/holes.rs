@@ -2,7 +2,8 @@
 //! listeners: a NUL that cuts a `$` rule, a URL whose scheme contradicts
 //! `[ports]`, an upstream answering junk for robots.txt, a `Visit-time`
 //! leaking across groups, report mode skipping the operator's politeness,
-//! and one capsule's slow-down holding back its neighbours for a century.
+//! one capsule's slow-down holding back its neighbours for a century, and a
+//! bot spreading over ever more servers to grow the budgets' book.
 //! Each table row is one way in; a row whose refusal is missing fails.
 
 mod common;
@@ -298,4 +299,87 @@ async fn one_capsules_slow_down_neither_lasts_a_century_nor_stops_its_neighbours
         .unwrap_or_else(|| panic!("{header}"));
     assert!((24 * 3600 - 60..=24 * 3600).contains(&secs), "{header}");
     assert_eq!(hostile.count("/again"), 0);
+}
+
+/// A bot with a daily budget that goes to ever more servers, to grow the
+/// budgets' book and the file it is kept in: past `limits.max_budget_pairs`
+/// a new server is "slow down" on every way in (never relayed uncounted) and
+/// is not asked for the page; the servers in the book go on; and the next
+/// process starts on the file this one wrote, a line per server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_spreading_over_servers_is_never_relayed_uncounted() {
+    let counted = [
+        text_hole_on(machine(1), "").await,
+        text_hole_on(machine(3), "").await,
+    ];
+    let files = [("/robots.txt", ""), ("/page", "page")];
+    let spartan = SmallServer::start(Speaks::Spartan, machine(4), &files).await;
+    let nex = SmallServer::start(Speaks::Nex, machine(5), &files).await;
+    let new_gopher = text_hole_on(machine(6), "").await;
+    let capsule = Origin::start_on(machine(7), |url| match url.ends_with("/robots.txt") {
+        true => text("20 text/plain", ""),
+        false => text("20 text/gemini", "page"),
+    })
+    .await;
+    let (sp, nx) = (spartan.addr.port(), nex.addr.port());
+    let toml = format!(
+        "[ports]\nspartan = [{sp}]\nnex = [{nx}]\n\n[limits]\nmax_budget_pairs = 2\n\n\
+         [bot]\nagent = \"examplebot\"\ndaily_requests_per_server = 100\n"
+    );
+    let config = test_config_with(&toml);
+    let dir = config.state_dir.clone();
+    let proxy = start_proxy(config).await;
+    let gopher_at = proxy.addr(Listener::Gopher);
+    for origin in &counted {
+        let url = origin.url("0/page");
+        assert_eq!(gopher(gopher_at, url.as_bytes()).await, b"text\r\n");
+    }
+    // The book is full: a new server, every way in.
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &capsule.url("/page")).await;
+    assert!(header.starts_with("44 "), "gemini: {header}");
+    let url = format!("spartan://127.0.0.4:{sp}/page");
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &url).await;
+    assert!(header.starts_with("44 "), "gateway: {header}");
+    let answer = gopher(gopher_at, new_gopher.url("0/page").as_bytes()).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(
+        answer.starts_with('3') && answer.contains("max_budget_pairs"),
+        "gopher: {answer}"
+    );
+    let (mut s, code) = socks_connect(proxy.addr(Listener::Socks5), "127.0.0.5", nx, None).await;
+    assert_eq!(code, 0, "CONNECT refused");
+    s.write_all(b"/page\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.starts_with("robots-proxy: 44 "), "nex: {answer}");
+    assert_eq!(capsule.count("/page"), 0);
+    assert_eq!(new_gopher.count(b"page"), 0);
+    assert_eq!(spartan.count("/page") + nex.count("/page"), 0);
+    // The servers in the book go on.
+    let url = counted[0].url("0/again");
+    assert_eq!(gopher(gopher_at, url.as_bytes()).await, b"text\r\n");
+    proxy.shutdown();
+    assert!(proxy.drained().await);
+    drop(proxy);
+    // A line per server, its day in it; the next process reads it back and
+    // still has no room.
+    let kept = std::fs::read_to_string(dir.join("budgets")).unwrap();
+    let mut lines: Vec<&str> = kept.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{kept}");
+    assert!(
+        lines[0].starts_with("default\ta/127.0.0.1\t") && lines[0].ends_with("\t0:2"),
+        "{kept}"
+    );
+    assert!(
+        lines[1].starts_with("default\ta/127.0.0.3\t") && lines[1].ends_with("\t0:1"),
+        "{kept}"
+    );
+    let mut config = test_config_with(&toml);
+    config.state_dir = dir;
+    let proxy = start_proxy(config).await;
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &capsule.url("/page")).await;
+    assert!(header.starts_with("44 "), "after a restart: {header}");
+    assert_eq!(capsule.count("/page"), 0);
 }

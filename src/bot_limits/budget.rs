@@ -2,6 +2,12 @@
 //! in any 24 hours. Starts are counted in 5-minute buckets of the wall clock;
 //! a bucket leaves the count 24 hours after it ends, so a start is counted at
 //! least 24 hours (at most 24 h 5 min): never more than N in any 24 hours.
+//!
+//! The book is bounded: it counts at most `limits.max_budget_pairs` (bot,
+//! server) pairs, every bot's together. A request that would count a pair
+//! more waits (within `max_wait`) for one to leave, or is "slow down": never
+//! relayed uncounted. A pair holds at most [`MAX_BUCKETS`] buckets, so the
+//! book, and the file it is kept in, are bounded by the pairs it may hold.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -14,19 +20,39 @@ use super::values::DAY;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
-use crate::refusal::{BotLimit, Refusal};
+use crate::refusal::{BotLimit, Busy, Refusal};
 
 /// Seconds per bucket.
-const BUCKET: u64 = 300;
+pub(super) const BUCKET: u64 = 300;
+
+/// The buckets a pair holds at most: a day's, and the one being filled.
+pub const MAX_BUCKETS: usize = (DAY / BUCKET) as usize + 1;
+
+/// The default of `limits.max_budget_pairs`.
+pub const BUDGET_PAIRS: usize = 20_000;
+
+/// The most `limits.max_budget_pairs` may be (a pair's day takes at most
+/// about 2.5 KiB of memory, and a line of the file of at most
+/// [`super::keep::MAX_LINE`] bytes).
+pub const MAX_BUDGET_PAIRS: usize = 1_000_000;
+
+/// A bucket: seconds since the epoch over [`BUCKET`].
+type Bucket = u32;
 
 type Key = (String, Alias);
+
+fn bucket_at(unix_secs: u64) -> Bucket {
+    Bucket::try_from(unix_secs / BUCKET).unwrap_or(Bucket::MAX)
+}
 
 /// One bot's starts at one server alias: counts per bucket, oldest first,
 /// and the requests that passed this step and have not started yet.
 #[derive(Default)]
 struct Counts {
-    buckets: VecDeque<(u64, u32)>,
+    buckets: VecDeque<(Bucket, u32)>,
     pending: u32,
+    /// It has its one entry in `Inner::expiring`.
+    listed: bool,
 }
 
 impl Counts {
@@ -56,38 +82,128 @@ impl Counts {
         }
         None
     }
-}
 
-/// When a bucket's starts stop counting.
-fn expiry(bucket: u64) -> u64 {
-    (bucket + 1) * BUCKET + DAY
-}
-
-#[derive(Default)]
-struct Inner {
-    counts: HashMap<Key, Counts>,
-    /// Keys in the order their newest bucket expires, to forget them without
-    /// a scan: `(expiry, key)`, one per bucket made.
-    expiring: VecDeque<(u64, Key)>,
-}
-
-impl Inner {
-    fn forget_expired(&mut self, now: u64) {
-        while let Some((at, _)) = self.expiring.front() {
-            if *at > now {
-                break;
+    /// Counts `n` starts in bucket `b`, where its time puts it; past
+    /// [`MAX_BUCKETS`] the oldest bucket's starts move into the next one
+    /// (counted longer, never less).
+    fn add(&mut self, b: Bucket, n: u32) {
+        match self.buckets.iter().rposition(|&(at, _)| at <= b) {
+            Some(i) if self.buckets[i].0 == b => {
+                self.buckets[i].1 = self.buckets[i].1.saturating_add(n);
             }
-            let Some((_, key)) = self.expiring.pop_front() else {
-                break;
-            };
-            if let Some(c) = self.counts.get_mut(&key) {
-                c.prune(now);
-                if c.buckets.is_empty() && c.pending == 0 {
-                    self.counts.remove(&key);
+            Some(i) => self.buckets.insert(i + 1, (b, n)),
+            None => self.buckets.push_front((b, n)),
+        }
+        while self.buckets.len() > MAX_BUCKETS {
+            if let Some((_, oldest)) = self.buckets.pop_front() {
+                if let Some(next) = self.buckets.front_mut() {
+                    next.1 = next.1.saturating_add(oldest);
                 }
             }
         }
     }
+}
+
+/// When a bucket's starts stop counting.
+fn expiry(bucket: Bucket) -> u64 {
+    (u64::from(bucket) + 1) * BUCKET + DAY
+}
+
+struct Inner {
+    counts: HashMap<Key, Counts>,
+    /// One entry per pair that has buckets, in time order: `(at, key)`, when
+    /// to look at it again (its newest bucket's end, as of when it was
+    /// listed). Pairs leave the book from here, without a scan.
+    expiring: VecDeque<(u64, Key)>,
+    /// `limits.max_budget_pairs`.
+    max_pairs: usize,
+}
+
+impl Default for Inner {
+    fn default() -> Inner {
+        Inner {
+            counts: HashMap::new(),
+            expiring: VecDeque::new(),
+            max_pairs: BUDGET_PAIRS,
+        }
+    }
+}
+
+impl Inner {
+    fn list(&mut self, key: Key, at: u64) {
+        let i = self.expiring.partition_point(|(t, _)| *t <= at);
+        self.expiring.insert(i, (at, key));
+    }
+
+    fn forget_expired(&mut self, now: u64) {
+        while self.expiring.front().is_some_and(|(at, _)| *at <= now) {
+            let Some((_, key)) = self.expiring.pop_front() else {
+                break;
+            };
+            let Some(c) = self.counts.get_mut(&key) else {
+                continue;
+            };
+            c.listed = false;
+            c.prune(now);
+            match c.buckets.back() {
+                Some(&(newest, _)) => {
+                    c.listed = true;
+                    self.list(key, expiry(newest));
+                }
+                None if c.pending == 0 => {
+                    self.counts.remove(&key);
+                }
+                // Its requests still pending list it when they start.
+                None => {}
+            }
+        }
+    }
+
+    /// Starts `n` of `key` in bucket `b` (a new pair only if there is room).
+    fn count(&mut self, key: Key, b: Bucket, n: u32) -> bool {
+        if !self.counts.contains_key(&key) && self.counts.len() >= self.max_pairs {
+            return false;
+        }
+        let c = self.counts.entry(key.clone()).or_default();
+        c.add(b, n);
+        if !c.listed {
+            c.listed = true;
+            let newest = c.buckets.back().map_or(b, |&(at, _)| at);
+            self.list(key, expiry(newest));
+        }
+        true
+    }
+
+    /// When a pair may next leave the book: the soonest a pair with no
+    /// request pending has its newest bucket end (or a bucket from `now`).
+    fn pair_freed_at(&self, now: u64) -> u64 {
+        self.counts
+            .values()
+            .filter(|c| c.pending == 0)
+            .filter_map(|c| c.buckets.back().map(|&(b, _)| expiry(b)))
+            .min()
+            .unwrap_or(now + BUCKET)
+    }
+}
+
+/// Why a count is not taken.
+#[derive(Debug, PartialEq, Eq)]
+enum Full {
+    /// The bot's budget is used up at the server; room at this time (seconds
+    /// since the epoch), `None`: when a pending request gives back.
+    Budget(Option<u64>),
+    /// The book holds `limits.max_budget_pairs`; one may leave at this time.
+    Book(u64),
+}
+
+/// What became of a pair read back from the file.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Restored {
+    Kept,
+    /// Nothing of it counts any more (or yet).
+    Past,
+    /// A new pair, and the book holds `limits.max_budget_pairs`.
+    Full,
 }
 
 /// Every bot's counts at every server.
@@ -97,6 +213,22 @@ pub(super) struct Book(Mutex<Inner>);
 impl Book {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `limits.max_budget_pairs`: pairs past it are not counted (the ones
+    /// already counted stay).
+    pub(super) fn set_max_pairs(&self, max: usize) {
+        self.lock().max_pairs = max;
+    }
+
+    pub(super) fn max_pairs(&self) -> usize {
+        self.lock().max_pairs
+    }
+
+    /// Pairs counted now.
+    #[cfg(test)]
+    pub(super) fn pairs(&self) -> usize {
+        self.lock().counts.len()
     }
 
     /// Starts (and requests about to start) of `bot` at the server these
@@ -138,15 +270,9 @@ impl Book {
         used
     }
 
-    /// Counts one more request if the budget has room at every alias; else
-    /// when it will (seconds since the epoch).
-    fn take(
-        &self,
-        bot: &str,
-        aliases: &[Alias],
-        budget: u32,
-        unix: Duration,
-    ) -> Result<(), Option<u64>> {
+    /// Counts one more request if the budget has room at every alias and
+    /// the book has room for the pairs it adds.
+    fn take(&self, bot: &str, aliases: &[Alias], budget: u32, unix: Duration) -> Result<(), Full> {
         let now = unix.as_secs();
         let keys: Vec<Key> = aliases
             .iter()
@@ -157,18 +283,25 @@ impl Book {
         // Each full alias's time; if any is unknown (its pending requests
         // alone fill it), so is the answer.
         let mut full: Vec<Option<u64>> = Vec::new();
+        let mut new = 0;
         for key in &keys {
-            if let Some(c) = inner.counts.get_mut(key) {
-                c.prune(now);
-                let used = c.used();
-                if used >= budget {
-                    full.push(c.room_at(used - budget + 1));
+            match inner.counts.get_mut(key) {
+                Some(c) => {
+                    c.prune(now);
+                    let used = c.used();
+                    if used >= budget {
+                        full.push(c.room_at(used - budget + 1));
+                    }
                 }
+                None => new += 1,
             }
         }
         if !full.is_empty() {
             let at: Option<Vec<u64>> = full.into_iter().collect();
-            return Err(at.and_then(|at| at.into_iter().max()));
+            return Err(Full::Budget(at.and_then(|at| at.into_iter().max())));
+        }
+        if inner.counts.len() + new > inner.max_pairs {
+            return Err(Full::Book(inner.pair_freed_at(now)));
         }
         for key in keys {
             inner.counts.entry(key).or_default().pending += 1;
@@ -176,42 +309,50 @@ impl Book {
         Ok(())
     }
 
-    /// A bucket read back from the state file (`false`: already past).
+    /// Starts read back from the state file, `(bucket, count)`.
     pub(super) fn restore(
         &self,
         bot: &str,
         alias: Alias,
-        bucket: u64,
-        count: u32,
+        buckets: &[(u64, u32)],
         now: u64,
-    ) -> bool {
-        if expiry(bucket) <= now || count == 0 {
-            return false;
-        }
+    ) -> Restored {
+        let current = bucket_at(now);
         let key = (bot.to_string(), alias);
         let mut inner = self.lock();
-        let counts = inner.counts.entry(key.clone()).or_default();
-        match counts.buckets.iter().position(|&(b, _)| b >= bucket) {
-            Some(i) if counts.buckets[i].0 == bucket => {
-                counts.buckets[i].1 = counts.buckets[i].1.saturating_add(count);
-                return true;
+        let mut kept = Restored::Past;
+        for &(b, n) in buckets {
+            // A bucket past, or not begun yet (a file from a clock ahead),
+            // is left out.
+            let Ok(b) = Bucket::try_from(b) else { continue };
+            if expiry(b) <= now || b > current || n == 0 {
+                continue;
             }
-            Some(i) => counts.buckets.insert(i, (bucket, count)),
-            None => counts.buckets.push_back((bucket, count)),
+            if !inner.count(key.clone(), b, n) {
+                return Restored::Full;
+            }
+            kept = Restored::Kept;
         }
-        // `expiring` is in order: a restored bucket goes where its time is.
-        let at = expiry(bucket);
-        let i = inner.expiring.partition_point(|(t, _)| *t <= at);
-        inner.expiring.insert(i, (at, key));
-        true
+        kept
     }
 
-    /// Every bucket still counting at `now`: bot, server, bucket, count.
-    pub(super) fn each(&self, now: u64, mut f: impl FnMut(&str, &Alias, u64, u32)) {
+    /// Every pair still counting at `now`, with its buckets still counting:
+    /// bot, server, `(bucket, count)` oldest first (at most [`MAX_BUCKETS`]).
+    pub(super) fn each(
+        &self,
+        now: u64,
+        mut f: impl FnMut(&str, &Alias, &mut dyn Iterator<Item = (u64, u32)>),
+    ) {
         let inner = self.lock();
         for ((bot, alias), counts) in &inner.counts {
-            for &(bucket, n) in counts.buckets.iter().filter(|(b, _)| expiry(*b) > now) {
-                f(bot, alias, bucket, n);
+            let mut live = counts
+                .buckets
+                .iter()
+                .filter(|(b, n)| expiry(*b) > now && *n > 0)
+                .map(|&(b, n)| (u64::from(b), n))
+                .peekable();
+            if live.peek().is_some() {
+                f(bot, alias, &mut live);
             }
         }
     }
@@ -227,16 +368,10 @@ impl Book {
             c.pending = c.pending.saturating_sub(1);
             match started {
                 Some(unix) => {
-                    let bucket = unix.as_secs() / BUCKET;
-                    match c.buckets.back_mut() {
-                        Some((b, n)) if *b == bucket => *n = n.saturating_add(1),
-                        _ => {
-                            c.buckets.push_back((bucket, 1));
-                            inner.expiring.push_back((expiry(bucket), key));
-                        }
-                    }
+                    // Counted already: a pair in the book is never refused.
+                    inner.count(key, bucket_at(unix.as_secs()), 1);
                 }
-                None if c.pending == 0 && c.buckets.is_empty() => {
+                None if c.pending == 0 && c.buckets.is_empty() && !c.listed => {
                     inner.counts.remove(&key);
                 }
                 None => {}
@@ -265,19 +400,36 @@ impl Limit for DailyBudget {
             let aliases = aliases(self.key, asked.server);
             let clock = *self.ledger.clock();
             let book = &self.ledger.budget;
+            // Which of the two held it last: the answer names that one.
+            // (0: the budget; else the book's bound, which is at least 1.)
+            let book_full = std::sync::atomic::AtomicUsize::new(0);
             wait_for(
                 &self.ledger,
                 (Some(name), asked.deadline),
                 BotLimit::DailyBudget(*budget),
                 || {
-                    book.take(name, &aliases, *budget, clock.unix())
-                        .map_err(|at| match at {
-                            Some(at) => Blocked::Until(clock.instant_at(Duration::from_secs(at))),
-                            None => Blocked::Released,
-                        })
+                    let taken = book.take(name, &aliases, *budget, clock.unix());
+                    let full = match &taken {
+                        Err(Full::Book(_)) => book.max_pairs(),
+                        _ => 0,
+                    };
+                    book_full.store(full, std::sync::atomic::Ordering::Relaxed);
+                    taken.map_err(|full| match full {
+                        Full::Budget(None) => Blocked::Released,
+                        Full::Budget(Some(at)) | Full::Book(at) => {
+                            Blocked::Until(clock.instant_at(Duration::from_secs(at)))
+                        }
+                    })
                 },
             )
-            .await?;
+            .await
+            .map_err(|refusal| match (refusal, book_full.into_inner()) {
+                (Refusal::SlowDown(mut slow), max) if max > 0 => {
+                    slow.why = Busy::Limit(BotLimit::BudgetBook(max));
+                    Refusal::SlowDown(slow)
+                }
+                (refusal, _) => refusal,
+            })?;
             let mut held = Budgeted {
                 ledger: self.ledger.clone(),
                 bot: name.to_string(),
@@ -352,7 +504,9 @@ mod tests {
             book.settle("bot", &a, Some(t0));
         }
         // The fourth waits until the bucket of the first three ends, a day later.
-        let until = book.take("bot", &a, 3, t0).unwrap_err().unwrap();
+        let Err(Full::Budget(Some(until))) = book.take("bot", &a, 3, t0) else {
+            panic!("the fourth is held by the budget");
+        };
         assert!(
             until >= t0.as_secs() + DAY && until <= t0.as_secs() + DAY + BUCKET,
             "{until}"
@@ -384,7 +538,7 @@ mod tests {
         let a = [alias(4)];
         let t = Duration::from_secs(20_000 * DAY);
         book.take("bot", &a, 1, t).unwrap();
-        assert_eq!(book.take("bot", &a, 1, t), Err(None));
+        assert_eq!(book.take("bot", &a, 1, t), Err(Full::Budget(None)));
         book.settle("bot", &a, None);
         assert!(book.lock().counts.is_empty());
         book.take("bot", &a, 1, t).unwrap();
@@ -393,5 +547,82 @@ mod tests {
         book.used("bot", &a, t + Duration::from_secs(DAY + BUCKET));
         let inner = book.lock();
         assert!(inner.counts.is_empty() && inner.expiring.is_empty());
+    }
+
+    /// A bot that goes to ever more servers: past `max_pairs` a new server is
+    /// refused (never counted less), the servers in the book go on, and a
+    /// pair leaves the book when its newest bucket leaves the day, then a
+    /// new server is counted.
+    #[test]
+    fn the_book_holds_at_most_its_pairs_and_makes_room_as_days_pass() {
+        let book = Book::default();
+        book.set_max_pairs(3);
+        let t0 = 20_000 * DAY;
+        let at = |s: u64| Duration::from_secs(t0 + s);
+        for i in 0..3 {
+            book.take("bot", &[alias(i)], 100, at(u64::from(i) * BUCKET))
+                .unwrap();
+            book.settle("bot", &[alias(i)], Some(at(u64::from(i) * BUCKET)));
+        }
+        // Every bot's pairs together: another bot is refused too.
+        for bot in ["bot", "other"] {
+            let full = book.take(bot, &[alias(9)], 100, at(3 * BUCKET));
+            assert_eq!(full, Err(Full::Book(t0 + BUCKET + DAY)), "{bot}");
+        }
+        // A server in the book is counted as before.
+        book.take("bot", &[alias(0)], 100, at(3 * BUCKET)).unwrap();
+        book.settle("bot", &[alias(0)], Some(at(3 * BUCKET)));
+        // alias(0) started again; alias(1)'s bucket is the first to go.
+        let full = book.take("bot", &[alias(9)], 100, at(DAY));
+        assert_eq!(full, Err(Full::Book(t0 + 2 * BUCKET + DAY)));
+        assert!(book
+            .take("bot", &[alias(9)], 100, at(2 * BUCKET + DAY))
+            .is_ok());
+        assert_eq!(book.pairs(), 3);
+        // Lowered (a reload): nothing new until the book is under it.
+        book.set_max_pairs(1);
+        assert!(matches!(
+            book.take("bot", &[alias(8)], 100, at(2 * BUCKET + DAY)),
+            Err(Full::Book(_))
+        ));
+    }
+
+    /// Starts in every bucket for two days: a pair never holds more than
+    /// [`MAX_BUCKETS`] buckets, the book one entry per pair, and what it
+    /// counts in the last day is never less than what started.
+    #[test]
+    fn a_pair_busy_all_day_stays_bounded() {
+        let book = Book::default();
+        let a = [alias(1)];
+        let t0 = 20_000 * DAY;
+        let per_day = DAY / BUCKET;
+        for i in 0..2 * per_day {
+            let t = Duration::from_secs(t0 + i * BUCKET + 7);
+            book.take("bot", &a, u32::MAX, t).unwrap();
+            book.settle("bot", &a, Some(t));
+            let inner = book.lock();
+            let c = &inner.counts[&("bot".to_string(), alias(1))];
+            assert!(c.buckets.len() <= MAX_BUCKETS);
+            assert!(inner.expiring.len() <= inner.counts.len());
+        }
+        let end = Duration::from_secs(t0 + 2 * per_day * BUCKET);
+        let used = book.used("bot", &a, end);
+        assert!(used >= per_day as u32, "{used}");
+        // Restored buckets of any age and order keep the bound too.
+        let many: Vec<(u64, u32)> = (0..3 * per_day)
+            .rev()
+            .map(|i| (t0 / BUCKET + i, 1))
+            .collect();
+        let fresh = Book::default();
+        let now = t0 + 3 * per_day * BUCKET;
+        assert_eq!(fresh.restore("bot", alias(2), &many, now), Restored::Kept);
+        let inner = fresh.lock();
+        let c = &inner.counts[&("bot".to_string(), alias(2))];
+        assert!(c.buckets.len() <= MAX_BUCKETS);
+        assert!(c
+            .buckets
+            .iter()
+            .zip(c.buckets.iter().skip(1))
+            .all(|(x, y)| x.0 < y.0));
     }
 }

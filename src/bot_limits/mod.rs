@@ -37,8 +37,11 @@ mod rate;
 mod shared;
 pub mod values;
 
+pub use budget::{BUDGET_PAIRS, MAX_BUCKETS, MAX_BUDGET_PAIRS};
 pub use clock::Clock;
-pub use keep::FILE as BUDGETS_FILE;
+pub use keep::{
+    read_bound as budgets_read_bound, ReadBack, FILE as BUDGETS_FILE, MAX_LINE as BUDGETS_MAX_LINE,
+};
 pub use values::{BotLimits, DayWindow, Rate, WallClock, MAX_BUDGET};
 
 /// What the limits have counted: in flight, starts, per bot and server.
@@ -81,6 +84,11 @@ impl Ledger {
             budget: budget::Book::default(),
             store,
         })
+    }
+
+    /// `limits.max_budget_pairs`, from a config (at start, on reload).
+    pub fn set_max_budget_pairs(&self, max: usize) {
+        self.budget.set_max_pairs(max);
     }
 
     pub fn clock(&self) -> &Clock {

@@ -71,9 +71,12 @@ fn bot_profile(
         .fold(BotProfile::new(agent), |b, v| b.with_virtual_agent(v)))
 }
 
+/// The longest name a bot may have.
+pub const MAX_BOT_NAME: usize = 64;
+
 /// A bot's name: the `bot` label of metrics, so short and plain.
-fn valid_bot_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
+pub fn valid_bot_name(name: &str) -> bool {
+    (1..=MAX_BOT_NAME).contains(&name.len())
         && name != NO_BOT
         && name
             .bytes()

@@ -232,6 +232,7 @@ fn limits(config: &Config) -> RawLimits {
     RawLimits {
         max_connections: Some(l.max_connections),
         max_connections_per_client: Some(l.max_connections_per_client),
+        max_budget_pairs: Some(l.max_budget_pairs),
         request_timeout: d(l.request_timeout),
         connect_timeout: d(l.connect_timeout),
         idle_timeout: d(l.idle_timeout),

@@ -13,6 +13,7 @@ mod raw;
 mod reload;
 mod resolve;
 mod values;
+pub use clients::{valid_bot_name, MAX_BOT_NAME};
 pub use raw::*;
 use thiserror::Error;
 pub use values::{format_duration, parse_duration};
@@ -131,6 +132,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// Connections one client (an IPv4 address, an IPv6 /64) may hold at once.
     pub max_connections_per_client: usize,
+    /// (bot, server) pairs the daily budgets count at once, every bot's
+    /// together; a request that would count one more is "slow down".
+    pub max_budget_pairs: usize,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,

@@ -280,6 +280,8 @@ pub struct RawLimits {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_client: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_budget_pairs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_timeout: Option<DurationText>,

@@ -303,6 +303,12 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
             256,
             bound::MAX_CONNECTIONS,
         )?,
+        max_budget_pairs: count(
+            "limits.max_budget_pairs",
+            l.max_budget_pairs,
+            crate::bot_limits::BUDGET_PAIRS,
+            bound::BUDGET_PAIRS,
+        )?,
         request_timeout: duration(
             "limits.request_timeout",
             l.request_timeout.as_deref(),

@@ -170,11 +170,16 @@ impl Lasting {
         let politeness = Politeness::with_turns(config.politeness.clone(), backends.turns);
         let pins = Arc::new(pins);
         let clock = crate::bot_limits::Clock::new(config.wall_clock);
-        let ledger = crate::bot_limits::Ledger::open(&config.state_dir, clock, store.clone())
-            .map_err(|source| StartError::Budgets {
-                path: config.state_dir.join(crate::bot_limits::BUDGETS_FILE),
-                source,
-            })?;
+        let ledger = crate::bot_limits::Ledger::open(
+            &config.state_dir,
+            clock,
+            store.clone(),
+            config.limits.max_budget_pairs,
+        )
+        .map_err(|source| StartError::Budgets {
+            path: config.state_dir.join(crate::bot_limits::BUDGETS_FILE),
+            source,
+        })?;
         let built = Built::new(config, &listens, &pins, (&politeness, &metrics))?;
         let robots = Arc::new(
             RobotsCache::new(
@@ -236,6 +241,10 @@ impl Lasting {
                 config.gopher_public_port.unwrap_or(gopher.port()),
             )
         });
+        // A reload that lowers the bound counts no new pair until the book
+        // is under it; the pairs counted stay.
+        self.ledger
+            .set_max_budget_pairs(config.limits.max_budget_pairs);
         let limits =
             crate::bot_limits::steps(&config.bots, self.politeness.config().key, &self.ledger);
         Arc::new(Context {
