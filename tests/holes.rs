@@ -115,6 +115,45 @@ async fn a_scheme_that_contradicts_ports_is_refused_on_every_listener() {
     assert!(spartan.paths().is_empty(), "{:?}", spartan.paths());
 }
 
+/// The same over SOCKS5: the client names only an address and a port, and
+/// whatever protocol's line it sends (a Gemini URL, a Gopher selector, a Nex
+/// path), a port `[ports]` says speaks Spartan is spoken to as Spartan:
+/// robots.txt is fetched over Spartan and nothing disallowed reaches the
+/// server. (Transparent mode: tests/transparent.rs,
+/// `a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_sends`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_socks5_a_ports_protocol_is_the_one_spoken_whatever_the_client_sends() {
+    let files = [
+        ("/robots.txt", "User-agent: *\nDisallow: /private\n"),
+        ("/private/x", "secret"),
+    ];
+    let spartan = SmallServer::start(Speaks::Spartan, machine(1), &files).await;
+    let sp = spartan.addr.port();
+    let proxy = start_proxy(test_config_with(&format!(
+        "[ports]\nspartan = [{sp}]\n\n[bot]\nagent = \"examplebot\"\n"
+    )))
+    .await;
+    for line in [
+        format!("gemini://127.0.0.1:{sp}/private/x\r\n"),
+        format!("gopher://127.0.0.1:{sp}/0/private/x\r\n"),
+        "0/private/x\r\n".to_string(),
+        "/private/x\r\n".to_string(),
+        "private/x\r\n".to_string(),
+        "127.0.0.1 /private/x 0\r\n".to_string(),
+    ] {
+        let answer = through_socks(proxy.addr(Listener::Socks5), sp, line.as_bytes()).await;
+        assert!(answer.starts_with("4 "), "{line:?}: {answer}");
+        assert!(!answer.contains("secret"), "{line:?}: {answer}");
+    }
+    // robots.txt was asked over Spartan (the server reads only Spartan), and
+    // nothing else.
+    let paths = spartan.paths();
+    assert!(
+        !paths.is_empty() && paths.iter().all(|p| p == "/robots.txt"),
+        "{paths:?}"
+    );
+}
+
 /// A server on a port `[ports]` does not list (or one that answers junk)
 /// gives robots.txt answers that are none: another protocol's status line,
 /// an HTTP error, binary data. None of them reads as "no robots.txt, allow
