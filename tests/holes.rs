@@ -16,7 +16,7 @@ use robots_proxy::listener::Listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::*;
-use small_web::{SmallServer, Speaks};
+use small_web::{private_in_every_protocol, spartan_guarding_private, SmallServer, Speaks};
 
 /// One request line through SOCKS5 to `port` on 127.0.0.1; the whole answer.
 async fn through_socks(proxy: std::net::SocketAddr, port: u16, request: &[u8]) -> String {
@@ -87,16 +87,9 @@ async fn a_nul_behind_escapes_never_cuts_a_dollar_rule() {
 /// whose answer would be the Spartan server's error line).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheme_that_contradicts_ports_is_refused_on_every_listener() {
-    let files = [
-        ("/robots.txt", "User-agent: *\nDisallow: /private\n"),
-        ("/private/x", "secret"),
-    ];
-    let spartan = SmallServer::start(Speaks::Spartan, machine(1), &files).await;
+    let (spartan, toml) = spartan_guarding_private(machine(1)).await;
     let sp = spartan.addr.port();
-    let proxy = start_proxy(test_config_with(&format!(
-        "[ports]\nspartan = [{sp}]\n\n[bot]\nagent = \"examplebot\"\n"
-    )))
-    .await;
+    let proxy = start_proxy(test_config_with(&toml)).await;
     for url in [
         format!("gopher://127.0.0.1:{sp}/0/private/x"),
         format!("nex://127.0.0.1:{sp}/private/x"),
@@ -123,25 +116,12 @@ async fn a_scheme_that_contradicts_ports_is_refused_on_every_listener() {
 /// `a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_sends`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_socks5_a_ports_protocol_is_the_one_spoken_whatever_the_client_sends() {
-    let files = [
-        ("/robots.txt", "User-agent: *\nDisallow: /private\n"),
-        ("/private/x", "secret"),
-    ];
-    let spartan = SmallServer::start(Speaks::Spartan, machine(1), &files).await;
+    let (spartan, toml) = spartan_guarding_private(machine(1)).await;
     let sp = spartan.addr.port();
-    let proxy = start_proxy(test_config_with(&format!(
-        "[ports]\nspartan = [{sp}]\n\n[bot]\nagent = \"examplebot\"\n"
-    )))
-    .await;
-    for line in [
-        format!("gemini://127.0.0.1:{sp}/private/x\r\n"),
-        format!("gopher://127.0.0.1:{sp}/0/private/x\r\n"),
-        "0/private/x\r\n".to_string(),
-        "/private/x\r\n".to_string(),
-        "private/x\r\n".to_string(),
-        "127.0.0.1 /private/x 0\r\n".to_string(),
-    ] {
-        let answer = through_socks(proxy.addr(Listener::Socks5), sp, line.as_bytes()).await;
+    let proxy = start_proxy(test_config_with(&toml)).await;
+    for line in private_in_every_protocol(sp) {
+        let request = format!("{line}\r\n");
+        let answer = through_socks(proxy.addr(Listener::Socks5), sp, request.as_bytes()).await;
         assert!(answer.starts_with("4 "), "{line:?}: {answer}");
         assert!(!answer.contains("secret"), "{line:?}: {answer}");
     }

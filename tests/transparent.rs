@@ -337,25 +337,11 @@ async fn crowding_and_garbage_tls_do_not_keep_others_out() {
 /// 46, hole 3; SOCKS5: tests/holes.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_sends() {
-    use small_web::{SmallServer, Speaks};
-    let files = [
-        ("/robots.txt", "User-agent: *\nDisallow: /private\n"),
-        ("/private/x", "secret"),
-    ];
-    let spartan = SmallServer::start(Speaks::Spartan, machine(1), &files).await;
-    let sp = spartan.addr.port();
-    let toml = format!("[ports]\nspartan = [{sp}]\n\n[bot]\nagent = \"examplebot\"\n");
+    let (spartan, toml) = small_web::spartan_guarding_private(machine(1)).await;
     let (proxy, kernel) = start(Some(&toml), FakeKernel::default()).await;
     kernel.redirect_to(spartan.addr);
     let listener = proxy.addr(Listener::Transparent);
-    for line in [
-        format!("gemini://127.0.0.1:{sp}/private/x"),
-        format!("gopher://127.0.0.1:{sp}/0/private/x"),
-        "0/private/x".to_string(),
-        "/private/x".to_string(),
-        "private/x".to_string(),
-        "127.0.0.1 /private/x 0".to_string(),
-    ] {
+    for line in small_web::private_in_every_protocol(spartan.addr.port()) {
         let answer = gopher_direct(listener, "127.0.0.1", line.as_bytes()).await;
         let answer = String::from_utf8_lossy(&answer);
         assert!(answer.starts_with("4 "), "{line:?}: {answer}");

@@ -166,3 +166,33 @@ impl SmallServer {
             .collect()
     }
 }
+
+/// A Spartan server on `addr` whose robots.txt disallows `/private` (and
+/// which would serve `/private/x` as "secret"), with the config that says
+/// its port speaks Spartan (the default bot `examplebot`).
+pub async fn spartan_guarding_private(addr: SocketAddr) -> (SmallServer, String) {
+    let files = [
+        ("/robots.txt", "User-agent: *\nDisallow: /private\n"),
+        ("/private/x", "secret"),
+    ];
+    let spartan = SmallServer::start(Speaks::Spartan, addr, &files).await;
+    let toml = format!(
+        "[ports]\nspartan = [{}]\n\n[bot]\nagent = \"examplebot\"\n",
+        spartan.addr.port()
+    );
+    (spartan, toml)
+}
+
+/// `/private/x` at 127.0.0.1:`port` as each protocol's client would ask for
+/// it on a connection to that port (no line end): a Gemini URL, a
+/// `gopher://` URL, a Gopher selector, a Nex path, a Spartan line.
+pub fn private_in_every_protocol(port: u16) -> Vec<String> {
+    vec![
+        format!("gemini://127.0.0.1:{port}/private/x"),
+        format!("gopher://127.0.0.1:{port}/0/private/x"),
+        "0/private/x".to_string(),
+        "/private/x".to_string(),
+        "private/x".to_string(),
+        "127.0.0.1 /private/x 0".to_string(),
+    ]
+}
