@@ -353,3 +353,35 @@ async fn a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_
         "{paths:?}"
     );
 }
+
+/// A NUL behind escapes in a Spartan line from a crawler that knows no
+/// proxy: `/data.bin%00.txt` is `/data.bin` to a server that stops at the
+/// NUL, which `Disallow: /*.bin$` refuses; it is refused as malformed and
+/// the server is not asked (issue 46, hole 2; the other ways in:
+/// tests/holes.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_behind_escapes_in_a_redirected_spartan_line_is_refused() {
+    const ROBOTS: &str = "User-agent: *\nDisallow: /*.bin$\n";
+    let files = [("/robots.txt", ROBOTS), ("/data.bin", "binary")];
+    let spartan =
+        small_web::SmallServer::start(small_web::Speaks::Spartan, machine(1), &files).await;
+    let toml = format!(
+        "[ports]\nspartan = [{}]\n\n[bot]\nagent = \"examplebot\"\n",
+        spartan.addr.port()
+    );
+    let (proxy, kernel) = start(Some(&toml), FakeKernel::default()).await;
+    kernel.redirect_to(spartan.addr);
+    let listener = proxy.addr(Listener::Transparent);
+    for spelling in [
+        "/data.bin%00.txt",
+        "/data.bin%2500.txt",
+        "/data.bin%252500.txt",
+    ] {
+        let line = format!("127.0.0.1 {spelling} 0");
+        let answer = gopher_direct(listener, "127.0.0.1", line.as_bytes()).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("4 "), "{line:?}: {answer}");
+    }
+    let paths = spartan.paths();
+    assert!(paths.iter().all(|p| !p.contains("data.bin")), "{paths:?}");
+}
