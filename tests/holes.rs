@@ -287,37 +287,73 @@ async fn report_mode_keeps_a_servers_own_slow_down() {
     assert_eq!(origin.count("/next"), 0);
 }
 
+/// How a Gemini crawler asks: on the Gemini listener, or over SOCKS5 (TLS
+/// with the proxy's CA, to `localhost`).
+#[derive(Clone, Copy, Debug)]
+enum GeminiWay {
+    Listener,
+    Socks5,
+}
+
+async fn gemini_by(way: GeminiWay, proxy: &robots_proxy::server::Proxy, url: &str) -> String {
+    match way {
+        GeminiWay::Listener => gemini(proxy.addr(Listener::Gemini), url).await.0,
+        GeminiWay::Socks5 => {
+            let port: u16 = url
+                .rsplit_once(':')
+                .unwrap()
+                .1
+                .split('/')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let (tcp, code) =
+                socks_connect(proxy.addr(Listener::Socks5), "localhost", port, None).await;
+            assert_eq!(code, 0, "CONNECT refused");
+            gemini_trusting_ca(proxy, tcp, ("localhost", url), None).await
+        }
+    }
+}
+
 /// Three capsules on one machine (127.0.0.1, three ports). One answers
 /// `44 999999999999`: its own next request is held at most
 /// `politeness.max_slow_down` (24 h by default), not a century, and its
-/// neighbours keep being served.
+/// neighbours keep being served; on the Gemini listener and over SOCKS5.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_capsules_slow_down_neither_lasts_a_century_nor_stops_its_neighbours() {
-    let hostile = Origin::start(|url| match url {
-        u if u.ends_with("/robots.txt") => text("20 text/plain", ""),
-        u if u.ends_with("/slow") => text("44 999999999999", ""),
-        _ => text("20 text/gemini", "page"),
-    })
-    .await;
-    let a = capsule(text("20 text/plain", ""), text("20 text/gemini", "a")).await;
-    let b = capsule(text("20 text/plain", ""), text("20 text/gemini", "b")).await;
-    let mut config = test_config();
-    config.politeness.max_wait = Duration::from_secs(1);
-    let proxy = start_proxy(config).await;
-    let at = proxy.addr(Listener::Gemini);
-    let (header, _) = gemini(at, &hostile.url("/slow")).await;
-    assert!(header.starts_with("44 "), "{header}");
-    for neighbour in [&a, &b] {
-        let (header, _) = gemini(at, &neighbour.url("/page")).await;
-        assert_eq!(header, "20 text/gemini");
+    for way in [GeminiWay::Listener, GeminiWay::Socks5] {
+        let hostile = Origin::start(|url| match url {
+            u if u.ends_with("/robots.txt") => text("20 text/plain", ""),
+            u if u.ends_with("/slow") => text("44 999999999999", ""),
+            _ => text("20 text/gemini", "page"),
+        })
+        .await;
+        let a = capsule(text("20 text/plain", ""), text("20 text/gemini", "a")).await;
+        let b = capsule(text("20 text/plain", ""), text("20 text/gemini", "b")).await;
+        let mut config = test_config();
+        config.politeness.max_wait = Duration::from_secs(1);
+        let proxy = start_proxy(config).await;
+        let url = |origin: &Origin, path: &str| {
+            format!("gemini://localhost:{}{path}", origin.addr.port())
+        };
+        let header = gemini_by(way, &proxy, &url(&hostile, "/slow")).await;
+        assert!(header.starts_with("44 "), "{way:?}: {header}");
+        for neighbour in [&a, &b] {
+            let header = gemini_by(way, &proxy, &url(neighbour, "/page")).await;
+            assert_eq!(header, "20 text/gemini", "{way:?}");
+        }
+        let header = gemini_by(way, &proxy, &url(&hostile, "/again")).await;
+        let secs: u64 = header
+            .strip_prefix("44 ")
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{way:?}: {header}"));
+        assert!(
+            (24 * 3600 - 60..=24 * 3600).contains(&secs),
+            "{way:?}: {header}"
+        );
+        assert_eq!(hostile.count("/again"), 0, "{way:?}");
     }
-    let (header, _) = gemini(at, &hostile.url("/again")).await;
-    let secs: u64 = header
-        .strip_prefix("44 ")
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{header}"));
-    assert!((24 * 3600 - 60..=24 * 3600).contains(&secs), "{header}");
-    assert_eq!(hostile.count("/again"), 0);
 }
 
 /// A bot with a daily budget that goes to ever more servers, to grow the
