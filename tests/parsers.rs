@@ -7,8 +7,10 @@
 use proptest::prelude::*;
 use robots_proxy::gemini::wire::{header, parse_header, parse_request as gemini_request};
 use robots_proxy::gopher::wire::{parse_request, parse_selector_line, MenuRewriter};
+use robots_proxy::nex::wire::parse_path_line;
 use robots_proxy::protocol::read_line;
 use robots_proxy::socks5::wire::handshake;
+use robots_proxy::spartan::wire::parse_request_line;
 use robots_proxy::target::Target;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -255,6 +257,33 @@ proptest! {
             // An empty host only from a zero-length name (address type 3).
             prop_assert!(!connect.dest.host.is_empty() || with_users || bytes.get(4) == Some(&3));
             prop_assert_eq!(connect.user.is_some(), with_users);
+        }
+    }
+
+    /// Spartan request lines (SOCKS5, transparent mode): an accepted line is
+    /// sent upstream as one line that reads back as the same request.
+    #[test]
+    fn spartan_request_lines(host in prop::sample::select(vec!["localhost", "127.0.0.1", "Example.ORG", "h", ""]),
+                             path in urlish(), len in prop::sample::select(vec!["0", "12", "", "x", "99999999999999999999"])) {
+        let mut line = format!("{host} ").into_bytes();
+        line.extend_from_slice(&path);
+        line.extend_from_slice(format!(" {len}").as_bytes());
+        if let Ok(r) = parse_request_line(300, &line) {
+            let head = r.upstream_head();
+            prop_assert!(head.ends_with(b"\r\n"));
+            let sent = &head[..head.len() - 2];
+            prop_assert!(!sent.contains(&b'\r') && !sent.contains(&b'\n'));
+            prop_assert_eq!(parse_request_line(300, sent), Ok(r));
+        }
+    }
+
+    /// Nex path lines: an accepted line goes upstream as the client wrote
+    /// it, one line, with no NUL.
+    #[test]
+    fn nex_path_lines(line in urlish()) {
+        if let Ok(r) = parse_path_line("example.org", 1900, &line) {
+            prop_assert_eq!(r.upstream_line(), [&line[..], b"\r\n"].concat());
+            prop_assert!(!line.iter().any(|b| matches!(b, b'\r' | b'\n' | 0)));
         }
     }
 }
