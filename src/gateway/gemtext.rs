@@ -92,15 +92,20 @@ fn text_line(text: &[u8], out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// `=> url label`: the URL percent-encodes whitespace and controls (it
-/// ends at the first space), the label is one clean line.
+/// `=> url label`: the URL percent-encodes whitespace and controls, C1
+/// controls and Unicode spaces too (it ends at the first space, and a
+/// reader may break a line at NEL or U+2028), the label is one clean line.
 fn link_line(url: &str, label: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"=> ");
-    for b in url.bytes() {
-        if b.is_ascii_whitespace() || b.is_ascii_control() {
-            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+    for c in url.chars() {
+        if c.is_whitespace() || c.is_control() {
+            let mut utf8 = [0; 4];
+            for b in c.encode_utf8(&mut utf8).bytes() {
+                out.extend_from_slice(format!("%{b:02X}").as_bytes());
+            }
         } else {
-            out.push(b);
+            let mut utf8 = [0; 4];
+            out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
         }
     }
     let label = clean(label);
@@ -216,6 +221,22 @@ mod tests {
         }
         lines.finish(&mut out);
         String::from_utf8(out).expect("gemtext is UTF-8")
+    }
+
+    #[test]
+    fn a_link_never_carries_a_c1_control_or_a_unicode_line_break() {
+        // Found by the `gemtext` fuzz target: a host with U+0094 in it.
+        let menu = "0\t1\t0\u{94}0\t1\n1x\t/a\u{2028}b\u{85}\tex.org\t70\n".as_bytes();
+        let out = render(gopher_menu(), menu, 4096);
+        assert!(
+            !out.chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{2028}'),
+            "{out:?}"
+        );
+        assert!(
+            out.contains("%C2%94") && out.contains("%E2%80%A8") && out.contains("%C2%85"),
+            "{out:?}"
+        );
     }
 
     #[test]
