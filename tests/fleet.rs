@@ -221,6 +221,76 @@ async fn an_upstream_slow_down_is_seen_by_every_proxy() {
     assert_eq!(origin.count("/robots.txt"), 1, "{:?}", origin.all());
 }
 
+/// Three capsules on one machine (127.0.0.1, three ports), two proxies. One
+/// capsule answers `44 999999999999`, another a bare `44`: through the
+/// other proxy, each is held back (a day at most, `max_slow_down`; the
+/// doubled spacing), and the third capsule, their neighbour, is served at
+/// once: a slow-down holds the server that asked, not its machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_capsules_slow_down_holds_only_that_capsule_across_the_fleet() {
+    let redis = RedisServer::start();
+    let answering = |slow: &'static str| {
+        move |url: &str| match url {
+            u if u.ends_with("/robots.txt") => text("20 text/plain", ""),
+            u if u.ends_with("/slow") => text(slow, ""),
+            _ => text("20 text/gemini", "page"),
+        }
+    };
+    let century = Origin::start(answering("44 999999999999")).await;
+    let bare = Origin::start(answering("44")).await;
+    let neighbour = Origin::start(answering("20 text/gemini")).await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    let (first, second) = (
+        proxies[0].addr(Listener::Gemini),
+        proxies[1].addr(Listener::Gemini),
+    );
+    // (A young store holds a machine's first start a little: waited here.)
+    assert_eq!(
+        gemini(first, &neighbour.url("/warm")).await.0,
+        "20 text/gemini"
+    );
+    let (header, _) = gemini(first, &century.url("/slow")).await;
+    assert!(header.starts_with("44 "), "{header}");
+    assert_eq!(gemini(first, &bare.url("/slow")).await.0, "44");
+    let started = std::time::Instant::now();
+    assert_eq!(
+        gemini(second, &neighbour.url("/page")).await.0,
+        "20 text/gemini"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let (header, _) = gemini(second, &century.url("/again")).await;
+    let secs: u64 = header
+        .strip_prefix("44 ")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{header}"));
+    assert!((24 * 3600 - 60..=24 * 3600).contains(&secs), "{header}");
+    assert_eq!(century.count("/again"), 0);
+    // The bare 44's back-off: 2 s from its start (its spacing doubled from
+    // the 1 s floor), for this capsule only.
+    let (header, _) = gemini(second, &bare.url("/again")).await;
+    assert_eq!(header, "20 text/gemini");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1800),
+        "{:?}",
+        started.elapsed()
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(
+        gemini(second, &neighbour.url("/more")).await.0,
+        "20 text/gemini"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// Trust on first use for the fleet: a capsule that changes its certificate
 /// after one proxy met it is refused by another proxy that never met it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,6 +19,8 @@ pub(super) struct Shared {
     store: Arc<Store>,
     lease: Lease,
     tag: String,
+    /// The server (host:port) whose slow-down an upstream's answer sets.
+    server: String,
     delay: Duration,
 }
 
@@ -27,7 +29,7 @@ impl Shared {
     pub(super) async fn slow_down(&self, seconds: Option<Duration>, max_delay: Option<Duration>) {
         let _ = self
             .store
-            .slow_down(&self.tag, seconds, self.delay, max_delay)
+            .slow_down((&self.tag, &self.server), seconds, self.delay, max_delay)
             .await;
     }
 
@@ -35,7 +37,7 @@ impl Shared {
     /// the shared gate was backed off).
     pub(super) async fn recovered(&self) {
         if self.lease.backed_off() {
-            let _ = self.store.recovered(&self.tag).await;
+            let _ = self.store.recovered((&self.tag, &self.server)).await;
         }
     }
 }
@@ -51,7 +53,13 @@ impl Fleet {
     }
 
     /// A request admitted by the shared gate of `tag`, holding `lease`.
-    fn permit(&self, gate: &Arc<Politeness>, lease: Lease, tag: String, delay: Duration) -> Permit {
+    fn permit(
+        &self,
+        gate: &Arc<Politeness>,
+        lease: Lease,
+        (tag, server): (String, String),
+        delay: Duration,
+    ) -> Permit {
         Permit {
             gate: gate.clone(),
             id: 0,
@@ -59,6 +67,7 @@ impl Fleet {
                 store: self.store.clone(),
                 lease,
                 tag,
+                server,
                 delay,
             }),
             started: Instant::now(),
@@ -117,6 +126,11 @@ pub fn fleet_tag(by: GateBy, server: &Server) -> String {
     }
 }
 
+/// A server as the shared gate names its own slow-down: `host:port`.
+fn server_name(server: &Server) -> String {
+    format!("{}:{}", server.name.host, server.name.port)
+}
+
 /// The answer while the store is down and requests are refused.
 fn store_down(delay: Duration) -> SlowDown {
     SlowDown {
@@ -147,9 +161,13 @@ impl Fleet {
             };
         }
         let tag = fleet_tag(config.key, server);
-        match store.admit(&tag, ask(&config, delay, hold, by)).await {
+        let name = server_name(server);
+        match store
+            .admit((&tag, &name), ask(&config, delay, hold, by))
+            .await
+        {
             Ok(Ok(lease)) => {
-                let permit = self.permit(gate, lease, tag, delay);
+                let permit = self.permit(gate, lease, (tag, name), delay);
                 // Every start the fleet lets through (robots.txt fetches
                 // too) is noted here: report mode's waits are counted from
                 // it, and `on_unavailable = "local"` spaces from it.

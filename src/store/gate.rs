@@ -1,10 +1,15 @@
 //! The shared politeness gate: one server-side script per request start, on the
 //! store's own clock (`TIME`), so the proxies' clocks do not matter.
 //!
-//! Per server, a hash holds the latest start reserved (`last`), the latest
-//! real start (`st`), the back-off factor (`bo`) and the "not before" of an
-//! upstream `44 N` (`nb`); a sorted set holds one lease per request in
-//! flight, scored by when it expires. A reservation is spaced from both
+//! Per machine, a hash holds the latest start reserved (`last`) and the
+//! latest real start (`st`), and, for each server on it (`host:port`) that
+//! asked to be slowed down, the "not before" of its `44 N` (`nb/SERVER`), its
+//! back-off factor after a bare `44` (`bo/SERVER`) and its own latest start
+//! (`ls/SERVER`): a server's slow-down holds back that server only, waited
+//! out before a start is reserved for it (answer 5: ask again then), so it
+//! never pushes its machine's next start. (`bo` and `nb` without a server:
+//! written by proxies from before, still honoured.) A sorted set holds one
+//! lease per request in flight, scored by when it expires. A reservation is spaced from both
 //! `last` and `st`: a start recorded on a gate whose reservations had
 //! expired (a request that slept past its plan) still counts.
 //! The script drops expired leases (a proxy that died), then either
@@ -91,6 +96,8 @@ pub struct GateAsk {
 pub(super) struct Ride {
     gate: String,
     leases: String,
+    /// The server asking (host:port): its own slow-down holds it.
+    server: String,
     ask: GateAsk,
 }
 
@@ -107,6 +114,9 @@ local delay, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 local lease, hold, max_delay, never = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local warm = tonumber(ARGV[7])
 local broke = tonumber(ARGV[8])
+-- The server (host:port) asking: its own slow-down, kept in fields of its
+-- machine's gate named after it.
+local srv = ARGV[9]
 local function num(v, top)
   local n = tonumber(v)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
@@ -125,7 +135,11 @@ local cancels = redis.call('EXISTS', KEYS[3]) == 1
 local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
 local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
 local st = num(g[5], now + never)
+local s = redis.call('HMGET', KEYS[1], 'nb/' .. srv, 'bo/' .. srv, 'ls/' .. srv)
+local snb, sbo, sls = num(s[1], now + never), num(s[2], 1048576), num(s[3], now + never)
 local junk = bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st)
+  or (s[1] and not snb) or (s[2] and not (sbo and sbo >= 1)) or (s[3] and not sls)
+local srv_started = nil
 -- A gate the store does not know (or one a renewal re-asserted): the
 -- store's own age bounds its first start.
 local up, ra = nil, g[4]
@@ -140,9 +154,9 @@ local function one(name, max_wait)
   if junk then
     junk = false
     redis.call('HSET', KEYS[1], 'last', fmt(now))
-    redis.call('HDEL', KEYS[1], 'bo', 'nb', 'st')
+    redis.call('HDEL', KEYS[1], 'bo', 'nb', 'st', 'nb/' .. srv, 'bo/' .. srv, 'ls/' .. srv)
     redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
-    last, bo, nb, st = now, nil, nil, nil
+    last, bo, nb, st, snb, sbo, sls = now, nil, nil, nil, nil, nil, nil
     return 3, math.max(delay, 1000000), 1
   end
   if held >= cap then
@@ -155,6 +169,22 @@ local function one(name, max_wait)
     waiting = true
     return 0, (expires or now) - now, 1
   end
+  -- The server's own slow-down (its `44 N`, or its back-off from its last
+  -- start) is waited out before a start is reserved, so it never holds
+  -- back the other servers on its machine.
+  local sb = sbo or 1
+  local own = snb
+  if sb > 1 and sls then
+    local sp = math.max(delay, 1000000) * sb
+    if max_delay > 0 then sp = math.min(sp, math.max(max_delay, delay)) end
+    own = math.max(own or 0, sls + math.min(sp, never))
+  end
+  if own and own > now then
+    if own - now > max_wait then return 2, own - now, sb end
+    return 5, own - now, sb
+  end
+  -- (A gate's own `bo` and `nb`: written by proxies from before slow-downs
+  -- were per server.)
   local b = bo or 1
   local spacing = delay
   if b > 1 then
@@ -189,10 +219,11 @@ local function one(name, max_wait)
   adds[#adds + 1] = name
   soonest = math.min(soonest or ends, ends)
   held = held + 1
-  return 1, wait, b
+  if sb > 1 then sls, srv_started = start, start end
+  return 1, wait, math.max(b, sb)
 end
 local out = {}
-for i = 9, #ARGV - 1, 2 do
+for i = 10, #ARGV - 1, 2 do
   local what, micros, b = one(ARGV[i], tonumber(ARGV[i + 1]))
   out[#out + 1] = what
   out[#out + 1] = micros
@@ -205,6 +236,8 @@ if moved then
     redis.call('HSET', KEYS[1], 'last', fmt(last))
   end
 end
+if srv_started then redis.call('HSET', KEYS[1], 'ls/' .. srv, fmt(srv_started)) end
+if snb and snb <= now then redis.call('HDEL', KEYS[1], 'nb/' .. srv) end
 if #adds > 0 then redis.call('ZADD', KEYS[2], unpack(adds)) end
 -- The times to live: long enough for the latest start reserved.
 if gate_keep > 0 then
@@ -325,21 +358,29 @@ if gone > 0 and redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[
 return gone
 "#;
 
+/// An upstream's "slow down", for the server `ARGV[5]` (host:port) only: its
+/// own `nb/` (not before) or `bo/` (back-off, spaced from its own latest
+/// start `ls/`) in its machine's gate.
 const SLOW_DOWN: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local seconds, delay, max_delay, never = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local srv = ARGV[5]
 local keep
 if seconds >= 0 then
   local nb = now + math.min(seconds, never)
-  local old = tonumber(redis.call('HGET', KEYS[1], 'nb'))
-  if old then nb = math.max(nb, old) end
-  redis.call('HSET', KEYS[1], 'nb', string.format('%.0f', nb))
+  local old = tonumber(redis.call('HGET', KEYS[1], 'nb/' .. srv))
+  if old and old == old and old <= now + never then nb = math.max(nb, old) end
+  redis.call('HSET', KEYS[1], 'nb/' .. srv, string.format('%.0f', nb))
   keep = nb - now
 else
-  local bo = tonumber(redis.call('HGET', KEYS[1], 'bo')) or 1
+  local bo = tonumber(redis.call('HGET', KEYS[1], 'bo/' .. srv)) or 1
+  if not (bo == bo and bo >= 1 and bo <= 1048576) then bo = 1 end
   if not (max_delay > 0 and delay * bo >= max_delay) and bo < 1048576 then bo = bo * 2 end
-  redis.call('HSET', KEYS[1], 'bo', bo)
+  redis.call('HSET', KEYS[1], 'bo/' .. srv, bo)
+  if not tonumber(redis.call('HGET', KEYS[1], 'ls/' .. srv)) then
+    redis.call('HSET', KEYS[1], 'ls/' .. srv, string.format('%.0f', now))
+  end
   keep = math.min(math.max(delay, 1000000) * bo, never)
 end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -380,6 +421,9 @@ pub(super) enum Answer {
     Full(Duration),
     /// The start would be this far away: more than `max_wait`.
     SlowDown(Duration),
+    /// The server's own slow-down lets it start no sooner than this: ask
+    /// again then (nothing was reserved).
+    NotBefore(Duration),
     /// The gate held junk (reset now): slow down this long.
     Junk(Duration),
 }
@@ -494,7 +538,7 @@ impl Store {
     async fn reserve(
         self: &Arc<Self>,
         (gate, leases): (&str, &str),
-        ask: &GateAsk,
+        (server, ask): (&str, &GateAsk),
         name: &str,
     ) -> Result<Answer, StoreError> {
         // Each request's own `max_wait` (what is left of it) rides with its
@@ -502,6 +546,7 @@ impl Store {
         let key = Ride {
             gate: gate.to_string(),
             leases: leases.to_string(),
+            server: server.to_string(),
             ask: GateAsk {
                 max_wait: Duration::ZERO,
                 ..*ask
@@ -539,7 +584,7 @@ impl Store {
         };
         let alone = [(name, ask.max_wait)];
         let answer = self
-            .reserve_many((&key.gate, &key.leases), ask, &alone)
+            .reserve_many((&key.gate, &key.leases), (&key.server, ask), &alone)
             .await
             .and_then(|mut each| each.remove(0));
         leading.out.held = false;
@@ -560,7 +605,7 @@ impl Store {
                 .map(|((name, max_wait), _)| (name.as_str(), *max_wait))
                 .collect();
             let answers = self
-                .reserve_many((&key.gate, &key.leases), &key.ask, &asks)
+                .reserve_many((&key.gate, &key.leases), (&key.server, &key.ask), &asks)
                 .await;
             for (i, ((name, _), rider)) in riders.into_iter().enumerate() {
                 let answer = match &answers {
@@ -569,7 +614,10 @@ impl Store {
                 };
                 let leased = !matches!(
                     answer,
-                    Ok(Answer::Full(_) | Answer::SlowDown(_) | Answer::Junk(_))
+                    Ok(Answer::Full(_)
+                        | Answer::SlowDown(_)
+                        | Answer::NotBefore(_)
+                        | Answer::Junk(_))
                 );
                 if rider.send(answer).is_err() && leased {
                     self.cancel(&key.leases, &name);
@@ -585,7 +633,7 @@ impl Store {
     async fn reserve_many(
         &self,
         (gate, leases): (&str, &str),
-        ask: &GateAsk,
+        (server, ask): (&str, &GateAsk),
         asks: &[(&str, Duration)],
     ) -> Result<Vec<Result<Answer, StoreError>>, StoreError> {
         let never = micros(super::NEVER);
@@ -602,7 +650,8 @@ impl Store {
             .arg(ask.max_delay.map_or(0, capped))
             .arg(never)
             .arg(capped(self.reassert_within()))
-            .arg(self.since_break().map_or(never, capped));
+            .arg(self.since_break().map_or(never, capped))
+            .arg(server);
         for (name, max_wait) in asks {
             call.arg(*name).arg(capped(*max_wait));
         }
@@ -624,6 +673,7 @@ impl Store {
                     1 => Ok(Answer::Go(d, backoff > 1)),
                     0 => Ok(Answer::Full(d)),
                     2 => Ok(Answer::SlowDown(d)),
+                    5 => Ok(Answer::NotBefore(d)),
                     3 => Ok(Answer::Junk(d)),
                     4 => Err(StoreError::Shape("a reservation taken back before it ran")),
                     _ => Err(StoreError::Shape("the gate script's verdict")),
@@ -736,7 +786,7 @@ impl Store {
     /// wait past `max_wait`, `Err` when the store does not answer.
     pub async fn admit(
         self: &Arc<Self>,
-        tag: &str,
+        (tag, server): (&str, &str),
         ask: GateAsk,
     ) -> Result<Result<Lease, Duration>, StoreError> {
         let deadline = Instant::now() + ask.max_wait.min(super::NEVER);
@@ -749,7 +799,7 @@ impl Store {
             let released = watch.notify.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let answer = match self.reserve((&gate, &leases), &ask, &name).await {
+            let answer = match self.reserve((&gate, &leases), (server, &ask), &name).await {
                 Ok(answer) => answer,
                 Err(e) => {
                     self.cancel(&leases, &name);
@@ -778,6 +828,12 @@ impl Store {
                     }
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
+                Answer::NotBefore(wait) => {
+                    if Instant::now() + wait > deadline {
+                        return Ok(Err(wait));
+                    }
+                    tokio::time::sleep(wait).await;
+                }
                 Answer::Junk(wait) => return Ok(Err(self.junk(tag, wait))),
                 Answer::Full(expires) => {
                     let now = Instant::now();
@@ -837,7 +893,7 @@ impl Store {
     /// the spacing doubles (up to `max_delay`).
     pub async fn slow_down(
         &self,
-        tag: &str,
+        (tag, server): (&str, &str),
         seconds: Option<Duration>,
         delay: Duration,
         max_delay: Option<Duration>,
@@ -849,7 +905,8 @@ impl Store {
         call.arg(seconds.map_or(-1, |s| micros(s).min(never) as i64))
             .arg(micros(delay).min(never))
             .arg(max_delay.map_or(0, |d| micros(d).min(never)))
-            .arg(never);
+            .arg(never)
+            .arg(server);
         self.run(StoreOp::SlowDown, async move {
             call.invoke_async::<i64>(&mut conn).await
         })
@@ -857,14 +914,18 @@ impl Store {
         .map(drop)
     }
 
-    /// An upstream answered normally through `tag`: the back-off ends.
-    pub async fn recovered(&self, tag: &str) -> Result<(), StoreError> {
+    /// The upstream `server` answered normally through `tag`: its back-off
+    /// ends (and the gate's own, from a proxy before slow-downs were per
+    /// server).
+    pub async fn recovered(&self, (tag, server): (&str, &str)) -> Result<(), StoreError> {
         let (gate, _) = self.gate_keys(tag);
         let mut conn = self.connection();
         self.run(StoreOp::SlowDown, async move {
             redis::cmd("HDEL")
                 .arg(&gate)
                 .arg("bo")
+                .arg(format!("bo/{server}"))
+                .arg(format!("ls/{server}"))
                 .query_async::<i64>(&mut conn)
                 .await
         })
