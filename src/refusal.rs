@@ -244,7 +244,7 @@ pub enum BotLimit {
     /// `concurrency`: this many of its requests are in flight at the server.
     Concurrency(usize),
     /// `rate`: its starts across all servers.
-    Rate(crate::bot_limits::values::Rate),
+    Rate(crate::bots::limits::Rate),
     /// `daily_requests_per_server`: its starts at the server in 24 hours.
     DailyBudget(u32),
     /// `limits.max_budget_pairs`: the daily budgets count this many (bot,

@@ -116,7 +116,7 @@ fn minutes_json(minutes: &[(u64, PerClass)]) -> Value {
 }
 
 /// A bot's limits as the status page shows them: those set, by their keys.
-fn limits_in_force(l: &crate::bot_limits::BotLimits) -> Value {
+fn limits_in_force(l: &crate::bots::limits::BotLimits) -> Value {
     let mut set = serde_json::Map::new();
     if !l.min_delay.is_zero() {
         set.insert("min_delay_seconds".into(), json!(secs(l.min_delay)));

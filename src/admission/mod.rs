@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bot_limits::values::Mode;
+use crate::bots::limits::Mode;
 use crate::bots::BotId;
 use crate::cache::{AllowedBy, Entry, Evidence, Lookup, Rules};
 use crate::config::OnUnreachable;

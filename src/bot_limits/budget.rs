@@ -28,13 +28,7 @@ pub(super) const BUCKET: u64 = 300;
 /// The buckets a pair holds at most: a day's, and the one being filled.
 pub const MAX_BUCKETS: usize = (DAY / BUCKET) as usize + 1;
 
-/// The default of `limits.max_budget_pairs`.
-pub const BUDGET_PAIRS: usize = 20_000;
-
-/// The most `limits.max_budget_pairs` may be (a pair's day takes at most
-/// about 2.5 KiB of memory, and a line of the file of at most
-/// [`super::keep::MAX_LINE`] bytes).
-pub const MAX_BUDGET_PAIRS: usize = 1_000_000;
+pub use super::values::{BUDGET_PAIRS, MAX_BUDGET_PAIRS};
 
 /// A bucket: seconds since the epoch over [`BUCKET`].
 type Bucket = u32;

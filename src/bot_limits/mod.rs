@@ -35,7 +35,8 @@ mod inflight;
 mod keep;
 mod rate;
 mod shared;
-pub mod values;
+/// The values (what the operator writes), kept with the bots.
+pub use crate::bots::limits as values;
 
 pub use budget::{BUDGET_PAIRS, MAX_BUCKETS, MAX_BUDGET_PAIRS};
 pub use clock::Clock;

@@ -6,7 +6,7 @@ use super::values::{bound, count, duration};
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
 use crate::addr::Prefix;
-use crate::bot_limits::values::{BotLimits, DayWindow, Mode, Rate};
+use crate::bots::limits::{BotLimits, DayWindow, Mode, Rate};
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
 use crate::listener::Listens;

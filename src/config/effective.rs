@@ -7,7 +7,7 @@
 
 use super::raw::*;
 use super::{format_duration, Config, LogFormat, OnUnreachable};
-use crate::bot_limits::values::Mode;
+use crate::bots::limits::Mode;
 use crate::listener::Listener;
 use crate::protocol::Protocol;
 use crate::spelling::SelectorReading;

@@ -105,7 +105,7 @@ pub struct Config {
     pub admin: crate::access::AdminAccess,
     /// Where the time of day comes from (quiet hours, daily budgets): the
     /// system's clock; no file key (tests and embedders set another).
-    pub wall_clock: crate::bot_limits::values::WallClock,
+    pub wall_clock: crate::bots::limits::WallClock,
 }
 
 impl Config {

@@ -70,7 +70,7 @@ impl RawConfig {
             tls,
             store,
             admin,
-            wall_clock: crate::bot_limits::values::WallClock::System,
+            wall_clock: crate::bots::limits::WallClock::System,
         })
     }
 }
@@ -306,7 +306,7 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
         max_budget_pairs: count(
             "limits.max_budget_pairs",
             l.max_budget_pairs,
-            crate::bot_limits::BUDGET_PAIRS,
+            crate::bots::limits::BUDGET_PAIRS,
             bound::BUDGET_PAIRS,
         )?,
         request_timeout: duration(

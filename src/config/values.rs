@@ -107,12 +107,12 @@ pub(super) mod bound {
     pub const MAX_SLOW_DOWN: Span = span(1000, 30 * DAY);
     pub const CACHE_BYTES: (u64, u64) = (1 << 20, 1 << 40);
     pub const MAX_CONNECTIONS: (usize, usize) = (1, 1 << 20);
-    pub const BUDGET_PAIRS: (usize, usize) = (1, crate::bot_limits::MAX_BUDGET_PAIRS);
+    pub const BUDGET_PAIRS: (usize, usize) = (1, crate::bots::limits::MAX_BUDGET_PAIRS);
     pub const PER_HOST_CONCURRENCY: (usize, usize) = (1, 1024);
     pub const PER_HOST_LIMIT: (usize, usize) = (1, 100_000);
     pub const STORE_TIMEOUT: Span = span(10, 60);
     pub const LEASE: Span = span(1000, 3600);
-    pub const DAILY_REQUESTS: (u32, u32) = (1, crate::bot_limits::values::MAX_BUDGET);
+    pub const DAILY_REQUESTS: (u32, u32) = (1, crate::bots::limits::MAX_BUDGET);
     /// Windows in one bot's `quiet_hours`.
     pub const QUIET_HOURS: usize = 24;
 }

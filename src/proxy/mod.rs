@@ -198,7 +198,7 @@ where
     match &admitted {
         Some(Ok(a)) => {
             let bot = ctx.config.bots.get(request.0);
-            let reported = bot.limits.mode == crate::bot_limits::values::Mode::Report;
+            let reported = bot.limits.mode == crate::bots::limits::Mode::Report;
             let start = (a.permit.started, a.spacing, reported);
             ctx.recent
                 .started(&a.server, &bot.name, start, a.permit.behind);

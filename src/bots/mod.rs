@@ -3,12 +3,14 @@
 //! virtual agents) plus what picks it for a connection: a SOCKS5 user, a Gemini
 //! client certificate's fingerprint, or the client's address. Pure: no I/O.
 
+pub mod limits;
+
 use std::fmt;
 use std::net::IpAddr;
 
 use crate::addr::{unmapped, Prefix};
-use crate::bot_limits::values::BotLimits;
 use crate::robots::BotProfile;
+use limits::BotLimits;
 
 /// The SHA-256 of a client certificate (its DER bytes), as Gemini clients and
 /// capsules show it.
@@ -147,7 +149,7 @@ impl Bots {
     pub fn reporting(&self) -> Vec<&str> {
         self.bots
             .iter()
-            .filter(|b| b.limits.mode == crate::bot_limits::values::Mode::Report)
+            .filter(|b| b.limits.mode == limits::Mode::Report)
             .map(|b| b.name.as_str())
             .collect()
     }

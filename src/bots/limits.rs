@@ -1,12 +1,12 @@
 //! A bot's limits as the operator writes them (`[bot]`, `[[bots]]`), parsed
-//! and bounded: pure values, no I/O (what the steps do with them is in the
-//! sibling modules).
+//! and bounded: pure values, no I/O (what the steps do with them is in
+//! `bot_limits`).
 
 use std::fmt;
 use std::time::Duration;
 
 /// Seconds in a day.
-pub(super) const DAY: u64 = 86_400;
+pub(crate) const DAY: u64 = 86_400;
 
 /// One bot's limits, as configured (every one off by default).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -194,6 +194,14 @@ impl serde::Serialize for DayWindow {
         s.collect_str(self)
     }
 }
+
+/// The default of `limits.max_budget_pairs`.
+pub const BUDGET_PAIRS: usize = 20_000;
+
+/// The most `limits.max_budget_pairs` may be (a pair's day takes at most
+/// about 2.5 KiB of memory, and a line of `state_dir/budgets` of at most
+/// 6,691 bytes).
+pub const MAX_BUDGET_PAIRS: usize = 1_000_000;
 
 #[cfg(test)]
 mod tests {
