@@ -14,10 +14,7 @@ use thiserror::Error;
 
 use crate::access::Denied;
 use crate::fate::Fate;
-use crate::gemini::wire as gemini;
-use crate::gopher::wire as gopher;
 use crate::robots::{Preference, RuleKind};
-use crate::spartan::wire as spartan;
 use crate::target::TargetError;
 use crate::upstream::UpstreamError;
 
@@ -73,6 +70,69 @@ impl Refusal {
     pub fn detail(&self) -> String {
         self.to_string()
     }
+
+    /// The kind of answer it gets, whatever protocol says it.
+    pub fn family(&self) -> Family {
+        match self {
+            Refusal::Denied(Denied::NoCertificate) => return Family::CertificateRequired,
+            Refusal::Denied(Denied::UnknownCertificate(_)) => {
+                return Family::CertificateNotAuthorised
+            }
+            _ => {}
+        }
+        match self.fate() {
+            Fate::Malformed => Family::Malformed,
+            Fate::ProxyRule | Fate::Disallowed | Fate::Denied => Family::Refused,
+            Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
+                Family::Unavailable
+            }
+            Fate::SlowDown => Family::SlowDown,
+        }
+    }
+}
+
+/// The kind of answer a refusal gets (docs/guide/answers.md), before any
+/// protocol words it: each protocol maps a family to its own status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// The request does not read as one.
+    Malformed,
+    /// robots.txt, the bot's declared uses, or the proxy's own rules refuse it.
+    Refused,
+    /// The client must show a certificate.
+    CertificateRequired,
+    /// The client's certificate picks no bot.
+    CertificateNotAuthorised,
+    /// robots.txt or the server could not be reached or answered badly.
+    Unavailable,
+    /// Not now: ask again later.
+    SlowDown,
+}
+
+impl Family {
+    /// The proxy's two-digit code for it, the same on every protocol that
+    /// shows one: Gemini's status (`59`, `53`, `60`, `61`, `43`, `44`), which
+    /// a Nex refusal document names too.
+    pub fn code(self) -> u8 {
+        match self {
+            Family::Malformed => 59,
+            Family::Refused => 53,
+            Family::CertificateRequired => 60,
+            Family::CertificateNotAuthorised => 61,
+            Family::Unavailable => 43,
+            Family::SlowDown => 44,
+        }
+    }
+
+    /// The class of a one-digit (or HTTP-like) status: `4`, the client's
+    /// side (its request, its certificate, the rules), or `5`, the server's
+    /// side (unreachable, slow down).
+    pub fn class(self) -> u8 {
+        match self {
+            Family::Unavailable | Family::SlowDown => 5,
+            _ => 4,
+        }
+    }
 }
 
 /// Whole seconds, rounded up: what a "retry in N s" says.
@@ -86,12 +146,10 @@ pub enum Malformed {
     /// The request line is longer than the protocol allows.
     #[error("{what} longer than {max} bytes")]
     TooLong { what: &'static str, max: usize },
-    #[error("{0}")]
-    Gemini(#[from] gemini::BadRequest),
-    #[error("{0}")]
-    Gopher(#[from] gopher::BadRequest),
-    #[error("{0}")]
-    Spartan(#[from] spartan::BadRequest),
+    /// A request its protocol's parser refused, in the parser's words
+    /// (each protocol converts its own errors: no protocol is named here).
+    #[error("{why}")]
+    Request { protocol: &'static str, why: String },
     /// A Spartan upload whose data ended before its announced length.
     #[error("the request announced {announced} bytes of data and sent {sent}")]
     ShortUpload { announced: u64, sent: u64 },

@@ -1,31 +1,27 @@
 //! The Gemini listener's answer to a request it does not relay: the status
-//! for each refusal (docs/guide/answers.md; Spartan and Nex derive theirs from
-//! it) and the header that says it.
+//! for each refusal (docs/guide/answers.md: its family's code, which is
+//! Gemini's status) and the header that says it.
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::access::Denied;
-use crate::fate::Fate;
 use crate::gemini::wire::{header, status};
 use crate::proxy::Outcome;
-use crate::refusal::{ceil_secs, Refusal};
+use crate::refusal::{ceil_secs, Family, Refusal};
 
 /// The Gemini status for a request that was not relayed (docs/guide/answers.md).
 pub fn status_for(refusal: &Refusal) -> u8 {
-    match refusal {
-        Refusal::Denied(Denied::NoCertificate) => return status::CERTIFICATE_REQUIRED,
-        Refusal::Denied(Denied::UnknownCertificate(_)) => {
-            return status::CERTIFICATE_NOT_AUTHORISED
-        }
-        _ => {}
-    }
-    match refusal.fate() {
-        Fate::Malformed => status::BAD_REQUEST,
-        Fate::ProxyRule | Fate::Disallowed | Fate::Denied => status::PROXY_REQUEST_REFUSED,
-        Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
-            status::PROXY_ERROR
-        }
-        Fate::SlowDown => status::SLOW_DOWN,
+    status_of(refusal.family())
+}
+
+/// Gemini's status for each family of answer.
+fn status_of(family: Family) -> u8 {
+    match family {
+        Family::Malformed => status::BAD_REQUEST,
+        Family::Refused => status::PROXY_REQUEST_REFUSED,
+        Family::CertificateRequired => status::CERTIFICATE_REQUIRED,
+        Family::CertificateNotAuthorised => status::CERTIFICATE_NOT_AUTHORISED,
+        Family::Unavailable => status::PROXY_ERROR,
+        Family::SlowDown => status::SLOW_DOWN,
     }
 }
 
@@ -41,4 +37,24 @@ pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) ->
     let _ = client.write_all(&header(code, meta)).await;
     let _ = client.flush().await;
     Outcome::new(refusal.fate(), Some(code), detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The proxy's codes are Gemini's statuses: Nex documents name them.
+    #[test]
+    fn each_familys_code_is_geminis_status() {
+        for family in [
+            Family::Malformed,
+            Family::Refused,
+            Family::CertificateRequired,
+            Family::CertificateNotAuthorised,
+            Family::Unavailable,
+            Family::SlowDown,
+        ] {
+            assert_eq!(status_of(family), family.code(), "{family:?}");
+        }
+    }
 }

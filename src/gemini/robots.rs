@@ -15,12 +15,10 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::MAX_REDIRECTS;
 use crate::gemini::wire::{parse_header, read_line, MAX_HEADER};
 use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;
-
-/// RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
-pub const MAX_REDIRECTS: usize = 5;
 
 pub struct GeminiRobots {
     upstream: Arc<Upstream>,

@@ -137,6 +137,16 @@ pub mod status {
     pub const CERTIFICATE_NOT_AUTHORISED: u8 = 61;
 }
 
+/// A request this parser refused, as the proxy's answer names it.
+impl From<BadRequest> for crate::refusal::Malformed {
+    fn from(bad: BadRequest) -> Self {
+        crate::refusal::Malformed::Request {
+            protocol: "gemini",
+            why: bad.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

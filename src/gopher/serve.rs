@@ -36,13 +36,19 @@ fn kind_for(refusal: &Refusal) -> &'static str {
 }
 
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    // A Spartan request to a port the table does not list is answered in
-    // Spartan: the client's own language, not a menu it would misread.
-    if let Refusal::ProxyRule(ProxyRule::Unlisted { .. }) = refusal {
-        return crate::spartan::serve::answer(client, refusal).await;
-    }
-    // The detail is formatted once: for the menu and for the log line.
+    // The detail is formatted once: for the answer and for the log line.
     let detail = refusal.detail();
+    // A Spartan request to a port the table does not list is answered in
+    // Spartan (its status line, the family's class): the client's own
+    // language, not a menu it would misread.
+    if let Refusal::ProxyRule(ProxyRule::Unlisted { .. }) = refusal {
+        let class = refusal.family().class();
+        let _ = client
+            .write_all(&crate::protocol::status_line(class, &detail))
+            .await;
+        let _ = client.flush().await;
+        return Outcome::new(refusal.fate(), Some(class), detail);
+    }
     let text = format!("{}: {detail}", kind_for(refusal));
     let _ = client.write_all(&error_menu(&text)).await;
     let _ = client.flush().await;

@@ -134,6 +134,16 @@ pub fn error_menu(text: &str) -> Vec<u8> {
     format!("3{clean}\t{clean}\texample.com\t0\r\n.\r\n").into_bytes()
 }
 
+/// A request this parser refused, as the proxy's answer names it.
+impl From<BadRequest> for crate::refusal::Malformed {
+    fn from(bad: BadRequest) -> Self {
+        crate::refusal::Malformed::Request {
+            protocol: "gopher",
+            why: bad.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

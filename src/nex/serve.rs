@@ -17,9 +17,9 @@ use crate::refusal::{Malformed, Refusal};
 use crate::target::Target;
 
 /// Writes the answer to a refusal: a document whose first line names the
-/// Gemini status it would get and the refusal's text.
+/// proxy's code for it (Gemini's status) and the refusal's text.
 pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    let code = crate::gemini::answer::status_for(refusal);
+    let code = refusal.family().code();
     let detail = refusal.detail();
     let _ = client.write_all(&refusal_document(code, &detail)).await;
     let _ = client.flush().await;

@@ -47,6 +47,13 @@ pub fn one_line(text: &str, max: usize) -> String {
     clean
 }
 
+/// A status line the proxy writes: `status SP meta CRLF`, the meta one line
+/// of at most 1024 bytes (Spartan's shape, and Gemini's for its two-digit
+/// statuses).
+pub fn status_line(status: u8, meta: &str) -> Vec<u8> {
+    format!("{status} {}\r\n", one_line(meta, 1024)).into_bytes()
+}
+
 /// What follows a status line's status (Gemini, Spartan): nothing, or a
 /// space and the meta. A meta that is not UTF-8, or holds a CR, a NUL, an
 /// escape sequence… is no header a client should be handed (it could end the

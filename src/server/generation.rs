@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use tokio_rustls::TlsAcceptor;
 
+use super::robots::ByProtocol;
 use super::StartError;
 use crate::cache::{self, RobotsCache};
 use crate::config::Config;
 use crate::context::Context;
 use crate::egress::Reach;
-use crate::fetch::{ByProtocol, Polite};
+use crate::fetch::Polite;
 use crate::listener::{Listener, Listens};
 use crate::metrics::Metrics;
 use crate::pins::{self, Pins};

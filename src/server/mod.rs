@@ -24,6 +24,7 @@ use crate::tls::{self, TlsError};
 use crate::transparent::Kernel;
 
 mod generation;
+mod robots;
 use generation::Lasting;
 
 #[derive(Debug, Error)]

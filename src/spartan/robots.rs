@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
-use crate::gemini::robots::MAX_REDIRECTS;
+use crate::fetch::MAX_REDIRECTS;
 use crate::protocol::read_line;
 use crate::spartan::wire::{parse_header, MAX_HEADER};
 use crate::target::{Scheme, Server, Target};

@@ -22,15 +22,11 @@ use crate::spartan::wire::{
 };
 use crate::target::{canonical_host, Target};
 
-/// The Spartan status for a refusal: the nearest to Gemini's. What Gemini
-/// answers with a `5x`/`6x` (refused, malformed, no certificate) is the
-/// client's: `4`; what it answers with a `4x` (slow down, unreachable,
-/// upstream failure) is the server side's: `5`.
+/// The Spartan status for a refusal: its family's class. Refused,
+/// malformed, no certificate are the client's: `4`; slow down, unreachable,
+/// upstream failure the server side's: `5`.
 pub fn status_for(refusal: &Refusal) -> u8 {
-    match crate::gemini::answer::status_for(refusal) / 10 {
-        4 => 5,
-        _ => 4,
-    }
+    refusal.family().class()
 }
 
 /// Writes the answer to a refusal: the status and the refusal's text (a

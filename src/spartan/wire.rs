@@ -203,8 +203,17 @@ pub fn parse_header(line: &[u8]) -> Result<Header, HeaderError> {
 /// A status line the proxy writes: control characters become spaces, the
 /// meta is cut at 1024 bytes.
 pub fn header(status: u8, meta: &str) -> Vec<u8> {
-    let clean = crate::protocol::one_line(meta, 1024);
-    format!("{status} {clean}\r\n").into_bytes()
+    crate::protocol::status_line(status, meta)
+}
+
+/// A request this parser refused, as the proxy's answer names it.
+impl From<BadRequest> for crate::refusal::Malformed {
+    fn from(bad: BadRequest) -> Self {
+        crate::refusal::Malformed::Request {
+            protocol: "spartan",
+            why: bad.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]
