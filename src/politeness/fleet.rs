@@ -63,13 +63,13 @@ impl Fleet {
         Permit {
             gate: gate.clone(),
             id: 0,
-            shared: Some(Shared {
+            shared: Some(Box::new(Shared {
                 store: self.store.clone(),
                 lease,
                 tag,
                 server,
                 delay,
-            }),
+            })),
             started: Instant::now(),
             behind: 0,
         }

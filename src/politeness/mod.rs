@@ -387,7 +387,9 @@ pub struct Permit {
     gate: Arc<Politeness>,
     /// The local gate; 0 (no gate) when the shared gate admitted it.
     id: GateId,
-    shared: Option<fleet::Shared>,
+    // Boxed: a fleet's lease and names would size every connection's
+    // future (the permit is held in it while the answer streams).
+    shared: Option<Box<fleet::Shared>>,
     /// When the gate let it start (the start the next one is spaced from).
     pub started: Instant,
     /// The requests still waiting at this proxy's gate when it started
