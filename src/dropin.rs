@@ -130,5 +130,5 @@ pub async fn serve(
             names.push(sni);
         }
     }
-    gemini::serve_tls(tls, conn, ctx, Some((&names, port))).await;
+    gemini::serve_tls::<_, gemini::GeminiOnly>(tls, conn, ctx, Some((&names, port))).await;
 }

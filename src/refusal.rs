@@ -149,7 +149,10 @@ pub enum Malformed {
     /// A request its protocol's parser refused, in the parser's words
     /// (each protocol converts its own errors: no protocol is named here).
     #[error("{why}")]
-    Request { protocol: &'static str, why: String },
+    Request {
+        protocol: &'static str,
+        why: Box<str>,
+    },
     /// A Spartan upload whose data ended before its announced length.
     #[error("the request announced {announced} bytes of data and sent {sent}")]
     ShortUpload { announced: u64, sent: u64 },

@@ -23,6 +23,34 @@ use crate::robots::encoding::percent_decode;
 use crate::target::{Resource, Scheme, Target};
 use crate::{gopher, nex, spartan};
 
+/// The gateway as the Gemini listener takes it: Gopher, Spartan and Nex
+/// URLs (wired in by the server).
+pub enum OtherProtocols {}
+
+impl crate::gemini::serve::OtherUrls for OtherProtocols {
+    type Request = Request;
+
+    fn request(url: &str, target: Target) -> Option<Result<Request, Malformed>> {
+        match target.scheme {
+            Scheme::Gopher | Scheme::Spartan | Scheme::Nex => Some(Request::new(url, target)),
+            _ => None,
+        }
+    }
+
+    fn target(request: &Request) -> &Target {
+        request.target()
+    }
+
+    fn process<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        client: &mut BufReader<S>,
+        bot: BotId,
+        request: &Request,
+        ctx: &Context,
+    ) -> impl std::future::Future<Output = Outcome> + Send {
+        process(client, (bot, request), ctx)
+    }
+}
+
 /// A request on the Gemini listener for another protocol's URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {

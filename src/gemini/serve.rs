@@ -14,7 +14,6 @@ use crate::access::Denied;
 use crate::admission::Admitted;
 use crate::bots::{BotId, Fingerprint, Presented};
 use crate::context::Context;
-use crate::gateway;
 use crate::gemini::answer::answer;
 use crate::gemini::titan::Upload;
 use crate::gemini::wire::{
@@ -28,8 +27,55 @@ use crate::proxy::{
 use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{Scheme, Target};
 
-/// Serves one client connection: TLS, one request, one answer.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: Arc<Context>) {
+/// Another protocol's URL on the Gemini listener (`gopher://`,
+/// `spartan://`, `nex://`, as Gemini clients' proxy settings send them):
+/// taken and served by a gateway the server wires in (`crate::gateway`), so
+/// Gemini knows no other protocol.
+pub trait OtherUrls: 'static {
+    /// Such a request, parsed.
+    type Request: Send + Sync;
+    /// The request for `url` (`target` read from it); `None` when no
+    /// protocol behind the gateway takes its scheme.
+    fn request(url: &str, target: Target) -> Option<Result<Self::Request, Malformed>>;
+    fn target(request: &Self::Request) -> &Target;
+    /// Serves it to a client whose bot is `bot`, answering as Gemini.
+    fn process<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        client: &mut BufReader<S>,
+        bot: BotId,
+        request: &Self::Request,
+        ctx: &Context,
+    ) -> impl std::future::Future<Output = Outcome> + Send;
+}
+
+/// Only Gemini's own URLs (a drop-in connection to a Gemini server).
+pub enum GeminiOnly {}
+
+impl OtherUrls for GeminiOnly {
+    type Request = std::convert::Infallible;
+    fn request(_: &str, _: Target) -> Option<Result<Self::Request, Malformed>> {
+        None
+    }
+    fn target(request: &Self::Request) -> &Target {
+        match *request {}
+    }
+    async fn process<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        _: &mut BufReader<S>,
+        _: BotId,
+        request: &Self::Request,
+        _: &Context,
+    ) -> Outcome {
+        match *request {}
+    }
+}
+
+/// Serves one client connection: TLS, one request, one answer; other
+/// protocols' URLs through `O`.
+pub async fn serve<O: OtherUrls>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    ctx: Arc<Context>,
+) {
     // The handshake and the request line share one deadline: a client that
     // trickles bytes cannot hold a connection longer than that.
     let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
@@ -39,7 +85,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, c
     ctx.metrics
         .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
     conn.cert = presented(tls.get_ref().1);
-    serve_tls(tls, conn, &ctx, None).await;
+    serve_tls::<_, O>(tls, conn, &ctx, None).await;
 }
 
 async fn handshake(
@@ -87,14 +133,15 @@ pub async fn turn_away(stream: TcpStream, peer: SocketAddr, acceptor: TlsAccepto
 /// Not an `async fn`: the stream goes into its read buffer before the future
 /// is made, so the future holds it once (an argument moved into a local
 /// would be kept twice, about 1.2 KiB more a waiting connection).
-pub fn serve_tls<'a, S>(
+pub fn serve_tls<'a, S, O>(
     tls: S,
     conn: Conn<'a>,
     ctx: &'a Arc<Context>,
     expected: Option<(&'a [String], u16)>,
 ) -> impl std::future::Future<Output = ()> + 'a
 where
-    S: AsyncRead + AsyncWrite + Cut + Unpin + 'a,
+    S: AsyncRead + AsyncWrite + Cut + Unpin + Send + 'a,
+    O: OtherUrls,
 {
     // The buffer is sized to the request it must hold: a waiting request costs
     // this much, not the 8 KiB default (docs/architecture.md, "Memory per waiting request").
@@ -107,7 +154,7 @@ where
         let who = ctx.config.access.identify(&ctx.config.bots, &conn.client());
         let bot = who.as_ref().ok().copied();
         let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
-            Ok(line) => handle(&mut client, &line, ctx, who, expected).await,
+            Ok(line) => handle::<S, O>(&mut client, &line, ctx, who, expected).await,
             Err(LineError::TooLong(_)) => {
                 let refusal = Refusal::Malformed(Malformed::TooLong {
                     what: "request",
@@ -142,26 +189,26 @@ where
 }
 
 /// What a Gemini listener's client asked for.
-enum Asked {
+enum Asked<O: OtherUrls> {
     Gemini(Target),
     Titan(Upload),
-    /// Another protocol's URL, fetched over its protocol (`crate::gateway`).
-    Other(gateway::Request),
+    /// Another protocol's URL, fetched over its protocol ([`OtherUrls`]).
+    Other(O::Request),
 }
 
-impl Asked {
+impl<O: OtherUrls> Asked<O> {
     fn target(&self) -> &Target {
         match self {
             Asked::Gemini(target) => target,
             Asked::Titan(upload) => &upload.target,
-            Asked::Other(request) => request.target(),
+            Asked::Other(request) => O::target(request),
         }
     }
 }
 
 /// The request line → what it asks for, or a `59`. Through a drop-in
 /// connection to a Gemini server (`drop_in`), only Gemini's own URLs.
-fn parse(line: &[u8], drop_in: bool) -> Result<Asked, Refusal> {
+fn parse<O: OtherUrls>(line: &[u8], drop_in: bool) -> Result<Asked<O>, Refusal> {
     let malformed = |e: Malformed| Refusal::Malformed(e);
     let target = parse_url(line).map_err(|e| malformed(e.into()))?;
     // `parse_url` took it for UTF-8.
@@ -172,17 +219,17 @@ fn parse(line: &[u8], drop_in: bool) -> Result<Asked, Refusal> {
             .map(Asked::Titan)
             .map_err(|e| malformed(e.into())),
         other if drop_in => Err(malformed(BadRequest::DropIn(other.as_str()).into())),
-        Scheme::Gopher | Scheme::Spartan | Scheme::Nex => gateway::Request::new(url, target)
-            .map(Asked::Other)
-            .map_err(malformed),
-        other => Err(malformed(BadRequest::NotGemini(other.as_str()).into())),
+        other => match O::request(url, target) {
+            Some(request) => request.map(Asked::Other).map_err(malformed),
+            None => Err(malformed(BadRequest::NotGemini(other.as_str()).into())),
+        },
     }
 }
 
 /// One request line from a client identified as `who`: parsed, refused if the
 /// client may not use the proxy, its host checked against the connection's,
 /// then admitted and relayed or refused.
-async fn handle<S>(
+async fn handle<S, O>(
     client: &mut BufReader<S>,
     line: &[u8],
     ctx: &Context,
@@ -190,9 +237,10 @@ async fn handle<S>(
     expected: Option<(&[String], u16)>,
 ) -> (Option<Target>, Outcome)
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+    O: OtherUrls,
 {
-    let (asked, bot) = match (parse(line, expected.is_some()), who) {
+    let (asked, bot) = match (parse::<O>(line, expected.is_some()), who) {
         (parsed, Err(denied)) => {
             ctx.metrics.access_refused(&denied);
             let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
@@ -241,7 +289,7 @@ where
             let request = (bot, &upload.target);
             serve_admitted(ctx, request, client, Hangup::Unwatched, &gemini).await
         }
-        Asked::Other(request) => gateway::process(client, (bot, request), ctx).await,
+        Asked::Other(request) => O::process(client, bot, request, ctx).await,
     };
     (Some(asked.target().clone()), outcome)
 }

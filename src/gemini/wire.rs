@@ -142,7 +142,7 @@ impl From<BadRequest> for crate::refusal::Malformed {
     fn from(bad: BadRequest) -> Self {
         crate::refusal::Malformed::Request {
             protocol: "gemini",
-            why: bad.to_string(),
+            why: bad.to_string().into(),
         }
     }
 }

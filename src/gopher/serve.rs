@@ -35,20 +35,27 @@ fn kind_for(refusal: &Refusal) -> &'static str {
     }
 }
 
-async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
-    // The detail is formatted once: for the answer and for the log line.
+/// A refusal as a Spartan status line: the family's class (`4` the
+/// client's, `5` the server's) and the refusal's text.
+async fn answer_in_spartan<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
+    let class = refusal.family().class();
     let detail = refusal.detail();
+    let _ = client
+        .write_all(&crate::protocol::status_line(class, &detail))
+        .await;
+    let _ = client.flush().await;
+    Outcome::new(refusal.fate(), Some(class), detail)
+}
+
+async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
     // A Spartan request to a port the table does not list is answered in
-    // Spartan (its status line, the family's class): the client's own
-    // language, not a menu it would misread.
+    // Spartan: the client's own language, not a menu it would misread.
+    // (Boxed: rare, and inline it would size every connection's future.)
     if let Refusal::ProxyRule(ProxyRule::Unlisted { .. }) = refusal {
-        let class = refusal.family().class();
-        let _ = client
-            .write_all(&crate::protocol::status_line(class, &detail))
-            .await;
-        let _ = client.flush().await;
-        return Outcome::new(refusal.fate(), Some(class), detail);
+        return Box::pin(answer_in_spartan(client, refusal)).await;
     }
+    // The detail is formatted once: for the menu and for the log line.
+    let detail = refusal.detail();
     let text = format!("{}: {detail}", kind_for(refusal));
     let _ = client.write_all(&error_menu(&text)).await;
     let _ = client.flush().await;

@@ -139,7 +139,7 @@ impl From<BadRequest> for crate::refusal::Malformed {
     fn from(bad: BadRequest) -> Self {
         crate::refusal::Malformed::Request {
             protocol: "gopher",
-            why: bad.to_string(),
+            why: bad.to_string().into(),
         }
     }
 }

@@ -482,7 +482,9 @@ fn serve(
     match kind {
         Kind::Gemini => {
             let acceptor = ctx.gemini_tls.clone();
-            let serve = crate::gemini::serve::serve(stream, peer, acceptor, ctx);
+            let serve = crate::gemini::serve::serve::<crate::gateway::OtherProtocols>(
+                stream, peer, acceptor, ctx,
+            );
             tracker.spawn(holding(held, slots::holding_client(slot, serve)))
         }
         Kind::Gopher => {
