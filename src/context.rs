@@ -2,7 +2,7 @@
 //! parts that last across reloads (caches, gates, pins, metrics), shared by
 //! every connection accepted under that config.
 
-use crate::admission::limit::Limits;
+use crate::admission::Admission;
 use crate::cache::RobotsCache;
 use crate::config::Config;
 use crate::listener::Listens;
@@ -14,7 +14,8 @@ use crate::upstream::Upstream;
 /// accepted under one config. A reload makes a new one (the caches, gates,
 /// pins and metrics in it are the same objects).
 pub struct Context {
-    pub config: Config,
+    /// Shared with [`Context::admission`].
+    pub config: std::sync::Arc<Config>,
     pub upstream: std::sync::Arc<Upstream>,
     /// robots.txt of every host, both protocols (the key holds the scheme).
     pub robots: std::sync::Arc<RobotsCache>,
@@ -39,8 +40,9 @@ pub struct Context {
     pub started: std::time::Instant,
     /// Failed SOCKS5 logins per client (lasts across reloads).
     pub guesses: std::sync::Arc<crate::guesses::Guesses>,
-    /// The limits admission asks beyond robots.txt, in order.
-    pub limits: Limits,
+    /// Admitting a request: its own value, over the same config, caches
+    /// and gates as these fields.
+    pub admission: Admission,
     /// Cancelled when the proxy shuts down (lasts across reloads).
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Fleet mode's store (lasts across reloads): its shape and health for

@@ -146,6 +146,7 @@ fn budgets(ctx: &Context, bot: &crate::bots::Bot) -> Value {
         return Value::Null;
     };
     let rows: Vec<Value> = ctx
+        .admission
         .limits
         .budget_used(&bot.name, BUDGET_ROWS)
         .into_iter()
@@ -246,7 +247,7 @@ fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
     };
     let policies = policies(ctx, &entry).unwrap_or_default();
     per_bot(ctx, |i| {
-        let (delay, from) = crate::admission::spacing_in_force(ctx, i, &entry);
+        let (delay, from) = crate::admission::spacing_in_force(&ctx.admission, i, &entry);
         let policy = policies.get(i);
         let line = match from {
             SpacingFrom::CrawlDelay => policy.and_then(|p| p.crawl_delay_line()),

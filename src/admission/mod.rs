@@ -25,19 +25,39 @@ use tokio::time::Instant;
 
 use crate::bots::limits::Mode;
 use crate::bots::BotId;
-use crate::cache::{AllowedBy, Entry, Evidence, Lookup, Rules};
-use crate::config::OnUnreachable;
-use crate::context::Context;
-use crate::politeness::{Permit, SpacingFrom};
+use crate::cache::{AllowedBy, Entry, Evidence, Lookup, RobotsCache, Rules};
+use crate::config::{Config, OnUnreachable};
+use crate::metrics::Metrics;
+use crate::politeness::{Permit, Politeness, SpacingFrom};
 use crate::refusal::{
     Busy, Disallowed, Malformed, ProxyRule, Refusal, RobotsUnreachable, Rule, SlowDown,
 };
 use crate::report::{Report, Would};
 use crate::robots::Decision;
 use crate::target::{HostKey, Server, Target};
+use crate::upstream::Upstream;
 
 pub mod limit;
 pub use limit::{Asked, Held, Hold, Holds, Limit, Limits, Usage};
+
+/// What admitting a request asks, built by each config generation: the
+/// bots and `[ports]` (its config), resolution and egress (its upstream),
+/// robots.txt, the politeness gate, the bots' limits, the metrics it counts
+/// in, and the shutdown it gives up on. Shared with the connections through
+/// `Context` (the same objects), it knows no listener and no protocol.
+pub struct Admission {
+    pub config: Arc<Config>,
+    pub upstream: Arc<Upstream>,
+    pub robots: Arc<RobotsCache>,
+    pub politeness: Arc<Politeness>,
+    pub metrics: Arc<Metrics>,
+    /// The limits asked beyond robots.txt, in order.
+    pub limits: Limits,
+    /// Which config this is: cached robots.txt is compiled for one
+    /// generation's bots.
+    pub generation: u64,
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
 
 /// A request the proxy may send now: where to (the addresses that were checked
 /// and gated), and its politeness slot (held until the answer has been relayed).
@@ -66,7 +86,7 @@ pub struct Refused {
 }
 
 /// The checks every protocol makes before contacting the upstream, in order.
-pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitted, Refused> {
+pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admitted, Refused> {
     let server = where_to(ctx, target).await.map_err(|refusal| Refused {
         refusal,
         server: None,
@@ -152,7 +172,7 @@ pub async fn admit(ctx: &Context, bot: BotId, target: &Target) -> Result<Admitte
 /// a port `[ports]` gives another protocol than the target's scheme is
 /// refused before anything is resolved or asked, whichever way the request
 /// came in (a `gopher://` URL on the Gemini listener, SOCKS5, transparent).
-pub async fn where_to(ctx: &Context, target: &Target) -> Result<Server, Refusal> {
+pub async fn where_to(ctx: &Admission, target: &Target) -> Result<Server, Refusal> {
     if let Some(speaks) = ctx.config.ports.protocol_of(target.port) {
         if speaks.scheme() != target.scheme.robots_scheme() {
             return Err(Refusal::ProxyRule(ProxyRule::PortSpeaks {
@@ -176,7 +196,7 @@ pub async fn where_to(ctx: &Context, target: &Target) -> Result<Server, Refusal>
 /// Step 2, first half: the host's robots.txt entry (cached, fetched once;
 /// its Crawl-delays are the gate's), compiled for this request's
 /// configuration.
-async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> {
+async fn robots_entry(ctx: &Admission, server: &Server, bot: BotId) -> Arc<Entry> {
     // Boxed, as the relay: a robots.txt fetch's future (connect, TLS) is
     // large, and inline it would size every waiting connection's future.
     let (mut entry, lookup) = Box::pin(ctx.robots.rules(server, bot)).await;
@@ -195,7 +215,7 @@ async fn robots_entry(ctx: &Context, server: &Server, bot: BotId) -> Arc<Entry> 
 /// Step 2, second half: what the entry says of this target for this bot:
 /// allowed (with the decision, when a robots.txt was found), or why not.
 fn robots_decide(
-    ctx: &Context,
+    ctx: &Admission,
     server: &Server,
     bot: BotId,
     target: &Target,
@@ -251,7 +271,7 @@ fn robots_decide(
 /// the server for `hold`, the longest of its bots' spacings
 /// (docs/architecture.md, "Several bots").
 pub async fn turn(
-    ctx: &Context,
+    ctx: &Admission,
     server: &Server,
     (delay, hold): (Duration, Duration),
     by: Instant,
@@ -284,7 +304,7 @@ pub async fn turn(
 /// This bot's spacing at the host (its Crawl-delay, at least its
 /// `min_delay`), and the longest of every bot's there (how long the gate
 /// remembers a start).
-fn spacing(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, Duration) {
+fn spacing(ctx: &Admission, bot: BotId, entry: &Entry) -> (Duration, Duration) {
     let spacing = ctx.politeness.config();
     // Each bot's floor (`min_delay`) under what robots.txt asks of it.
     let bots = ctx.config.bots.all();
@@ -302,7 +322,7 @@ fn spacing(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, Duration) {
 /// This bot's spacing at the host: its Crawl-delay there clamped by the
 /// proxy's `politeness` settings, at least its own `min_delay`; and which
 /// of those gave it.
-pub fn spacing_in_force(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, SpacingFrom) {
+pub fn spacing_in_force(ctx: &Admission, bot: BotId, entry: &Entry) -> (Duration, SpacingFrom) {
     let (delay, from) = ctx.politeness.config().delay_from(entry.crawl_delay(bot));
     let floor = ctx
         .config
@@ -324,7 +344,7 @@ pub fn spacing_in_force(ctx: &Context, bot: BotId, entry: &Entry) -> (Duration, 
 /// robots.txt's Crawl-delay or the bot's `min_delay`; the wait those would
 /// have added goes in the report.
 async fn turn_reported(
-    ctx: &Context,
+    ctx: &Admission,
     server: &Server,
     bot: BotId,
     (entry, (delay, hold)): (&Entry, (Duration, Duration)),
@@ -353,7 +373,7 @@ async fn turn_reported(
 
 /// Fleet mode with the store down and `on_unavailable = "refuse"`: "slow
 /// down" rather than risk a server getting each proxy's rate.
-fn store_down(ctx: &Context) -> Refusal {
+fn store_down(ctx: &Admission) -> Refusal {
     let retry_after = ctx
         .politeness
         .config()

@@ -154,7 +154,7 @@ pub async fn admit_while_connected<R: AsyncRead + Unpin>(
     hangup: Hangup,
 ) -> Option<Result<Admitted, Refused>> {
     tokio::select! {
-        admitted = admission::admit(ctx, bot, target) => Some(admitted),
+        admitted = admission::admit(&ctx.admission, bot, target) => Some(admitted),
         _ = client_gone(client, hangup) => None,
     }
 }

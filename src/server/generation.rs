@@ -248,6 +248,17 @@ impl Lasting {
             .set_max_budget_pairs(config.limits.max_budget_pairs);
         let limits =
             crate::bot_limits::steps(&config.bots, self.politeness.config().key, &self.ledger);
+        let config = Arc::new(config);
+        let admission = crate::admission::Admission {
+            config: config.clone(),
+            upstream: built.upstream.clone(),
+            robots: self.robots.clone(),
+            politeness: self.politeness.clone(),
+            metrics: self.metrics.clone(),
+            limits,
+            generation,
+            shutdown: self.shutdown.clone(),
+        };
         Arc::new(Context {
             config,
             upstream: built.upstream,
@@ -263,7 +274,7 @@ impl Lasting {
             listens: self.listens,
             started: self.started,
             guesses: self.guesses.clone(),
-            limits,
+            admission,
             shutdown: self.shutdown.clone(),
             store: self.store.clone(),
         })

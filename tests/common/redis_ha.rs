@@ -15,13 +15,21 @@ use std::time::{Duration, Instant};
 /// tests, as the gate's safety needs (src/store/gate.rs).
 pub const FAILOVER_AFTER_MS: u64 = 2000;
 
-/// A port free on 127.0.0.1 a moment ago.
+/// A port free on 127.0.0.1 a moment ago, below the kernel's ephemeral range
+/// (32768 and up by default): one from bind(0) could be handed out again to
+/// another test's connection before redis-server binds it. Each test process
+/// walks its own stretch of 10000-32767, from its pid, checking each port.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % 22_000;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + ((start + n * 7) % 22_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Asynchronous replication losing acknowledged writes, on purpose: the
