@@ -122,16 +122,11 @@ async fn over_socks5_a_ports_protocol_is_the_one_spoken_whatever_the_client_send
     for line in private_in_every_protocol(sp) {
         let request = format!("{line}\r\n");
         let answer = through_socks(proxy.addr(Listener::Socks5), sp, request.as_bytes()).await;
-        assert!(answer.starts_with("4 "), "{line:?}: {answer}");
-        assert!(!answer.contains("secret"), "{line:?}: {answer}");
+        small_web::assert_refused_in_spartan(&line, &answer);
     }
     // robots.txt was asked over Spartan (the server reads only Spartan), and
     // nothing else.
-    let paths = spartan.paths();
-    assert!(
-        !paths.is_empty() && paths.iter().all(|p| p == "/robots.txt"),
-        "{paths:?}"
-    );
+    spartan.assert_asked_only_robots_txt();
 }
 
 /// A server on a port `[ports]` does not list (or one that answers junk)

@@ -343,15 +343,9 @@ async fn a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_
     let listener = proxy.addr(Listener::Transparent);
     for line in small_web::private_in_every_protocol(spartan.addr.port()) {
         let answer = gopher_direct(listener, "127.0.0.1", line.as_bytes()).await;
-        let answer = String::from_utf8_lossy(&answer);
-        assert!(answer.starts_with("4 "), "{line:?}: {answer}");
-        assert!(!answer.contains("secret"), "{line:?}: {answer}");
+        small_web::assert_refused_in_spartan(&line, &String::from_utf8_lossy(&answer));
     }
-    let paths = spartan.paths();
-    assert!(
-        !paths.is_empty() && paths.iter().all(|p| p == "/robots.txt"),
-        "{paths:?}"
-    );
+    spartan.assert_asked_only_robots_txt();
 }
 
 /// A NUL behind escapes in a Spartan line from a crawler that knows no

@@ -196,3 +196,22 @@ pub fn private_in_every_protocol(port: u16) -> Vec<String> {
         "127.0.0.1 /private/x 0".to_string(),
     ]
 }
+
+/// `answer` to `line` is a Spartan refusal (a `4` status line) that gives
+/// nothing of the guarded file away.
+pub fn assert_refused_in_spartan(line: &str, answer: &str) {
+    assert!(answer.starts_with("4 "), "{line:?}: {answer}");
+    assert!(!answer.contains("secret"), "{line:?}: {answer}");
+}
+
+impl SmallServer {
+    /// It was asked for its robots.txt (so spoken to in its own protocol)
+    /// and for nothing else.
+    pub fn assert_asked_only_robots_txt(&self) {
+        let paths = self.paths();
+        assert!(
+            !paths.is_empty() && paths.iter().all(|p| p == "/robots.txt"),
+            "{paths:?}"
+        );
+    }
+}
