@@ -8,7 +8,10 @@
 //!   it does not;
 //! - the configuration reference has every key of the commented example,
 //!   with the default `--check-config` prints, and its bounds table gives
-//!   the ranges the code enforces, for every key that has one.
+//!   the ranges the code enforces, for every key that has one;
+//! - docs/architecture.md's module table has a row for every top-level
+//!   module of `src/`, each row's "depends on" is that module's imports, and
+//!   the imports make no cycle.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -416,4 +419,209 @@ fn the_bounds_table_is_the_code_s() {
         }
     }
     assert!(tried >= 20, "only {tried} keys tried");
+}
+
+/// A top-level module of `src/` (a file `src/x.rs` or a folder `src/x/` is
+/// module x; `main` and `lib` are none) and the code of each of its files:
+/// comments and `#[cfg(test)]` items left out (as ../shared/tools/module_graph.py
+/// reads them).
+fn modules() -> std::collections::BTreeMap<String, Vec<String>> {
+    fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, files);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    let mut modules: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let mut parts = rel.components();
+        let first = parts
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .into_owned();
+        let name = match parts.next() {
+            Some(_) => first,
+            None => first.trim_end_matches(".rs").to_string(),
+        };
+        if name == "main" || name == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        modules.entry(name).or_default().push(code_of(&text));
+    }
+    modules
+}
+
+/// `text` without comments and without `#[cfg(test)]` items.
+fn code_of(text: &str) -> String {
+    let mut uncommented = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("/*") {
+        // An opening with no close (a `/*` in a string) is no comment.
+        let Some(end) = rest[start..].find("*/") else {
+            break;
+        };
+        uncommented.push_str(&rest[..start]);
+        rest = &rest[start + end + 2..];
+    }
+    uncommented.push_str(rest);
+    let (mut out, mut depth, mut in_test, mut pending) = (String::new(), 0i64, false, false);
+    for line in uncommented.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        if !in_test && code.trim_start().starts_with("#[cfg(test)]") {
+            pending = true;
+            continue;
+        }
+        if pending && !in_test {
+            if code.trim().is_empty() {
+                continue;
+            }
+            (in_test, depth, pending) = (true, 0, false);
+        }
+        if in_test {
+            depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+            if depth <= 0 && (code.contains('}') || code.trim_end().ends_with(';')) {
+                in_test = false;
+            }
+            continue;
+        }
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// The top-level modules `code` names: `crate::x` and `crate::{x, y}`.
+fn named(code: &str) -> std::collections::BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let after = &code[at + "crate::".len()..];
+        match after.strip_prefix('{') {
+            Some(group) => {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                names.extend(group.split(',').map(ident));
+            }
+            None => {
+                names.insert(ident(after));
+            }
+        }
+    }
+    names
+}
+
+/// docs/architecture.md's module table, read back: every module of `src/`
+/// has its row, every row is a module, each row's "depends on" names
+/// exactly the modules it imports, and the graph has no cycle. The
+/// table cannot drift from the code: this test is the judge.
+#[test]
+fn the_architecture_table_is_the_import_graph() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let modules = modules();
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, files) in &modules {
+        let used = files
+            .iter()
+            .flat_map(|code| named(code))
+            .filter(|m| m != name && modules.contains_key(m));
+        imports.insert(name.clone(), used.collect());
+    }
+    let doc = read("docs/architecture.md");
+    let table: Vec<&str> = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| module | concept | depends on |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    let mut rows: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for row in table {
+        let name = row
+            .split('`')
+            .nth(1)
+            .unwrap_or_else(|| panic!("a row without a module: {row}"));
+        let name = name
+            .trim_end_matches('/')
+            .trim_end_matches(".rs")
+            .to_string();
+        let cell = row
+            .trim_end_matches('|')
+            .rsplit(" | ")
+            .next()
+            .unwrap_or_default();
+        // Names, each maybe followed by a note in parentheses.
+        let (mut depth, mut item, mut deps) = (0, String::new(), BTreeSet::new());
+        for c in cell.chars().chain([',']) {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    let word: String = item
+                        .trim()
+                        .trim_start_matches('`')
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !word.is_empty() {
+                        deps.insert(word);
+                    }
+                    item.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            item.push(c);
+        }
+        assert!(
+            rows.insert(name.clone(), deps).is_none(),
+            "two rows for {name}"
+        );
+    }
+    let missing: Vec<_> = imports.keys().filter(|m| !rows.contains_key(*m)).collect();
+    assert!(missing.is_empty(), "modules without a row: {missing:?}");
+    let extra: Vec<_> = rows.keys().filter(|m| !imports.contains_key(*m)).collect();
+    assert!(extra.is_empty(), "rows for no module: {extra:?}");
+    for (name, deps) in &rows {
+        let real = &imports[name];
+        assert_eq!(
+            deps, real,
+            "docs/architecture.md: the row of {name} says it depends on {deps:?}; it imports {real:?}"
+        );
+    }
+    // No cycle: each module can be placed after everything it imports.
+    let mut placed: BTreeSet<&String> = BTreeSet::new();
+    while placed.len() < imports.len() {
+        let ready: Vec<&String> = imports
+            .iter()
+            .filter(|(m, deps)| !placed.contains(m) && deps.iter().all(|d| placed.contains(d)))
+            .map(|(m, _)| m)
+            .collect();
+        assert!(
+            !ready.is_empty(),
+            "a cycle between top-level modules among {:?}",
+            imports
+                .keys()
+                .filter(|m| !placed.contains(m))
+                .collect::<Vec<_>>()
+        );
+        placed.extend(ready);
+    }
 }
