@@ -1,0 +1,293 @@
+//! Admission on its own: an `Admission` value built from a config, a fake
+//! robots.txt fetcher and the runtime's paused clock; no socket, no
+//! listener, no `Context`. One test per step, and the order of refusals:
+//! egress before robots.txt before the bot's limits before the turn; report
+//! mode; one `max_wait` shared by a limit's wait and the turn's.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use robots_proxy::admission::{admit, Admission, Admitted, Refused};
+use robots_proxy::bot_limits::{self, Clock, Ledger, WallClock};
+use robots_proxy::bots::BotId;
+use robots_proxy::cache::RobotsCache;
+use robots_proxy::cli::RunArgs;
+use robots_proxy::config::{Config, RawConfig};
+use robots_proxy::egress::Reach;
+use robots_proxy::fetch::{FetchFuture, FetchOutcome, Polite, RobotsFetcher};
+use robots_proxy::metrics::Metrics;
+use robots_proxy::politeness::Politeness;
+use robots_proxy::refusal::{Busy, Refusal};
+use robots_proxy::target::{Server, Target};
+use robots_proxy::upstream::Upstream;
+
+/// A robots.txt for every server, and how often it was asked for.
+struct Fake {
+    robots: FetchOutcome,
+    asked: AtomicUsize,
+}
+
+/// The fetcher admission is given, the test keeping the fake.
+struct Fetcher(Arc<Fake>);
+
+impl RobotsFetcher for Fetcher {
+    fn fetch<'a>(&'a self, _: &'a Server, _: Option<&'a str>) -> FetchFuture<'a> {
+        self.0.asked.fetch_add(1, Ordering::Relaxed);
+        let robots = self.0.robots.clone();
+        Box::pin(async move { robots })
+    }
+}
+
+/// The config of `toml` (its `[bot]` the default bot), loopback allowed,
+/// no spacing unless it asks for one.
+fn config(toml: &str) -> Config {
+    let raw = RawConfig::parse(toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    let args = RunArgs {
+        allow_private_upstreams: true,
+        state_dir: Some(std::env::temp_dir().join("rp-admission-unused")),
+        ..RunArgs::default()
+    };
+    let mut config = raw.resolve(&args).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    config.politeness.default_delay = Duration::ZERO;
+    config
+}
+
+/// Admission over `config`, every server's robots.txt `robots`.
+fn admission(config: Config, robots: FetchOutcome) -> (Admission, Arc<Fake>) {
+    let config = Arc::new(config);
+    let names: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
+    let metrics = Arc::new(Metrics::with(&names, None));
+    let politeness = Politeness::new(config.politeness.clone());
+    let fake = Arc::new(Fake {
+        robots,
+        asked: AtomicUsize::new(0),
+    });
+    let polite = Polite {
+        inner: Fetcher(fake.clone()),
+        gate: politeness.clone(),
+        metrics: metrics.clone(),
+    };
+    let robots = Arc::new(RobotsCache::new(
+        Arc::new(polite),
+        config.robots.clone(),
+        config.bots.profiles(),
+    ));
+    let reach = Reach {
+        allow_private: config.limits.allow_private_upstreams,
+        ports: config.limits.upstream_ports.clone(),
+        own: Vec::new(),
+    };
+    let upstream = Arc::new(Upstream::new(reach, config.limits.connect_timeout).unwrap());
+    let clock = Clock::new(WallClock::StartingAt(Duration::from_secs(20_000 * 86_400)));
+    let ledger = Ledger::new(clock, None, None);
+    let limits = bot_limits::steps(&config.bots, politeness.config().key, &ledger);
+    let admission = Admission {
+        config,
+        upstream,
+        robots,
+        politeness,
+        metrics,
+        limits,
+        generation: 0,
+        shutdown: tokio_util::sync::CancellationToken::new(),
+    };
+    (admission, fake)
+}
+
+fn found(robots: &str) -> FetchOutcome {
+    FetchOutcome::Found(robots.as_bytes().to_vec())
+}
+
+fn target(url: &str) -> Target {
+    Target::parse(url).unwrap()
+}
+
+const BOT: BotId = 0;
+
+async fn refused(admission: &Admission, url: &str) -> Refused {
+    match admit(admission, BOT, &target(url)).await {
+        Ok(_) => panic!("{url} was admitted"),
+        Err(refused) => refused,
+    }
+}
+
+async fn admitted(admission: &Admission, url: &str) -> Admitted {
+    match admit(admission, BOT, &target(url)).await {
+        Ok(admitted) => admitted,
+        Err(refused) => panic!("{url}: {}", refused.refusal),
+    }
+}
+
+const BOT_TOML: &str = "[bot]\nagent = \"examplebot\"\n";
+
+/// robots.txt decides, fetched once for the server and kept.
+#[tokio::test(start_paused = true)]
+async fn robots_txt_decides_and_is_fetched_once() {
+    let robots = found("User-agent: *\nDisallow: /private\n");
+    let (admission, fake) = admission(config(BOT_TOML), robots);
+    drop(admitted(&admission, "gemini://127.0.0.1/page").await);
+    let no = refused(&admission, "gemini://127.0.0.1/private/x").await;
+    assert!(
+        matches!(no.refusal, Refusal::Disallowed(_)),
+        "{}",
+        no.refusal
+    );
+    assert!(no.robots.is_some(), "the refusal carries its robots.txt");
+    assert_eq!(fake.asked.load(Ordering::Relaxed), 1);
+}
+
+/// Egress comes first: a server the proxy may not connect to is refused
+/// before its robots.txt is asked for.
+#[tokio::test(start_paused = true)]
+async fn egress_is_asked_before_robots_txt() {
+    let mut config = config(BOT_TOML);
+    config.limits.allow_private_upstreams = false;
+    let (admission, fake) = admission(config, found(""));
+    for url in [
+        "gemini://127.0.0.1/",
+        "gemini://10.0.0.1/",
+        "gopher://127.0.0.1:25/",
+    ] {
+        let no = refused(&admission, url).await;
+        assert!(
+            matches!(no.refusal, Refusal::ProxyRule(_)),
+            "{url}: {}",
+            no.refusal
+        );
+    }
+    assert_eq!(fake.asked.load(Ordering::Relaxed), 0);
+}
+
+/// robots.txt before the bot's limits: a disallowed request spends nothing
+/// of the bot's budget.
+#[tokio::test(start_paused = true)]
+async fn a_disallowed_request_spends_no_budget() {
+    let toml = format!("{BOT_TOML}daily_requests_per_server = 1\n");
+    let robots = found("User-agent: *\nDisallow: /private\n");
+    let (admission, _) = admission(config(&toml), robots);
+    for _ in 0..3 {
+        refused(&admission, "gemini://127.0.0.1/private/x").await;
+    }
+    let go = admitted(&admission, "gemini://127.0.0.1/page").await;
+    drop(go);
+    let no = refused(&admission, "gemini://127.0.0.1/page").await;
+    let Refusal::SlowDown(slow) = &no.refusal else {
+        panic!("{}", no.refusal)
+    };
+    assert!(matches!(slow.why, Busy::Limit(_)), "{:?}", slow.why);
+}
+
+/// The bot's limits before the turn: a request a limit refuses takes no
+/// place at the gate (another bot's request there is not spaced after it).
+#[tokio::test(start_paused = true)]
+async fn a_request_a_limit_refuses_takes_no_turn() {
+    let toml = format!(
+        "{BOT_TOML}daily_requests_per_server = 1\n\n[politeness]\ndefault_delay = \"5s\"\nmax_wait = \"1s\"\n"
+    );
+    let (admission, _) = admission(config(&toml), found(""));
+    let first = admitted(&admission, "gemini://127.0.0.1/a").await;
+    drop(first);
+    tokio::time::advance(Duration::from_secs(6)).await;
+    // Used up: held by the budget, the gate not asked.
+    let no = refused(&admission, "gemini://127.0.0.1/b").await;
+    assert!(matches!(&no.refusal, Refusal::SlowDown(s) if matches!(s.why, Busy::Limit(_))));
+    let next = admission
+        .politeness
+        .would_wait(&admitted_server(&admission).await, Duration::from_secs(5));
+    assert_eq!(next, Duration::ZERO, "the refused request took no turn");
+}
+
+/// The server `gemini://127.0.0.1/` resolves to (no lookup: a literal).
+async fn admitted_server(admission: &Admission) -> Server {
+    robots_proxy::admission::where_to(admission, &target("gemini://127.0.0.1/"))
+        .await
+        .unwrap()
+}
+
+/// The turn: starts at a server are spaced by its Crawl-delay; a turn past
+/// `max_wait` is "slow down" at once, not a wait.
+#[tokio::test(start_paused = true)]
+async fn the_turn_spaces_starts_by_the_crawl_delay() {
+    let toml = format!("{BOT_TOML}\n[politeness]\nmax_wait = \"3s\"\n");
+    let robots = found("User-agent: *\nCrawl-delay: 2\n");
+    let (admission, _) = admission(config(&toml), robots);
+    let first = admitted(&admission, "gemini://127.0.0.1/1").await;
+    drop(first);
+    let second = admitted(&admission, "gemini://127.0.0.1/2").await;
+    assert!(
+        second.waited >= Duration::from_secs(2) - Duration::from_millis(1),
+        "{:?}",
+        second.waited
+    );
+    drop(second);
+    // Two more at once: the second of them would wait 4 s, past max_wait.
+    let (three, four) = (
+        target("gemini://127.0.0.1/3"),
+        target("gemini://127.0.0.1/4"),
+    );
+    let (a, b) = tokio::join!(
+        admit(&admission, BOT, &three),
+        admit(&admission, BOT, &four)
+    );
+    let refusals: Vec<_> = [a, b].into_iter().filter_map(Result::err).collect();
+    assert_eq!(refusals.len(), 1);
+    assert!(
+        matches!(refusals[0].refusal, Refusal::SlowDown(_)),
+        "{}",
+        refusals[0].refusal
+    );
+}
+
+/// Report mode: what robots.txt would refuse goes in the report and the
+/// request is admitted.
+#[tokio::test(start_paused = true)]
+async fn report_mode_admits_and_reports() {
+    let toml = format!("{BOT_TOML}mode = \"report\"\n");
+    let robots = found("User-agent: *\nDisallow: /private\n");
+    let (admission, _) = admission(config(&toml), robots);
+    let go = admitted(&admission, "gemini://127.0.0.1/private/x").await;
+    let would = go.report.would().expect("a refusal reported");
+    assert!(would.contains("disallowed"), "{would}");
+}
+
+/// A robots.txt that cannot be fetched, with `on_unreachable = "disallow"`
+/// (the default): refused, saying when it will be asked again.
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_robots_txt_refuses() {
+    let unreachable = FetchOutcome::unreachable("no answer");
+    let (admission, _) = admission(config(BOT_TOML), unreachable);
+    let no = refused(&admission, "gemini://127.0.0.1/page").await;
+    assert!(
+        matches!(no.refusal, Refusal::RobotsUnreachable(_)),
+        "{}",
+        no.refusal
+    );
+}
+
+/// A limit's wait and the turn's share one `max_wait` (1.5 s): held a
+/// second by its rate, a request whose turn then comes a second later still
+/// (another bot started meanwhile) is told to slow down, though either wait
+/// alone is within `max_wait`.
+#[tokio::test(start_paused = true)]
+async fn a_limit_and_the_turn_share_max_wait() {
+    let toml = format!(
+        "{BOT_TOML}rate = \"1/s\"\n\n[[bots]]\nname = \"second\"\nagent = \"secondbot\"\nclients = [\"127.0.0.2/32\"]\n\n[politeness]\nmax_wait = \"1500ms\"\n"
+    );
+    let robots = found("User-agent: *\nCrawl-delay: 1\n");
+    let (admission, _) = admission(config(&toml), robots);
+    const SECOND: BotId = 1;
+    let url = |path: &str| target(&format!("gemini://127.0.0.1{path}"));
+    // robots.txt, then the second bot's start a second later.
+    let w0 = admit(&admission, SECOND, &url("/w0")).await;
+    drop(w0.unwrap_or_else(|no| panic!("{}", no.refusal)));
+    // This bot's start, a second later again: its rate's one start.
+    drop(admitted(&admission, "gemini://127.0.0.1/1").await);
+    let (w1, two) = (url("/w1"), url("/2"));
+    let (other, held) = tokio::join!(admit(&admission, SECOND, &w1), admit(&admission, BOT, &two));
+    assert!(other.is_ok(), "the second bot's turn, a second away");
+    let no = held
+        .err()
+        .expect("held 1 s by the rate, then 1 s more by the turn");
+    assert!(matches!(no.refusal, Refusal::SlowDown(_)), "{}", no.refusal);
+}
