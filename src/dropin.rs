@@ -15,16 +15,16 @@ use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 
 use crate::context::Context;
-use crate::gemini::serve as gemini;
-use crate::gopher::serve as gopher;
-use crate::gopher::wire::{parse_selector_line, BadRequest};
 use crate::metrics::{Listener, Rejection, TlsSide};
-use crate::nex::serve as nex;
 use crate::protocol::sniff::{looks_like_tls, plainly_web};
 use crate::protocol::Protocol;
+use crate::protocols::gemini::serve as gemini;
+use crate::protocols::gopher::serve as gopher;
+use crate::protocols::gopher::wire::{parse_selector_line, BadRequest};
+use crate::protocols::nex::serve as nex;
+use crate::protocols::spartan::serve as spartan;
+use crate::protocols::spartan::wire::looks_like_spartan;
 use crate::proxy::Conn;
-use crate::spartan::serve as spartan;
-use crate::spartan::wire::looks_like_spartan;
 use crate::target::canonical_host;
 use crate::tls::Authority;
 

@@ -11,7 +11,8 @@
 //!   the ranges the code enforces, for every key that has one;
 //! - docs/architecture.md's module table has a row for every top-level
 //!   module of `src/`, each row's "depends on" is that module's imports, and
-//!   the imports make no cycle.
+//!   the imports make no cycle; no protocol under `src/protocols/` imports
+//!   another.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -623,5 +624,38 @@ fn the_architecture_table_is_the_import_graph() {
                 .collect::<Vec<_>>()
         );
         placed.extend(ready);
+    }
+}
+
+/// Each protocol under `src/protocols/` is one folder that names no other
+/// protocol: what they share lives below them.
+#[test]
+fn no_protocol_imports_another() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocols");
+    let protocols: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(protocols.len() >= 4, "{protocols:?}");
+    for own in &protocols {
+        for entry in std::fs::read_dir(dir.join(own)).unwrap() {
+            let path = entry.unwrap().path();
+            let code = code_of(&std::fs::read_to_string(&path).unwrap());
+            for other in protocols.iter().filter(|p| *p != own) {
+                for named in [
+                    format!("protocols::{other}"),
+                    format!("super::{other}"),
+                    format!("protocols::{{{other}"),
+                ] {
+                    assert!(
+                        !code.contains(&named),
+                        "{} names {other} ({named})",
+                        path.display()
+                    );
+                }
+            }
+        }
     }
 }

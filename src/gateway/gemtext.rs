@@ -3,7 +3,7 @@
 //! rendered as `text/gemini` whose links keep their own scheme (so a client
 //! that follows one asks the proxy again). Pure: no I/O.
 
-use crate::gopher::menu::{item, MenuLine, MenuLines};
+use crate::protocols::gopher::menu::{item, MenuLine, MenuLines};
 use crate::target::gopher_url;
 
 /// The MIME type a file's name says, by its extension; `None` when it has

@@ -15,19 +15,19 @@ use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::context::Context;
 use crate::fate::Fate;
-use crate::gemini::wire::{header, BadRequest};
-use crate::gopher::menu::MenuLines;
+use crate::protocols::gemini::wire::{header, BadRequest};
+use crate::protocols::gopher::menu::MenuLines;
+use crate::protocols::{gopher, nex, spartan};
 use crate::proxy::{relay_answer, relay_line, serve_admitted, Answer, Hangup, Outcome, Transform};
 use crate::refusal::{Malformed, ProxyRule, Refusal};
 use crate::robots::encoding::percent_decode;
 use crate::target::{Resource, Scheme, Target};
-use crate::{gopher, nex, spartan};
 
 /// The gateway as the Gemini listener takes it: Gopher, Spartan and Nex
 /// URLs (wired in by the server).
 pub enum OtherProtocols {}
 
-impl crate::gemini::serve::OtherUrls for OtherProtocols {
+impl crate::protocols::gemini::serve::OtherUrls for OtherProtocols {
     type Request = Request;
 
     fn request(url: &str, target: Target) -> Option<Result<Request, Malformed>> {
@@ -94,7 +94,7 @@ fn gopher_search(url: &str, target: Target) -> Result<gopher::wire::Request, Bad
     );
     let request = match url.split_once('?') {
         Some((before, terms)) if searching => {
-            let mut target = crate::gemini::wire::parse_url(before.as_bytes())?;
+            let mut target = crate::protocols::gemini::wire::parse_url(before.as_bytes())?;
             let Resource::Gopher { search, .. } = &mut target.resource else {
                 return Err(BadRequest::NotGemini("gopher"));
             };
@@ -134,7 +134,7 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
             let refusal = Refusal::ProxyRule(ProxyRule::Upload {
                 what: "a spartan:// URL with a query (data)",
             });
-            return crate::gemini::answer::answer(client.get_mut(), &refusal).await;
+            return crate::protocols::gemini::answer::answer(client.get_mut(), &refusal).await;
         }
         Request::Gopher(r) if r.item_type() == b'7' && !has_search(&r.target) => {
             return prompt(client.get_mut()).await;
@@ -221,7 +221,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gateway<'_> {
     }
 
     async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        crate::gemini::answer::answer(client, refusal).await
+        crate::protocols::gemini::answer::answer(client, refusal).await
     }
 }
 
@@ -258,7 +258,7 @@ async fn relay_as_gemini<S, H>(
 ) -> Result<Outcome, Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin,
-    H: crate::gopher::menu::MenuLine,
+    H: crate::protocols::gopher::menu::MenuLine,
 {
     let mut headed = Headed {
         head: Some(header(20, mime)),
@@ -306,7 +306,7 @@ mod tests {
     use super::*;
 
     fn request(url: &str) -> Result<Request, Malformed> {
-        let target = crate::gemini::wire::parse_url(url.as_bytes())?;
+        let target = crate::protocols::gemini::wire::parse_url(url.as_bytes())?;
         Request::new(url, target)
     }
 

@@ -1,5 +1,5 @@
 //! The protocols the proxy serves to crawlers, each a unit of its own
-//! ([`crate::gemini`], [`crate::gopher`], [`crate::spartan`], [`crate::nex`]:
+//! ([`crate::protocols::gemini`], [`crate::protocols::gopher`], [`crate::protocols::spartan`], [`crate::protocols::nex`]:
 //! wire format, serving, robots.txt), named here once: the `protocol` label
 //! and the URL scheme. What is shared below them: the line reader ([`line`]),
 //! which protocol a port speaks ([`ports`]) and what first bytes say

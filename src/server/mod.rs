@@ -482,13 +482,13 @@ fn serve(
     match kind {
         Kind::Gemini => {
             let acceptor = ctx.gemini_tls.clone();
-            let serve = crate::gemini::serve::serve::<crate::gateway::OtherProtocols>(
+            let serve = crate::protocols::gemini::serve::serve::<crate::gateway::OtherProtocols>(
                 stream, peer, acceptor, ctx,
             );
             tracker.spawn(holding(held, slots::holding_client(slot, serve)))
         }
         Kind::Gopher => {
-            let serve = crate::gopher::serve::serve(stream, peer, ctx);
+            let serve = crate::protocols::gopher::serve::serve(stream, peer, ctx);
             tracker.spawn(holding(held, slots::holding_client(slot, serve)))
         }
         Kind::Socks(ca) => {
@@ -524,11 +524,12 @@ async fn turn_away(
 ) -> Option<String> {
     match kind {
         Kind::Gemini => {
-            crate::gemini::serve::turn_away(stream, peer, ctx.gemini_tls.clone(), ctx).await;
+            crate::protocols::gemini::serve::turn_away(stream, peer, ctx.gemini_tls.clone(), ctx)
+                .await;
             None
         }
         Kind::Gopher => {
-            crate::gopher::serve::turn_away(stream, peer).await;
+            crate::protocols::gopher::serve::turn_away(stream, peer).await;
             None
         }
         Kind::Socks(_) => crate::socks5::serve::turn_away(stream, ctx).await,

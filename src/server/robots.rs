@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::fetch::{FetchFuture, FetchOutcome, RobotsFetcher};
-use crate::gemini::robots::GeminiRobots;
-use crate::gopher::robots::GopherRobots;
-use crate::nex::robots::NexRobots;
 use crate::protocol::Protocol;
-use crate::spartan::robots::SpartanRobots;
+use crate::protocols::gemini::robots::GeminiRobots;
+use crate::protocols::gopher::robots::GopherRobots;
+use crate::protocols::nex::robots::NexRobots;
+use crate::protocols::spartan::robots::SpartanRobots;
 use crate::target::Server;
 use crate::upstream::Upstream;
 

@@ -4,8 +4,8 @@
 
 use thiserror::Error;
 
-pub use crate::gopher::menu::{MenuRewriter, MAX_MENU_LINE};
 pub use crate::protocol::sniff::looks_like_http;
+pub use crate::protocols::gopher::menu::{MenuRewriter, MAX_MENU_LINE};
 pub use crate::target::gopher_url;
 use crate::target::{Resource, Scheme, Target, TargetError};
 

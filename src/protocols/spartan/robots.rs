@@ -18,7 +18,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::fetch::MAX_REDIRECTS;
 use crate::protocol::read_line;
-use crate::spartan::wire::{parse_header, MAX_HEADER};
+use crate::protocols::spartan::wire::{parse_header, MAX_HEADER};
 use crate::target::{Scheme, Server, Target};
 use crate::upstream::Upstream;
 

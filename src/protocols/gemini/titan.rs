@@ -4,8 +4,8 @@
 //! refused for a bot without `uploads = true`, and decided by the capsule's
 //! robots.txt on the path before the first `;`.
 
-use crate::gemini::wire::{parse_url, BadRequest};
 use crate::protocol::MAX_UPLOAD;
+use crate::protocols::gemini::wire::{parse_url, BadRequest};
 use crate::target::{Scheme, Target};
 
 /// A Titan upload: where to (the path without its parameters), the

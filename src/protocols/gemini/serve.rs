@@ -14,12 +14,12 @@ use crate::access::Denied;
 use crate::admission::Admitted;
 use crate::bots::{BotId, Fingerprint, Presented};
 use crate::context::Context;
-use crate::gemini::answer::answer;
-use crate::gemini::titan::Upload;
-use crate::gemini::wire::{
+use crate::metrics::{Protocol, TlsSide};
+use crate::protocols::gemini::answer::answer;
+use crate::protocols::gemini::titan::Upload;
+use crate::protocols::gemini::wire::{
     parse_header, parse_url, read_line, BadRequest, LineError, MAX_HEADER, MAX_URL,
 };
-use crate::metrics::{Protocol, TlsSide};
 use crate::proxy::{
     self, close, count, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup,
     Outcome, CLIENT_BUFFER,

@@ -1,6 +1,6 @@
 //! One Nex request: the path line, the shared checks, then the upstream's
 //! document streamed back byte for byte; a refusal is a short text document
-//! ([`crate::nex::wire::refusal_document`]).
+//! ([`crate::protocols::nex::wire::refusal_document`]).
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -8,7 +8,7 @@ use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::context::Context;
 use crate::metrics::{Listener, Protocol};
-use crate::nex::wire::{parse_path_line, refusal_document, Request, MAX_REQUEST};
+use crate::protocols::nex::wire::{parse_path_line, refusal_document, Request, MAX_REQUEST};
 use crate::proxy::{
     self, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome, Unparsed,
     Verbatim,

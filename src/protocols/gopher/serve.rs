@@ -13,10 +13,10 @@ use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::context::Context;
 use crate::fate::Fate;
-use crate::gopher::wire::{
+use crate::metrics::{Listener, Protocol};
+use crate::protocols::gopher::wire::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
-use crate::metrics::{Listener, Protocol};
 use crate::proxy::{
     self, close, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome,
     Unparsed,

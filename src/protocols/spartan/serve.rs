@@ -11,15 +11,15 @@ use crate::bots::BotId;
 use crate::context::Context;
 use crate::metrics::{Listener, Protocol};
 use crate::protocol::read_line;
+use crate::protocols::spartan::wire::{
+    header, parse_header, parse_request_line, BadRequest, Data, Header, Request, MAX_HEADER,
+    MAX_REQUEST,
+};
 use crate::proxy::{
     self, relay_answer, send_request, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol,
     Outcome, Unparsed,
 };
 use crate::refusal::{ProxyRule, Refusal, UpstreamFailure};
-use crate::spartan::wire::{
-    header, parse_header, parse_request_line, BadRequest, Data, Header, Request, MAX_HEADER,
-    MAX_REQUEST,
-};
 use crate::target::{canonical_host, Target};
 
 /// The Spartan status for a refusal: its family's class. Refused,

@@ -16,7 +16,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::fetch::MAX_REDIRECTS;
-use crate::gemini::wire::{parse_header, read_line, MAX_HEADER};
+use crate::protocols::gemini::wire::{parse_header, read_line, MAX_HEADER};
 use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;
 

@@ -4,7 +4,7 @@
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::gemini::wire::{header, status};
+use crate::protocols::gemini::wire::{header, status};
 use crate::proxy::Outcome;
 use crate::refusal::{ceil_secs, Family, Refusal};
 
