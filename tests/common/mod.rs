@@ -2,6 +2,8 @@
 //! on 127.0.0.1 port 0.
 #![allow(dead_code)]
 
+pub mod small_web;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -111,7 +113,7 @@ fn tuned(mut config: Config) -> Config {
     config.limits.connect_timeout = Duration::from_millis(1500);
     config.limits.idle_timeout = Duration::from_millis(1500);
     config.limits.shutdown_grace = Duration::from_secs(5);
-    // No spacing unless a test asks for it (tests/politeness.rs does).
+    // No spacing unless a test asks for it (tests/suite/politeness.rs does).
     config.politeness.default_delay = Duration::ZERO;
     config.politeness.max_wait = Duration::from_secs(10);
     config

@@ -6,16 +6,13 @@
 //! bot spreading over ever more servers to grow the budgets' book.
 //! Each table row is one way in; a row whose refusal is missing fails.
 
-mod common;
-#[path = "common/small_web.rs"]
-mod small_web;
-
+use crate::common::small_web;
 use std::time::Duration;
 
 use robots_proxy::listener::Listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::*;
+use crate::common::*;
 use small_web::{private_in_every_protocol, spartan_guarding_private, SmallServer, Speaks};
 
 /// One request line through SOCKS5 to `port` on 127.0.0.1; the whole answer.
@@ -112,7 +109,7 @@ async fn a_scheme_that_contradicts_ports_is_refused_on_every_listener() {
 /// whatever protocol's line it sends (a Gemini URL, a Gopher selector, a Nex
 /// path), a port `[ports]` says speaks Spartan is spoken to as Spartan:
 /// robots.txt is fetched over Spartan and nothing disallowed reaches the
-/// server. (Transparent mode: tests/transparent.rs,
+/// server. (Transparent mode: tests/suite/transparent.rs,
 /// `a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_sends`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_socks5_a_ports_protocol_is_the_one_spoken_whatever_the_client_sends() {

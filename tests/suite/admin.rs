@@ -3,9 +3,7 @@
 //! that survive a restart, and a hostile robots.txt or URL that tries to
 //! script the operator's browser.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use robots_proxy::listener::Listener;
 
 fn json(body: &str) -> serde_json::Value {

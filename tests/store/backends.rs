@@ -8,10 +8,7 @@
 //! `cargo test` runs the local ones; `cargo test -- --include-ignored` (what
 //! `.ci/run` does, after installing redis-server) runs both.
 
-mod common;
-#[path = "common/redis.rs"]
-mod redis_server;
-
+use crate::redis_server;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,7 +143,7 @@ impl RobotsFetcher for Counting {
 }
 
 fn robots_config() -> RobotsConfig {
-    common::test_config().robots
+    crate::common::test_config().robots
 }
 
 /// Robots.txt outcomes: a miss fetches once and the rules hold; the next

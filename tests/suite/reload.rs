@@ -4,13 +4,11 @@
 //! restart are named and kept; a broken file changes nothing. The last test
 //! sends real signals to the built binary.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ROBOTS: &str = "User-agent: alphabot\nDisallow: /a\n\nUser-agent: betabot\nDisallow: /b\n";

@@ -5,9 +5,7 @@
 //! decoded again, `?query` dropped), so each spelling below would reach the
 //! disallowed file if it got through. One row per class, several per class.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use robots_proxy::check::decide_target;
 use robots_proxy::listener::Listener;
 use robots_proxy::robots::{BotProfile, RobotsTxt};

@@ -3,13 +3,11 @@
 //! nothing; a `RUST_LOG` that does not parse is said, and the config's level
 //! is used. And what needs an operator is a warning that says what to do.
 
-mod common;
-
 use std::process::Child;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// `robots-proxy run` on port 0, with `RUST_LOG` set to `rust_log`.
 fn spawn_with(rust_log: &str) -> (Child, Receiver<String>) {

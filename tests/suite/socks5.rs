@@ -2,9 +2,7 @@
 //! Gopher proxies connects through SOCKS5 to a fake origin. Gemini clients check
 //! that the certificate they get is for the right name and signed by the proxy's CA.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use robots_proxy::listener::Listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -2,12 +2,10 @@
 //! request's fate depends on: the bot a client certificate picked, the
 //! capsule's pinned certificate.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 
 const ROBOTS: &str = "User-agent: alphabot\nDisallow: /b\n\nUser-agent: *\nDisallow: /a\n";
 

@@ -2,11 +2,9 @@
 //! from other addresses, without certificates, with someone else's
 //! certificate, as the wrong SOCKS5 user, on every listener.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use robots_proxy::config::RawConfig;
 use robots_proxy::listener::Listener;
 

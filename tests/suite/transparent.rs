@@ -4,14 +4,11 @@
 //! from a fake here; tests/interop/run does the same with real iptables rules in
 //! a network namespace of its own.
 
-mod common;
-#[path = "common/small_web.rs"]
-mod small_web;
-
+use crate::common::small_web;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::{Kernel, LocalAddresses, OriginalDestination};
@@ -334,7 +331,7 @@ async fn crowding_and_garbage_tls_do_not_keep_others_out() {
 /// Spartan: whatever protocol's line it sends (a Gemini URL, a Gopher
 /// selector, a Nex path), the port is spoken to as Spartan, robots.txt is
 /// fetched over Spartan, and nothing disallowed reaches the server (issue
-/// 46, hole 3; SOCKS5: tests/holes.rs).
+/// 46, hole 3; SOCKS5: tests/suite/holes.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_sends() {
     let (spartan, toml) = small_web::spartan_guarding_private(machine(1)).await;
@@ -352,7 +349,7 @@ async fn a_port_that_speaks_spartan_is_spoken_to_as_spartan_whatever_the_client_
 /// proxy: `/data.bin%00.txt` is `/data.bin` to a server that stops at the
 /// NUL, which `Disallow: /*.bin$` refuses; it is refused as malformed and
 /// the server is not asked (issue 46, hole 2; the other ways in:
-/// tests/holes.rs).
+/// tests/suite/holes.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nul_behind_escapes_in_a_redirected_spartan_line_is_refused() {
     const ROBOTS: &str = "User-agent: *\nDisallow: /*.bin$\n";

@@ -2,12 +2,10 @@
 //! must not look complete, and a header that could mislead the client is not
 //! relayed.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

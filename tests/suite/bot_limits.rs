@@ -4,15 +4,13 @@
 //! spelling one server several ways, sending in parallel, asking at night.
 //! Through the proxy's listeners, over loopback, against fake origins.
 
-mod common;
-
 use std::time::Duration;
 
 use robots_proxy::bot_limits::WallClock;
 use robots_proxy::config::Config;
 use robots_proxy::listener::Listener;
 
-use common::*;
+use crate::common::*;
 
 async fn open_capsule() -> Origin {
     open_capsule_on(machine(1)).await

@@ -4,15 +4,13 @@
 //! relayed and counted, while the proxy's own rules still hold, and bots
 //! that enforce keep their spacing after it.
 
-mod common;
-
 use std::time::Duration;
 
 use robots_proxy::bot_limits::WallClock;
 use robots_proxy::config::Config;
 use robots_proxy::listener::Listener;
 
-use common::*;
+use crate::common::*;
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\nCrawl-delay: 5\n";
 

@@ -9,13 +9,10 @@
 //! out; `cargo test -- --include-ignored` (what `.ci/run` does, after
 //! installing it) runs them.
 
-mod common;
-#[path = "common/redis.rs"]
-mod redis_server;
-
+use crate::redis_server;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use redis_server::RedisServer;
 use robots_proxy::config::Config;
 use robots_proxy::listener::Listener;

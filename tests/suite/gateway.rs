@@ -5,15 +5,12 @@
 //! robots.txt over every spelling; `titan://` uploads refused unless the bot
 //! may upload.
 
-mod common;
-#[path = "common/small_web.rs"]
-mod small_web;
-
+use crate::common::small_web;
 use std::sync::{Arc, OnceLock};
 
 use robots_proxy::listener::Listener;
 
-use common::*;
+use crate::common::*;
 use small_web::{SmallServer, Speaks};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";

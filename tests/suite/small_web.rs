@@ -6,16 +6,13 @@
 //! selector, and one politeness gate for a machine reached over four
 //! protocols.
 
-mod common;
-#[path = "common/small_web.rs"]
-mod small_web;
-
+use crate::common::small_web;
 use std::time::Duration;
 
 use robots_proxy::listener::Listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::*;
+use crate::common::*;
 use small_web::{SmallServer, Speaks};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
@@ -239,8 +236,8 @@ async fn one_gate_for_a_machine_reached_over_four_protocols() {
     let spartan = SmallServer::start(Speaks::Spartan, machine(1), &files(robots)).await;
     let nex = SmallServer::start(Speaks::Nex, machine(1), &files(robots)).await;
     let capsule = capsule(
-        common::text("20 text/plain", robots),
-        common::text("20 text/gemini", "page"),
+        crate::common::text("20 text/plain", robots),
+        crate::common::text("20 text/gemini", "page"),
     )
     .await;
     let hole = hole(

@@ -13,9 +13,7 @@
 //! the reason (docs/dev/conformance.md lists the same); a listed case that
 //! starts agreeing fails the test too, so the lists stay true.
 
-mod common;
-
-use common::binary;
+use crate::common::binary;
 use robots_proxy::check::decide_target;
 use robots_proxy::robots::{BotProfile, RobotsTxt};
 use robots_proxy::spelling::SelectorReading;
@@ -40,7 +38,7 @@ const INDEX_HTML: &str = "Google-only: Allow of /index.html does not allow /";
 
 const GOOGLE: Suite = Suite {
     name: "google/robotstxt",
-    cases: include_str!("data/suites/google-robotstxt-cases.jsonl"),
+    cases: include_str!("../data/suites/google-robotstxt-cases.jsonl"),
     total: 145,
     known: &[
         ("ID_Encoding#3", ENCODED),
@@ -60,7 +58,7 @@ const GOOGLE: Suite = Suite {
 
 const PROTEGO: Suite = Suite {
     name: "scrapy/protego",
-    cases: include_str!("data/suites/protego-cases.jsonl"),
+    cases: include_str!("../data/suites/protego-cases.jsonl"),
     total: 225,
     known: &[
         ("test_unicode_url_and_useragent#4", ONE_WORD),
@@ -89,7 +87,7 @@ const PROTEGO: Suite = Suite {
 
 const CRAWLER_COMMONS: Suite = Suite {
     name: "crawler-commons",
-    cases: include_str!("data/suites/crawler-commons-cases.jsonl"),
+    cases: include_str!("../data/suites/crawler-commons-cases.jsonl"),
     total: 152,
     known: &[
         (

@@ -3,13 +3,11 @@
 //! proxy writes (its target would be truncated), and a supervisor sends
 //! SIGHUP in the first milliseconds of the process.
 
-mod common;
-
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// `robots-proxy run` on port 0 everywhere with `dir` as its state directory.
 fn spawn_proxy(dir: &Path) -> Child {

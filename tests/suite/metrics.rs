@@ -1,9 +1,7 @@
 //! `/metrics` after a scripted mix of requests: every counter moved by exactly
 //! what happened. `/healthz` answers; anything else is 404.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use robots_proxy::listener::Listener;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,13 +13,10 @@
 //! `#[ignore = "needs redis-server"]` (`.ci/run` runs them, as root: the
 //! lost write is made by an iptables rule on loopback for one connection).
 
-mod common;
-#[path = "common/redis.rs"]
-mod redis_server;
-
+use crate::redis_server;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use redis::Commands;
 use redis_server::ha::{RedisCluster, RedisSentinel};
 use robots_proxy::listener::Listener;
@@ -67,7 +64,7 @@ fn gaps(starts: &[Instant]) -> Vec<f64> {
         .collect()
 }
 
-/// The gate's key for a server on `ip` (tests/fleet.rs: by machine).
+/// The gate's key for a server on `ip` (tests/store/fleet.rs: by machine).
 fn gate_key(ip: std::net::IpAddr) -> String {
     format!("test:{{a/{ip}}}:gate")
 }

@@ -437,7 +437,7 @@ Crawl-delay: 20
 /// The example files operators are pointed to (config/robots/) say what they do.
 #[test]
 fn example_files_in_config_decide_as_documented() {
-    let capsule = include_str!("../config/robots/gemini-capsule.txt");
+    let capsule = include_str!("../../config/robots/gemini-capsule.txt");
     run(&[
         row(
             capsule,
@@ -526,7 +526,7 @@ fn example_files_in_config_decide_as_documented() {
     assert_eq!(delay(&["archiver"]), None);
     assert_eq!(delay(&[]), Some(10.0));
 
-    let hole = include_str!("../config/robots/gopherhole.txt");
+    let hole = include_str!("../../config/robots/gopherhole.txt");
     run(&[
         row(
             hole,

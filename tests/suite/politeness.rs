@@ -3,12 +3,10 @@
 //! spacing the origin sees, whose Crawl-delay applies, "slow down" answers,
 //! upstream `44`, hosts independent, clients that leave while waiting.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A capsule whose robots.txt is `robots`; every page answers `20`, `/busy`
 /// answers `busy`.

@@ -1,13 +1,11 @@
 //! The Gopher proxy end to end, in-process: a crawler sends a Gopher URL as its
 //! selector to the proxy's listener; a fake Gopher origin on 127.0.0.1:0 answers.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const ROBOTS: &str = "User-agent: examplebot\nDisallow: /private\nDisallow: */secret\n\nUser-agent: *\nDisallow: /\n";
 

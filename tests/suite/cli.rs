@@ -7,10 +7,8 @@
 use std::io::Cursor;
 use std::path::PathBuf;
 
-mod common;
-
+use crate::common::binary;
 use clap::Parser;
-use common::binary;
 use robots_proxy::check;
 use robots_proxy::cli::{Cli, Command as Sub};
 

@@ -1,13 +1,11 @@
 //! The Gemini proxy end to end, in-process: a crawler's TLS connection to the
 //! proxy, a fake Gemini origin on 127.0.0.1:0, real sockets and real TLS.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const ROBOTS: &str = "User-agent: examplebot\nDisallow: /private\nAllow: /private/open\n\nUser-agent: *\nDisallow: /\n";
 

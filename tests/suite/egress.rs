@@ -3,12 +3,10 @@
 //! by any spelling, ports of line-based services, and web clients sent through
 //! the SOCKS5 drop-in. Each is refused before anything is sent upstream.
 
-mod common;
-
 use robots_proxy::listener::Listener;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -1,0 +1,37 @@
+//! The in-process tests, one binary (ripgrep's `tests/tests.rs` shape): one
+//! module per area, every server they talk to started in the process on
+//! loopback. `cargo test` runs them with no server installed.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access;
+mod admin;
+mod admission;
+mod bot_limits;
+mod cli;
+mod completions;
+mod config;
+mod conformance;
+mod content_usage;
+mod docs;
+mod dodging;
+mod egress;
+mod gateway;
+mod gemini_proxy;
+mod gopher_proxy;
+mod holes;
+mod logging;
+mod metrics;
+mod parsers;
+mod policy;
+mod politeness;
+mod properties;
+mod reload;
+mod report_mode;
+mod resumption;
+mod small_web;
+mod socks5;
+mod state_files;
+mod transparent;
+mod upstreams;
