@@ -19,7 +19,7 @@ fn book(max_pairs: usize) -> std::sync::Arc<Ledger> {
     let ledger = Ledger::new(
         Clock::new(WallClock::StartingAt(Duration::from_secs(T0))),
         None,
-        None,
+        Box::new(robots_proxy::bot_limits::Alone),
     );
     ledger.set_max_budget_pairs(max_pairs);
     ledger

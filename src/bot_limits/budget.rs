@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use super::shared::{self, Scope};
+use super::shared::Scope;
 use super::values::DAY;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
@@ -431,14 +431,16 @@ impl Limit for DailyBudget {
                 started: false,
                 shared: None,
             };
-            held.shared = shared::take(
-                &self.ledger,
-                (name, Scope::Server(self.key, asked.server)),
-                (*budget, crate::store::Window::Day),
-                asked.deadline,
-                BotLimit::DailyBudget(*budget),
-            )
-            .await?;
+            held.shared = self
+                .ledger
+                .shared
+                .take(
+                    (name, Scope::Server(self.key, asked.server)),
+                    (*budget, crate::store::Window::Day),
+                    asked.deadline,
+                    BotLimit::DailyBudget(*budget),
+                )
+                .await?;
             Ok(Some(Box::new(held) as Box<dyn Held>))
         })
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
-use super::shared::{self, Scope};
+use super::shared::Scope;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
@@ -106,17 +106,19 @@ impl Limit for Concurrency {
                 shared: None,
             };
             // Refused by the fleet's count, this one is given back (dropped).
-            held.shared = shared::take(
-                &self.ledger,
-                (name, Scope::Server(self.key, asked.server)),
-                (
-                    u32::try_from(*max).unwrap_or(u32::MAX),
-                    crate::store::Window::Running,
-                ),
-                asked.deadline,
-                BotLimit::Concurrency(*max),
-            )
-            .await?;
+            held.shared = self
+                .ledger
+                .shared
+                .take(
+                    (name, Scope::Server(self.key, asked.server)),
+                    (
+                        u32::try_from(*max).unwrap_or(u32::MAX),
+                        crate::store::Window::Running,
+                    ),
+                    asked.deadline,
+                    BotLimit::Concurrency(*max),
+                )
+                .await?;
             Ok(Some(Box::new(held) as Box<dyn Held>))
         })
     }

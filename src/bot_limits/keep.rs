@@ -125,11 +125,11 @@ impl Ledger {
     pub fn open(
         state_dir: &Path,
         clock: Clock,
-        store: Option<Arc<crate::store::Store>>,
+        shared: Box<dyn super::SharedCounts>,
         max_pairs: usize,
     ) -> std::io::Result<Arc<Ledger>> {
         let path = state_dir.join(FILE);
-        let ledger = Ledger::new(clock, Some(path.clone()), store);
+        let ledger = Ledger::new(clock, Some(path.clone()), shared);
         ledger.budget.set_max_pairs(max_pairs);
         let file = match crate::state::open(&path) {
             Ok(file) => file,
@@ -296,7 +296,7 @@ mod tests {
         let ledger = Ledger::new(
             Clock::new(WallClock::StartingAt(Duration::from_secs(T0))),
             None,
-            None,
+            Box::new(super::super::Alone),
         );
         ledger.set_max_budget_pairs(max_pairs);
         ledger

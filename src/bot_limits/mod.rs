@@ -37,6 +37,7 @@ mod rate;
 mod shared;
 /// The values (what the operator writes), kept with the bots.
 pub use crate::bots::limits as values;
+pub use shared::{Alone, Fleet as SharedFleet, Scope, SharedCounts};
 
 pub use budget::{BUDGET_PAIRS, MAX_BUCKETS, MAX_BUDGET_PAIRS};
 pub use clock::Clock;
@@ -62,17 +63,19 @@ pub struct Ledger {
     inflight: inflight::Book,
     rate: rate::Book,
     budget: budget::Book,
-    /// Fleet mode: the counts are shared through the store as well.
-    store: Option<Arc<crate::store::Store>>,
+    /// Where the counts are shared beyond this process (fleet mode: the
+    /// store as well).
+    shared: Box<dyn shared::SharedCounts>,
 }
 
 impl Ledger {
     /// A ledger that starts empty; `path`: where [`Ledger::save`] keeps the
-    /// budgets; `store`: the fleet's, where the counts are shared (fleet mode).
+    /// budgets; `shared`: where the counts are shared beyond this process
+    /// ([`Alone`], or the fleet's store: [`SharedFleet`]).
     pub fn new(
         clock: Clock,
         path: Option<std::path::PathBuf>,
-        store: Option<Arc<crate::store::Store>>,
+        shared: Box<dyn shared::SharedCounts>,
     ) -> Arc<Ledger> {
         Arc::new(Ledger {
             clock,
@@ -83,7 +86,7 @@ impl Ledger {
             inflight: inflight::Book::default(),
             rate: rate::Book::default(),
             budget: budget::Book::default(),
-            store,
+            shared,
         })
     }
 

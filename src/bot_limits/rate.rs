@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::shared::{self, Scope};
+use super::shared::Scope;
 use super::values::Rate;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
@@ -96,14 +96,16 @@ impl Limit for RateLimit {
                 started: false,
                 shared: None,
             };
-            held.shared = shared::take(
-                &self.ledger,
-                (name, Scope::Everywhere),
-                (rate.count, crate::store::Window::Log(rate.per)),
-                asked.deadline,
-                BotLimit::Rate(*rate),
-            )
-            .await?;
+            held.shared = self
+                .ledger
+                .shared
+                .take(
+                    (name, Scope::Everywhere),
+                    (rate.count, crate::store::Window::Log(rate.per)),
+                    asked.deadline,
+                    BotLimit::Rate(*rate),
+                )
+                .await?;
             Ok(Some(Box::new(held) as Box<dyn Held>))
         })
     }

@@ -117,13 +117,15 @@ impl Built {
     }
 }
 
-/// Where the gate's turns, the robots.txt outcomes and the pins are kept:
+/// Where the gate's turns, the robots.txt outcomes, the pins and the bots'
+/// limit counts are kept:
 /// this process, or the fleet's store. Chosen here, once; their owners never
 /// ask which.
 struct Backends {
     turns: Box<dyn politeness::Turns>,
     outcomes: Box<dyn cache::Outcomes>,
     pins: Box<dyn pins::Keeper>,
+    counts: Box<dyn crate::bot_limits::SharedCounts>,
 }
 
 impl Backends {
@@ -133,11 +135,13 @@ impl Backends {
                 turns: Box::new(politeness::Local),
                 outcomes: Box::new(cache::Local),
                 pins: Box::new(pins::Local),
+                counts: Box::new(crate::bot_limits::Alone),
             },
             Some(store) => Backends {
                 turns: Box::new(politeness::Fleet::new(store.clone())),
                 outcomes: Box::new(cache::Fleet::new(store.clone())),
                 pins: Box::new(pins::Fleet::new(store.clone())),
+                counts: Box::new(crate::bot_limits::SharedFleet(store.clone())),
             },
         }
     }
@@ -174,7 +178,7 @@ impl Lasting {
         let ledger = crate::bot_limits::Ledger::open(
             &config.state_dir,
             clock,
-            store.clone(),
+            backends.counts,
             config.limits.max_budget_pairs,
         )
         .map_err(|source| StartError::Budgets {
