@@ -162,6 +162,16 @@ pub enum Malformed {
     Target(#[from] TargetError),
 }
 
+impl Malformed {
+    /// A request `protocol`'s parser refused, for the reason `why`.
+    pub fn request(protocol: &'static str, why: impl fmt::Display) -> Malformed {
+        Malformed::Request {
+            protocol,
+            why: why.to_string().into(),
+        }
+    }
+}
+
 /// The proxy's own rules.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ProxyRule {

@@ -140,10 +140,7 @@ pub mod status {
 /// A request this parser refused, as the proxy's answer names it.
 impl From<BadRequest> for crate::refusal::Malformed {
     fn from(bad: BadRequest) -> Self {
-        crate::refusal::Malformed::Request {
-            protocol: "gemini",
-            why: bad.to_string().into(),
-        }
+        crate::refusal::Malformed::request("gemini", bad)
     }
 }
 

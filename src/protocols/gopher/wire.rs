@@ -137,10 +137,7 @@ pub fn error_menu(text: &str) -> Vec<u8> {
 /// A request this parser refused, as the proxy's answer names it.
 impl From<BadRequest> for crate::refusal::Malformed {
     fn from(bad: BadRequest) -> Self {
-        crate::refusal::Malformed::Request {
-            protocol: "gopher",
-            why: bad.to_string().into(),
-        }
+        crate::refusal::Malformed::request("gopher", bad)
     }
 }
 

@@ -209,10 +209,7 @@ pub fn header(status: u8, meta: &str) -> Vec<u8> {
 /// A request this parser refused, as the proxy's answer names it.
 impl From<BadRequest> for crate::refusal::Malformed {
     fn from(bad: BadRequest) -> Self {
-        crate::refusal::Malformed::Request {
-            protocol: "spartan",
-            why: bad.to_string().into(),
-        }
+        crate::refusal::Malformed::request("spartan", bad)
     }
 }
 
