@@ -21,7 +21,7 @@ pub struct Book {
 
 impl Book {
     /// Pins forgotten when the process ends.
-    pub(super) fn in_memory() -> Book {
+    pub fn in_memory() -> Book {
         Book {
             map: Mutex::new(HashMap::new()),
             journal: None,
@@ -34,7 +34,7 @@ impl Book {
     /// `MAX_JOURNAL_BYTES`, `MAX_PINS` pins; lines that do not parse are
     /// skipped and counted in the log), written back compacted, and appended to
     /// from then on.
-    pub(super) fn open(state_dir: &Path) -> std::io::Result<Book> {
+    pub fn open(state_dir: &Path) -> std::io::Result<Book> {
         std::fs::create_dir_all(state_dir)?;
         let path = state_dir.join(JOURNAL);
         let mut map = HashMap::new();

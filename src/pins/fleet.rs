@@ -9,21 +9,22 @@ use futures_util::future::BoxFuture;
 use super::{Book, Keeper, Mismatch};
 use crate::store::Store;
 
-/// Pins shared by the fleet through the store.
+/// Pins shared by the fleet through the store, copied into this process's
+/// `book`.
 pub struct Fleet {
     store: Arc<Store>,
+    book: Book,
 }
 
 impl Fleet {
-    pub fn new(store: Arc<Store>) -> Fleet {
-        Fleet { store }
+    pub fn new(store: Arc<Store>, book: Book) -> Fleet {
+        Fleet { store, book }
     }
 }
 
 impl Keeper for Fleet {
     fn check<'a>(
         &'a self,
-        book: &'a Book,
         host: &'a str,
         port: u16,
         seen: &'a str,
@@ -34,16 +35,20 @@ impl Keeper for Fleet {
             } else {
                 None
             };
-            book.check(host, port, seen, fleet)
+            self.book.check(host, port, seen, fleet)
         })
     }
 
-    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> BoxFuture<'a, bool> {
+    fn forget<'a>(&'a self, host: &'a str, port: u16) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             if let Err(e) = self.store.forget_pin(host, port).await {
                 tracing::warn!(host, port, error = %e, "forgetting the fleet's pin failed");
             }
-            book.forget(host, port)
+            self.book.forget(host, port)
         })
+    }
+
+    fn book(&self) -> &Book {
+        &self.book
     }
 }

@@ -35,43 +35,47 @@ pub struct Mismatch {
     pub pinned: String,
 }
 
-/// Who holds a capsule to its pin: this process's book ([`Local`]), or the
-/// fleet's store with the book standing in ([`Fleet`]). One is chosen at
-/// start; the owner, [`Pins`], does not ask which.
+/// Who holds a capsule to its pin, and keeps the pins: this process's book
+/// ([`Local`]), or the fleet's store with a book of its own standing in
+/// ([`Fleet`]). One is chosen at start; the owner, [`Pins`], does not ask
+/// which.
 pub trait Keeper: Send + Sync {
     /// `Ok` when `seen` is what `host:port` is pinned to (or is pinned now).
     fn check<'a>(
         &'a self,
-        book: &'a Book,
         host: &'a str,
         port: u16,
         seen: &'a str,
     ) -> BoxFuture<'a, Result<(), Mismatch>>;
     /// Forgets `host:port`'s pin; whether this process had one.
-    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> BoxFuture<'a, bool>;
+    fn forget<'a>(&'a self, host: &'a str, port: u16) -> BoxFuture<'a, bool>;
+    /// The pins this process holds (its journal, what the status page shows).
+    fn book(&self) -> &Book;
 }
 
-/// Pins kept by this process alone.
-pub struct Local;
+/// Pins kept by this process alone, in its book.
+pub struct Local(pub Book);
 
 impl Keeper for Local {
     fn check<'a>(
         &'a self,
-        book: &'a Book,
         host: &'a str,
         port: u16,
         seen: &'a str,
     ) -> BoxFuture<'a, Result<(), Mismatch>> {
-        Box::pin(std::future::ready(book.check(host, port, seen, None)))
+        Box::pin(std::future::ready(self.0.check(host, port, seen, None)))
     }
 
-    fn forget<'a>(&'a self, book: &'a Book, host: &'a str, port: u16) -> BoxFuture<'a, bool> {
-        Box::pin(std::future::ready(book.forget(host, port)))
+    fn forget<'a>(&'a self, host: &'a str, port: u16) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(self.0.forget(host, port)))
+    }
+
+    fn book(&self) -> &Book {
+        &self.0
     }
 }
 
 pub struct Pins {
-    book: Book,
     keeper: Box<dyn Keeper>,
 }
 
@@ -84,47 +88,41 @@ impl Default for Pins {
 impl Pins {
     /// Pins forgotten when the process ends.
     pub fn in_memory() -> Pins {
-        Pins {
-            book: Book::in_memory(),
-            keeper: Box::new(Local),
-        }
+        Pins::kept_by(Box::new(Local(Book::in_memory())))
     }
 
     /// Pins kept in `state_dir`: the journal is read (at most 256 MiB,
     /// `MAX_PINS` pins; lines that do not parse are skipped and counted in
     /// the log), written back compacted, and appended to from then on.
     pub fn open(state_dir: &Path) -> std::io::Result<Pins> {
-        Ok(Pins {
-            book: Book::open(state_dir)?,
-            keeper: Box::new(Local),
-        })
+        Ok(Pins::kept_by(Box::new(Local(Book::open(state_dir)?))))
     }
 
-    /// Capsules are held to their pins by `keeper` (fleet mode: [`Fleet`]).
-    pub fn with_keeper(mut self, keeper: Box<dyn Keeper>) -> Pins {
-        self.keeper = keeper;
-        self
+    /// Capsules held to their pins by `keeper`, which keeps them ([`Local`],
+    /// or in fleet mode [`Fleet`]).
+    pub fn kept_by(keeper: Box<dyn Keeper>) -> Pins {
+        Pins { keeper }
     }
 
     /// Where the journal is kept, if anywhere.
     pub fn path(&self) -> Option<&Path> {
-        self.book.path()
+        self.keeper.book().path()
     }
 
     /// Holds `host:port` to the certificate first seen there: `Ok` when `seen`
     /// is that one (or is pinned now), `Err` with the pinned one otherwise.
     pub async fn check(&self, host: &str, port: u16, seen: &str) -> Result<(), Mismatch> {
-        self.keeper.check(&self.book, host, port, seen).await
+        self.keeper.check(host, port, seen).await
     }
 
     /// The pin of `host:port` this process holds, if any.
     pub fn get(&self, host: &str, port: u16) -> Option<String> {
-        self.book.get(host, port)
+        self.keeper.book().get(host, port)
     }
 
     /// How many capsules this process has pinned.
     pub fn len(&self) -> usize {
-        self.book.len()
+        self.keeper.book().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -135,7 +133,7 @@ impl Pins {
     /// store: the next connection pins what it is shown. Returns whether this
     /// process had one.
     pub async fn forget(&self, host: &str, port: u16) -> bool {
-        self.keeper.forget(&self.book, host, port).await
+        self.keeper.forget(host, port).await
     }
 }
 

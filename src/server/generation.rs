@@ -124,7 +124,8 @@ impl Built {
 struct Backends {
     turns: Box<dyn politeness::Turns>,
     outcomes: Box<dyn cache::Outcomes>,
-    pins: Box<dyn pins::Keeper>,
+    /// The pins' keeper, given the book read from the state directory.
+    pins: Box<dyn FnOnce(pins::Book) -> Box<dyn pins::Keeper>>,
     counts: Box<dyn crate::bot_limits::SharedCounts>,
 }
 
@@ -134,13 +135,16 @@ impl Backends {
             None => Backends {
                 turns: Box::new(politeness::Local),
                 outcomes: Box::new(cache::Local),
-                pins: Box::new(pins::Local),
+                pins: Box::new(|book| Box::new(pins::Local(book))),
                 counts: Box::new(crate::bot_limits::Alone),
             },
             Some(store) => Backends {
                 turns: Box::new(politeness::Fleet::new(store.clone())),
                 outcomes: Box::new(cache::Fleet::new(store.clone())),
-                pins: Box::new(pins::Fleet::new(store.clone())),
+                pins: {
+                    let store = store.clone();
+                    Box::new(move |book| Box::new(pins::Fleet::new(store, book)))
+                },
                 counts: Box::new(crate::bot_limits::SharedFleet(store.clone())),
             },
         }
@@ -166,12 +170,12 @@ impl Lasting {
             None => None,
         };
         let backends = Backends::new(store.as_ref());
-        let pins = Pins::open(&config.state_dir)
-            .map_err(|source| StartError::Pins {
+        let book =
+            crate::pins::Book::open(&config.state_dir).map_err(|source| StartError::Pins {
                 path: config.state_dir.join(crate::pins::JOURNAL),
                 source,
-            })?
-            .with_keeper(backends.pins);
+            })?;
+        let pins = Pins::kept_by((backends.pins)(book));
         let politeness = Politeness::with_turns(config.politeness.clone(), backends.turns);
         let pins = Arc::new(pins);
         let clock = crate::bot_limits::Clock::new(config.wall_clock);

@@ -47,9 +47,10 @@ impl Backend {
     }
 
     fn pins(&self) -> Box<dyn pins::Keeper> {
+        let book = pins::Book::in_memory();
         match self {
-            Backend::Local => Box::new(pins::Local),
-            Backend::Fleet(store) => Box::new(pins::Fleet::new(store.clone())),
+            Backend::Local => Box::new(pins::Local(book)),
+            Backend::Fleet(store) => Box::new(pins::Fleet::new(store.clone(), book)),
         }
     }
 }
@@ -181,7 +182,7 @@ const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 /// Pins: the first certificate is pinned; it passes again, another is
 /// refused with the pinned one named; forgetting lets the next one in.
 async fn pins_contract(backend: Backend) {
-    let pins = Pins::in_memory().with_keeper(backend.pins());
+    let pins = Pins::kept_by(backend.pins());
     assert_eq!(pins.check("pin.example", 1965, A).await, Ok(()));
     assert_eq!(pins.check("pin.example", 1965, A).await, Ok(()));
     assert_eq!(
@@ -237,10 +238,7 @@ async fn pins_in_the_store() {
 async fn a_second_proxy_sees_the_first_ones_state() {
     let redis = RedisServer::start();
     let (one, two) = (fleet(&redis).await, fleet(&redis).await);
-    let (p1, p2) = (
-        Pins::in_memory().with_keeper(one.pins()),
-        Pins::in_memory().with_keeper(two.pins()),
-    );
+    let (p1, p2) = (Pins::kept_by(one.pins()), Pins::kept_by(two.pins()));
     assert_eq!(p1.check("shared.example", 1965, A).await, Ok(()));
     assert_eq!(
         p2.check("shared.example", 1965, B).await,
