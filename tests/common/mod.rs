@@ -198,6 +198,16 @@ pub async fn wait_until(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
+/// A server that is gone: a port on 127.0.0.1 held bound but never
+/// listening, so a connection to it is refused, and nothing else (another
+/// test's server, the proxy's own listeners) takes it while the socket lives.
+pub fn gone_server() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
+}
+
 /// Port 0 on `127.0.0.n`: another machine, as far as the proxy can tell
 /// (a politeness gate is per address, whatever the port: `127.0.0.1` is one
 /// machine however many servers listen on it).

@@ -313,11 +313,9 @@ async fn bad_requests_are_answered() {
 /// Upstream down: `43` with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_down_is_43() {
-    // A port that was just free: nothing listens there.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // Nothing listens there.
+    let (_held, gone) = gone_server();
+    let port = gone.port();
     let proxy = start_proxy(test_config()).await;
     let (header, _) = gemini(
         proxy.addr(Listener::Gemini),

@@ -346,10 +346,8 @@ async fn bad_selectors_are_answered() {
 /// robots.txt is known but whose answer fails gets `3502 Bad Gateway`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_down_is_answered() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let (_held, gone) = gone_server();
+    let port = gone.port();
     let proxy = start_proxy(test_config()).await;
     let answer = gopher(
         proxy.addr(Listener::Gopher),

@@ -178,10 +178,7 @@ async fn errors_are_split_by_cause() {
     )
     .await;
     // A capsule that is gone: its robots.txt cannot be fetched.
-    let gone = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let (_held, gone) = gone_server();
     let config = test_config_with(
         "[bot]\nagent = \"examplebot\"\n[socks5]\nusers = [{ name = \"alice\", password = \"a-pass\" }]\n",
     );
