@@ -20,7 +20,7 @@ use super::values::DAY;
 use super::{wait_for, Blocked, Ledger, PerBot};
 use crate::admission::{Asked, Held, Hold, Limit};
 use crate::politeness::{aliases, Alias, GateBy};
-use crate::refusal::{BotLimit, Busy, Refusal};
+use crate::refusal::{BotLimit, Refusal};
 
 /// Seconds per bucket.
 pub(super) const BUCKET: u64 = 300;
@@ -394,36 +394,23 @@ impl Limit for DailyBudget {
             let aliases = aliases(self.key, asked.server);
             let clock = *self.ledger.clock();
             let book = &self.ledger.budget;
-            // Which of the two held it last: the answer names that one.
-            // (0: the budget; else the book's bound, which is at least 1.)
-            let book_full = std::sync::atomic::AtomicUsize::new(0);
+            let at = |secs| clock.instant_at(Duration::from_secs(secs));
             wait_for(
                 &self.ledger,
                 (Some(name), asked.deadline),
                 BotLimit::DailyBudget(*budget),
                 || {
-                    let taken = book.take(name, &aliases, *budget, clock.unix());
-                    let full = match &taken {
-                        Err(Full::Book(_)) => book.max_pairs(),
-                        _ => 0,
-                    };
-                    book_full.store(full, std::sync::atomic::Ordering::Relaxed);
-                    taken.map_err(|full| match full {
-                        Full::Budget(None) => Blocked::Released,
-                        Full::Budget(Some(at)) | Full::Book(at) => {
-                            Blocked::Until(clock.instant_at(Duration::from_secs(at)))
-                        }
-                    })
+                    book.take(name, &aliases, *budget, clock.unix())
+                        .map_err(|full| match full {
+                            Full::Budget(None) => Blocked::Released,
+                            Full::Budget(Some(secs)) => Blocked::Until(at(secs)),
+                            Full::Book(secs) => {
+                                Blocked::By(BotLimit::BudgetBook(book.max_pairs()), at(secs))
+                            }
+                        })
                 },
             )
-            .await
-            .map_err(|refusal| match (refusal, book_full.into_inner()) {
-                (Refusal::SlowDown(mut slow), max) if max > 0 => {
-                    slow.why = Busy::Limit(BotLimit::BudgetBook(max));
-                    Refusal::SlowDown(slow)
-                }
-                (refusal, _) => refusal,
-            })?;
+            .await?;
             let mut held = Budgeted {
                 ledger: self.ledger.clone(),
                 bot: name.to_string(),

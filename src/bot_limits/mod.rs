@@ -182,16 +182,20 @@ enum Blocked {
     Until(Instant),
     /// When something counted is given back (a request in flight ends).
     Released,
+    /// At this time, held by another bound than the step's own limit (the
+    /// budgets' book full): the answer names that one.
+    By(BotLimit, Instant),
 }
 
 /// Asks `take` until it succeeds, waiting between tries for the time it names
 /// or (given `bot`) for a change in that bot's counts, up to `deadline`; a
-/// wait past the deadline is answered "slow down" at once, naming `limit`.
+/// wait past the deadline is answered "slow down" at once, naming `limit`
+/// (or the bound that held it last, [`Blocked::By`]).
 /// A request that is let through at once watches nothing.
 async fn wait_for<T>(
     ledger: &Ledger,
     (bot, deadline): (Option<&str>, Instant),
-    limit: BotLimit,
+    mut limit: BotLimit,
     mut take: impl FnMut() -> Result<T, Blocked>,
 ) -> Result<T, Refusal> {
     if let Ok(taken) = take() {
@@ -213,12 +217,21 @@ async fn wait_for<T>(
             }
         };
         let now = Instant::now();
-        let woken = match take() {
+        // `None`: until something counted is given back.
+        let until = match take() {
             Ok(taken) => return Ok(taken),
-            Err(Blocked::Until(t)) if t > deadline => {
+            Err(Blocked::Released) => None,
+            Err(Blocked::Until(t)) => Some(t),
+            Err(Blocked::By(by, t)) => {
+                limit = by;
+                Some(t)
+            }
+        };
+        let woken = match until {
+            Some(t) if t > deadline => {
                 return Err(slow_down(limit, t.saturating_duration_since(now)))
             }
-            Err(Blocked::Until(t)) => {
+            Some(t) => {
                 tokio::time::timeout_at(deadline, async {
                     tokio::select! {
                         () = tokio::time::sleep_until(t) => {}
@@ -227,7 +240,7 @@ async fn wait_for<T>(
                 })
                 .await
             }
-            Err(Blocked::Released) => tokio::time::timeout_at(deadline, changed).await,
+            None => tokio::time::timeout_at(deadline, changed).await,
         };
         if woken.is_err() {
             // The deadline passed with no count given back: ask again in a

@@ -171,7 +171,7 @@ impl Fleet {
                 // Every start the fleet lets through (robots.txt fetches
                 // too) is noted here: report mode's waits are counted from
                 // it, and `on_unavailable = "local"` spaces from it.
-                gate.seen_start(&permit, server, delay, hold);
+                gate.seen_start(permit.started, server, delay, hold);
                 Some(Ok(permit))
             }
             Ok(Err(retry_after)) => Some(Err(SlowDown { retry_after })),

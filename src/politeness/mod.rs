@@ -31,7 +31,10 @@ use tokio::time::Instant;
 
 use crate::target::{HostKey, Server};
 
+use slowed::{backoff_spacing, Slowed};
+
 mod fleet;
+mod slowed;
 mod sweep;
 mod turns;
 pub use fleet::{fleet_tag, Fleet};
@@ -184,59 +187,6 @@ struct Waiter {
     delay: Duration,
 }
 
-/// A server (host and port) on a gate's machine that asked to be slowed
-/// down. Its slow-down holds back requests to it, not to the other virtual
-/// hosts sharing its address: spacing is per machine, a slow-down per
-/// server that asked (one capsule's `44` must not stop its neighbours).
-struct Slowed {
-    host: String,
-    port: u16,
-    /// 1, 2, 4, …: an upstream `44` without a number doubles its spacing.
-    backoff: u32,
-    /// An upstream `44 N`: nothing starts there before this.
-    not_before: Option<Instant>,
-    /// When the last request to it started (its back-off is spaced from it).
-    last_start: Instant,
-}
-
-impl Slowed {
-    fn is(&self, server: &HostKey) -> bool {
-        self.port == server.port && self.host == server.host
-    }
-
-    /// When a request to it asking for `delay` may start, as far as its
-    /// slow-down goes; `None`: no slow-down holds it.
-    fn ready_at(&self, delay: Duration, config: &PolitenessConfig) -> Option<Instant> {
-        let backed = (self.backoff > 1).then(|| {
-            after(
-                self.last_start,
-                backoff_spacing(delay, self.backoff, config),
-            )
-        });
-        match (backed, self.not_before) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Its slow-down is over at `now`: it may be forgotten.
-    fn over(&self, delay: Duration, config: &PolitenessConfig, now: Instant) -> bool {
-        self.backoff <= 1 && self.ready_at(delay, config).is_none_or(|t| t <= now)
-    }
-}
-
-/// The spacing of a server backed off `backoff` times over its `delay`:
-/// doubled from at least 1 s (doubling nothing backs off nothing), at most
-/// `max_delay` (when set) and `max_slow_down`, never below `delay` itself.
-fn backoff_spacing(delay: Duration, backoff: u32, config: &PolitenessConfig) -> Duration {
-    let d = delay.max(Duration::from_secs(1)).saturating_mul(backoff);
-    let d = match config.max_delay {
-        Some(max) => d.min(max.max(delay)),
-        None => d,
-    };
-    d.min(config.max_slow_down.max(delay))
-}
-
 struct Host {
     /// When the last request to this host started.
     last_start: Option<Instant>,
@@ -335,6 +285,14 @@ struct Gates {
 }
 
 impl Gates {
+    /// The gate of `server`, if one of its aliases has one (none is made).
+    fn find(&self, key: GateBy, server: &Server) -> Option<&Host> {
+        aliases(key, server)
+            .iter()
+            .find_map(|a| self.aliases.get(a))
+            .and_then(|id| self.hosts.get(id))
+    }
+
     /// The gate for `server` (created if none of its aliases has one); its
     /// aliases not yet known are added to it.
     fn gate_for(&mut self, by: GateBy, server: &Server, default_delay: Duration) -> GateId {
@@ -555,12 +513,8 @@ impl Politeness {
     /// would have cost), without joining the queue or making a gate.
     pub fn would_wait(&self, server: &Server, delay: Duration) -> Duration {
         let config = self.config.load();
-        let gates = self.lock();
-        let aliases = aliases(config.key, server);
-        aliases
-            .iter()
-            .find_map(|a| gates.aliases.get(a))
-            .and_then(|id| gates.hosts.get(id))
+        self.lock()
+            .find(config.key, server)
             .map_or(Duration::ZERO, |host| host.estimate(&config, delay))
     }
 
@@ -570,20 +524,17 @@ impl Politeness {
     /// `on_unavailable = "local"` spaces from it.
     pub(super) fn seen_start(
         &self,
-        permit: &Permit,
+        started: Instant,
         server: &Server,
         delay: Duration,
         hold: Duration,
     ) {
-        if permit.shared.is_none() {
-            return;
-        }
         let config = self.config.load();
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
         if let Some(host) = gates.hosts.get_mut(&id) {
             host.hold = host.hold.max(hold).max(delay);
-            host.last_start = Some(permit.started);
+            host.last_start = Some(started);
             host.delay = delay;
         }
     }
@@ -813,9 +764,7 @@ impl Politeness {
     pub fn peek(&self, server: &Server) -> Option<GateView> {
         let config = self.config.load();
         let gates = self.lock();
-        let aliases = aliases(config.key, server);
-        let id = aliases.iter().find_map(|a| gates.aliases.get(a).copied())?;
-        let host = gates.hosts.get(&id)?;
+        let host = gates.find(config.key, server)?;
         let slowed = host.slowed(&server.name);
         let next_start = match (
             host.next_start(host.delay),
