@@ -186,7 +186,10 @@ async fn gate_latency(stores: &Stores) {
         .unwrap();
         gates.push((
             name,
-            Politeness::with_turns(politeness.clone(), Box::new(Fleet::new(store))),
+            Politeness::kept_by(Box::new(Fleet::new(
+                store,
+                Arc::new(robots_proxy::politeness::Local::new(politeness.clone())),
+            ))),
         ));
     }
     // The floor: one trivial script call on the crate's connection manager,

@@ -54,7 +54,7 @@ pub async fn serve(
         }
     };
     if !looks_like_tls(&first[..n]) {
-        match ctx.config.ports.protocol_of(port) {
+        match ctx.admission.config.ports.protocol_of(port) {
             Some(Protocol::Spartan) => {
                 spartan::serve_line(stream, conn, ctx, (&host, port), listener).await
             }
@@ -94,10 +94,10 @@ pub async fn serve(
         }
     };
     let hello = start.client_hello();
-    let web_port = ctx.config.socks5_https_ports.contains(port);
+    let web_port = ctx.admission.config.socks5_https_ports.contains(port);
     if plainly_web(hello.alpn(), port, web_port) {
         tracing::info!(%peer, host = %host, port, listener = listener.as_str(), "HTTPS; closed (Gemini and Gopher only)");
-        ctx.metrics.rejected(listener, Rejection::Https);
+        ctx.admission.metrics.rejected(listener, Rejection::Https);
         return;
     }
     let config = match authority.server_config(&host) {
@@ -114,7 +114,8 @@ pub async fn serve(
             return;
         }
     };
-    ctx.metrics
+    ctx.admission
+        .metrics
         .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
     conn.cert = gemini::presented(tls.get_ref().1);
     // The request may name the host the client connected to, or the one it

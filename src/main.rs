@@ -229,7 +229,7 @@ fn announce(proxy: &Proxy) {
         "robots-proxy listening"
     );
     let context = proxy.context();
-    let config = &context.config;
+    let config = &context.admission.config;
     let bots: Vec<&str> = config.bots.all().iter().map(|b| b.name.as_str()).collect();
     let allow_from: Vec<String> = config
         .access
@@ -331,7 +331,7 @@ impl Signals {
 /// override it). A file that does not load or does not start keeps the
 /// running config; either way the log says so and the reload is counted.
 async fn reload(proxy: &Proxy, args: &RunArgs) {
-    let metrics = proxy.context().metrics.clone();
+    let metrics = proxy.context().admission.metrics.clone();
     let config = match Config::load(args) {
         Ok(c) => c,
         Err(e) => {
@@ -350,13 +350,13 @@ async fn reload(proxy: &Proxy, args: &RunArgs) {
                 );
             }
             let context = proxy.context();
-            let bots = context.config.bots.names();
+            let bots = context.admission.config.bots.names();
             tracing::info!(
                 bots = %bots.join(","),
                 sha256 = %done.cert_fingerprint,
                 "config reloaded: new connections use it; connections in flight finish with the old one"
             );
-            report_mode(&context.config.bots);
+            report_mode(&context.admission.config.bots);
         }
         Err(e) => {
             metrics.reloaded(false);

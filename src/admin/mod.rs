@@ -171,7 +171,7 @@ async fn checked(req: Request<Incoming>, ctx: &Context, served: &Served) -> Answ
         .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
     let token = presented(req.headers());
     let allowed = |token: Option<&str>| {
-        ctx.config.admin.allows(
+        ctx.admission.config.admin.allows(
             (what, served.peer.ip()),
             host.as_deref(),
             token,
@@ -219,7 +219,9 @@ async fn checked(req: Request<Incoming>, ctx: &Context, served: &Served) -> Answ
 /// A refused request: answered, and counted when `Host` named another site.
 fn refused(ctx: &Context, peer: SocketAddr, why: &AdminDenied) -> Answer {
     if let AdminDenied::Host(host) = why {
-        ctx.metrics.rejected(Listener::Admin, Rejection::Host);
+        ctx.admission
+            .metrics
+            .rejected(Listener::Admin, Rejection::Host);
         tracing::debug!(client = %peer, host = %host, "admin: a request for another Host refused");
     }
     denied(why)
@@ -232,16 +234,16 @@ async fn route(req: Request<Incoming>, ctx: &Context) -> Answer {
         (&Method::GET, "/metrics") => {
             // Gauges that describe state are read when scraped, not kept up to date
             // on the request path.
-            let (entries, bytes) = ctx.robots.usage().await;
-            ctx.metrics.cache_entries.set(entries as i64);
-            ctx.metrics.cache_bytes.set(bytes as i64);
-            let (hosts, waiting) = ctx.politeness.usage();
-            ctx.metrics.politeness_hosts.set(hosts as i64);
-            ctx.metrics.politeness_waiting.set(waiting as i64);
+            let (entries, bytes) = ctx.admission.robots.usage().await;
+            ctx.admission.metrics.cache_entries.set(entries as i64);
+            ctx.admission.metrics.cache_bytes.set(bytes as i64);
+            let (hosts, waiting) = ctx.admission.politeness.usage();
+            ctx.admission.metrics.politeness_hosts.set(hosts as i64);
+            ctx.admission.metrics.politeness_waiting.set(waiting as i64);
             (
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                ctx.metrics.encode(),
+                ctx.admission.metrics.encode(),
             )
         }
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
@@ -336,7 +338,7 @@ async fn act(
         );
     };
     let done = if path == "/api/pins/forget" {
-        let had = ctx.upstream.pins().forget(&host, port).await;
+        let had = ctx.admission.upstream.pins().forget(&host, port).await;
         // A robots.txt the pin made unreachable is asked again at once, not
         // after `unreachable_retry`.
         let mut retried = Vec::new();
@@ -347,11 +349,12 @@ async fn act(
                 port,
             };
             let unreachable = ctx
+                .admission
                 .robots
                 .peek(&key)
                 .await
                 .is_some_and(|e| e.state() == "unreachable");
-            if unreachable && ctx.robots.forget(&key).await {
+            if unreachable && ctx.admission.robots.forget(&key).await {
                 retried.push(key.to_string());
             }
         }
@@ -365,7 +368,7 @@ async fn act(
                 host: host.clone(),
                 port,
             };
-            if ctx.robots.forget(&key).await {
+            if ctx.admission.robots.forget(&key).await {
                 forgot.push(key.to_string());
             }
         }
@@ -399,8 +402,10 @@ pub async fn serve(
             break;
         };
         let ctx = live.load_full();
-        if !ctx.config.admin.admits(peer.ip()) {
-            ctx.metrics.rejected(Listener::Admin, Rejection::Access);
+        if !ctx.admission.config.admin.admits(peer.ip()) {
+            ctx.admission
+                .metrics
+                .rejected(Listener::Admin, Rejection::Access);
             if let Some(suppressed) = outsiders.note() {
                 tracing::info!(client = %peer, suppressed, "admin: client outside [admin] allow_from refused");
             }
@@ -408,13 +413,17 @@ pub async fn serve(
             continue;
         }
         let Some((conn, evicted)) = conns.admit() else {
-            ctx.metrics.rejected(Listener::Admin, Rejection::Full);
+            ctx.admission
+                .metrics
+                .rejected(Listener::Admin, Rejection::Full);
             let _ = stream.set_zero_linger();
             continue;
         };
         if evicted {
             // One idle or still-sending connection was cut for this one.
-            ctx.metrics.rejected(Listener::Admin, Rejection::Full);
+            ctx.admission
+                .metrics
+                .rejected(Listener::Admin, Rejection::Full);
         }
         let served = Served {
             live: live.clone(),
@@ -424,7 +433,7 @@ pub async fn serve(
         };
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
-            let _open = ctx.metrics.connection(Listener::Admin);
+            let _open = ctx.admission.metrics.connection(Listener::Admin);
             let service = hyper::service::service_fn(move |req| answer(req, served.clone()));
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder

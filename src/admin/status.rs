@@ -36,6 +36,7 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         .map(|(name, minutes)| (name, minutes_json(&minutes)))
         .collect();
     let bots: Vec<Value> = ctx
+        .admission
         .config
         .bots
         .all()
@@ -59,6 +60,7 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         .map(|(l, addr)| (l.spec().page.to_string(), json!(addr.to_string())))
         .collect();
     let counts: serde_json::Map<String, Value> = ctx
+        .admission
         .metrics
         .requests_by_decision()
         .into_iter()
@@ -74,11 +76,11 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_seconds": ctx.started.elapsed().as_secs(),
-        "config_generation": ctx.generation,
+        "config_generation": ctx.admission.generation,
         "bots": bots,
         "listeners": listeners,
         "requests": counts,
-        "pins": ctx.upstream.pins().len(),
+        "pins": ctx.admission.upstream.pins().len(),
         "store": ctx.store.as_ref().map(|s| store(&s.topology())),
         "hosts": hosts,
     })
@@ -159,12 +161,12 @@ fn budgets(ctx: &Context, bot: &crate::bots::Bot) -> Value {
 
 /// One row of the hosts table.
 async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
-    let entry = ctx.robots.peek(key).await;
+    let entry = ctx.admission.robots.peek(key).await;
     let server = Server {
         name: key.clone(),
         addrs: activity.addrs.clone(),
     };
-    let gate = ctx.politeness.peek(&server);
+    let gate = ctx.admission.politeness.peek(&server);
     let now = Instant::now();
     json!({
         "key": key.to_string(),
@@ -211,7 +213,10 @@ fn robots_state(entry: Option<&Entry>) -> Value {
 /// The entry's policies for the context's bots (compiled again when a
 /// reload changed the bots since it was cached).
 fn policies(ctx: &Context, entry: &Arc<Entry>) -> Option<Vec<Policy>> {
-    let entry = entry.for_generation(ctx.generation, &ctx.config.bots.profiles());
+    let entry = entry.for_generation(
+        ctx.admission.generation,
+        &ctx.admission.config.bots.profiles(),
+    );
     match &entry.rules {
         Rules::Found { policies, .. } => Some(policies.to_vec()),
         _ => None,
@@ -221,6 +226,7 @@ fn policies(ctx: &Context, entry: &Arc<Entry>) -> Option<Vec<Policy>> {
 /// A value per bot, by its name.
 fn per_bot(ctx: &Context, value: impl Fn(BotId) -> Value) -> Value {
     let map: serde_json::Map<String, Value> = ctx
+        .admission
         .config
         .bots
         .all()
@@ -241,8 +247,12 @@ fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
 /// Each bot's spacing at the host, and what it comes from: the setting,
 /// and the robots.txt line for a Crawl-delay.
 fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
-    let Some(entry) = entry.map(|e| e.for_generation(ctx.generation, &ctx.config.bots.profiles()))
-    else {
+    let Some(entry) = entry.map(|e| {
+        e.for_generation(
+            ctx.admission.generation,
+            &ctx.admission.config.bots.profiles(),
+        )
+    }) else {
         return Value::Null;
     };
     let policies = policies(ctx, &entry).unwrap_or_default();
@@ -330,7 +340,7 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
             host: host.to_string(),
             port,
         };
-        let entry = ctx.robots.peek(&key).await;
+        let entry = ctx.admission.robots.peek(&key).await;
         let activity = ctx.recent.get(&key);
         if entry.is_none() && activity.is_none() {
             continue;
@@ -350,7 +360,7 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
             });
         let followed: Vec<Value> = match entry.as_ref().and_then(|e| policies(ctx, e)) {
             Some(ps) => ctx
-                .config
+                .admission.config
                 .bots
                 .all()
                 .iter()
@@ -367,7 +377,7 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
             "timeline": timeline(&series),
         }));
     }
-    let bots = ctx.config.bots.names();
+    let bots = ctx.admission.config.bots.names();
     json!({ "host": host, "port": port, "bots": bots, "entries": schemes })
 }
 
@@ -395,9 +405,9 @@ pub async fn explain(ctx: &Context, url: &str) -> Value {
         host: target.host.clone(),
         port: target.port,
     };
-    let entry = ctx.robots.peek(&key).await;
+    let entry = ctx.admission.robots.peek(&key).await;
     let state = robots_state(entry.as_deref());
-    let bots = ctx.config.bots.all();
+    let bots = ctx.admission.config.bots.all();
     let verdicts: Vec<Value> = match entry.as_ref() {
         None => bots
             .iter()
@@ -407,7 +417,7 @@ pub async fn explain(ctx: &Context, url: &str) -> Value {
             Some(ps) => bots
                 .iter()
                 .zip(ps.iter())
-                .map(|(b, p)| match target.decide(p, ctx.config.selector_reading) {
+                .map(|(b, p)| match target.decide(p, ctx.admission.config.selector_reading) {
                     Ok(d) => json!({
                         "bot": b.name,
                         "decision": if d.allowed() { "allow" } else { "disallow" },
@@ -419,7 +429,7 @@ pub async fn explain(ctx: &Context, url: &str) -> Value {
             None => {
                 let (decision, why) = match e.state() {
                     "missing" => ("allow", format!("no robots.txt at {key}: everything is allowed")),
-                    "unreachable" => match ctx.robots.on_unreachable() {
+                    "unreachable" => match ctx.admission.robots.on_unreachable() {
                         crate::config::OnUnreachable::Allow => ("allow", format!("robots.txt of {key} is unreachable; robots.on_unreachable = \"allow\"")),
                         crate::config::OnUnreachable::Disallow => ("disallow", format!("robots.txt of {key} is unreachable and there is no good copy")),
                     },

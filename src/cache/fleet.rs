@@ -4,7 +4,6 @@
 //! "slow down" for every request (`refuse`), or this process fetches on its
 //! own (`local`).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,19 +11,25 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::entry::{newest, store_down, Good};
-use super::{Entry, Miss, Outcomes, Settings};
+use super::{Entry, Local, Miss, Outcomes, Settings};
 use crate::fetch::FetchOutcome;
 use crate::store::{Kind, Record, RobotsTurn, Store, Stored};
 use crate::target::HostKey;
 
-/// Outcomes shared by the fleet through the store.
+/// Outcomes shared by the fleet through the store; what this process
+/// fetches itself (its turn for the fleet, or the store down with
+/// `on_unavailable = "local"`) it fetches and counts as [`Local`] does.
 pub struct Fleet {
     store: Arc<Store>,
+    here: Local,
 }
 
 impl Fleet {
     pub fn new(store: Arc<Store>) -> Fleet {
-        Fleet { store }
+        Fleet {
+            store,
+            here: Local::default(),
+        }
     }
 
     /// The fleet's fresh copy, else this process fetches (once for the
@@ -35,7 +40,7 @@ impl Fleet {
             return store_down();
         }
         if !store.is_up() {
-            return miss.fetch_here().await;
+            return self.here.fetch(&miss).await;
         }
         let tag = format!("r/{}", miss.server.name);
         let deadline = Instant::now() + s.lock_hold;
@@ -45,8 +50,7 @@ impl Fleet {
             Ok(RobotsTurn::Fresh(stored)) => s.entry_from_stored(stored, local_good),
             Ok(RobotsTurn::Fetch { lock, stored }) => {
                 let good = newest(local_good, stored.and_then(|st| s.good_from(st.good)));
-                miss.cache.fetches.fetch_add(1, Ordering::Relaxed);
-                let outcome = s.fetcher.fetch(miss.server, miss.name).await;
+                let outcome = self.here.fetch_outcome(&miss).await;
                 if store.refuses() {
                     // The store went away during the fetch, which the gate
                     // therefore refused: not an outcome to keep.
@@ -56,7 +60,7 @@ impl Fleet {
                 s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
             }
             Err(_) if store.refuses() => store_down(),
-            Err(_) => miss.fetch_here().await,
+            Err(_) => self.here.fetch(&miss).await,
         }
     }
 }
@@ -70,6 +74,10 @@ impl Outcomes for Fleet {
         Box::pin(async move {
             let _ = self.store.forget_robots(&format!("r/{key}")).await;
         })
+    }
+
+    fn fetch_count(&self) -> u64 {
+        self.here.fetch_count()
     }
 }
 

@@ -40,7 +40,6 @@ pub struct RobotsCache {
     inflight: Mutex<HashMap<HostKey, Arc<OnceCell<Arc<Entry>>>>>,
     /// What a reload may change (`reconfigure`).
     settings: arc_swap::ArcSwap<Settings>,
-    fetches: AtomicU64,
     /// Where a miss gets its outcome (chosen once, at start).
     outcomes: Box<dyn Outcomes>,
 }
@@ -54,11 +53,12 @@ pub trait Outcomes: Send + Sync {
     fn entry<'a>(&'a self, miss: Miss<'a>) -> BoxFuture<'a, Entry>;
     /// Forgets `key`'s outcome wherever it is kept beyond this process.
     fn forget<'a>(&'a self, key: &'a HostKey) -> BoxFuture<'a, ()>;
+    /// How many fetches this process started (each may follow redirects).
+    fn fetch_count(&self) -> u64;
 }
 
 /// One miss: what the cache knows when it has no fresh entry for a server.
 pub struct Miss<'a> {
-    cache: &'a RobotsCache,
     settings: &'a Settings,
     server: &'a Server,
     /// The bot named in the fetch, if any.
@@ -67,27 +67,41 @@ pub struct Miss<'a> {
     previous: Option<&'a Entry>,
 }
 
-impl Miss<'_> {
-    /// This process fetches.
-    async fn fetch_here(&self) -> Entry {
-        let s = self.settings;
-        self.cache.fetches.fetch_add(1, Ordering::Relaxed);
-        let outcome = s.fetcher.fetch(self.server, self.name).await;
-        let good = self.previous.and_then(|p| p.good.clone());
+/// Outcomes fetched by this process alone, counting its fetches. In fleet
+/// mode, what [`Fleet`] fetches with when the fleet's turn is this
+/// process's or the store does not answer.
+#[derive(Default)]
+pub struct Local {
+    fetches: AtomicU64,
+}
+
+impl Local {
+    /// This process fetches `miss.server`'s robots.txt.
+    async fn fetch(&self, miss: &Miss<'_>) -> Entry {
+        let s = miss.settings;
+        let outcome = self.fetch_outcome(miss).await;
+        let good = miss.previous.and_then(|p| p.good.clone());
         s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
+    }
+
+    /// The outcome of this process's fetch, counted.
+    async fn fetch_outcome(&self, miss: &Miss<'_>) -> FetchOutcome {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        miss.settings.fetcher.fetch(miss.server, miss.name).await
     }
 }
 
-/// Outcomes fetched by this process alone.
-pub struct Local;
-
 impl Outcomes for Local {
     fn entry<'a>(&'a self, miss: Miss<'a>) -> BoxFuture<'a, Entry> {
-        Box::pin(async move { miss.fetch_here().await })
+        Box::pin(async move { self.fetch(&miss).await })
     }
 
     fn forget<'a>(&'a self, _key: &'a HostKey) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
+    }
+
+    fn fetch_count(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
     }
 }
 
@@ -213,8 +227,7 @@ impl RobotsCache {
                 bots,
                 (0, Duration::from_secs(59)),
             )),
-            fetches: AtomicU64::new(0),
-            outcomes: Box::new(Local),
+            outcomes: Box::<Local>::default(),
         }
     }
 
@@ -255,7 +268,7 @@ impl RobotsCache {
 
     /// How many fetches were started (each may follow redirects).
     pub fn fetch_count(&self) -> u64 {
-        self.fetches.load(Ordering::Relaxed)
+        self.outcomes.fetch_count()
     }
 
     /// The host's current rules, fetching them (from `server`'s addresses) if
@@ -289,7 +302,6 @@ impl RobotsCache {
                     .map(|b| b.token())
                     .filter(|t| s.config.name_bot_in_request && !t.is_empty());
                 let miss = Miss {
-                    cache: self,
                     settings: s,
                     server,
                     name,

@@ -130,7 +130,9 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &Context,
 ) -> Outcome {
     match request {
-        Request::Spartan(r) if r.uploads() && !ctx.config.bots.get(bot).limits.uploads => {
+        Request::Spartan(r)
+            if r.uploads() && !ctx.admission.config.bots.get(bot).limits.uploads =>
+        {
             let refusal = Refusal::ProxyRule(ProxyRule::Upload {
                 what: "a spartan:// URL with a query (data)",
             });

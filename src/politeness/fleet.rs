@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{GateBy, Permit, Politeness, SlowDown, Turns};
+use super::{GateBy, Local, Permit, SlowDown, Turns};
 use crate::store::{GateAsk, Lease, OnUnavailable, Store};
 use crate::target::Server;
 
@@ -42,26 +42,23 @@ impl Shared {
     }
 }
 
-/// Turns taken at the fleet's shared gate in the store.
+/// Turns taken at the fleet's shared gate in the store, with this process's
+/// gates as its shadow: every start the fleet lets through is noted there,
+/// and while the store is down they answer (`on_unavailable = "local"`).
 pub struct Fleet {
     store: Arc<Store>,
+    here: Arc<Local>,
 }
 
 impl Fleet {
-    pub fn new(store: Arc<Store>) -> Fleet {
-        Fleet { store }
+    pub fn new(store: Arc<Store>, here: Arc<Local>) -> Fleet {
+        Fleet { store, here }
     }
 
     /// A request admitted by the shared gate of `tag`, holding `lease`.
-    fn permit(
-        &self,
-        gate: &Arc<Politeness>,
-        lease: Lease,
-        (tag, server): (String, String),
-        delay: Duration,
-    ) -> Permit {
+    fn permit(&self, lease: Lease, (tag, server): (String, String), delay: Duration) -> Permit {
         Permit {
-            gate: gate.clone(),
+            gate: self.here.clone(),
             id: 0,
             shared: Some(Box::new(Shared {
                 store: self.store.clone(),
@@ -79,17 +76,20 @@ impl Fleet {
 impl Turns for Fleet {
     fn admit<'a>(
         &'a self,
-        gate: &'a Arc<Politeness>,
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(async move {
-            match self.admit_shared(gate, server, spacing, by).await {
+            match self.admit_shared(server, spacing, by).await {
                 Some(turn) => turn,
-                None => gate.admit_here(server, spacing, by).await,
+                None => self.here.admit(server, spacing, by).await,
             }
         })
+    }
+
+    fn here(&self) -> &Arc<Local> {
+        &self.here
     }
 }
 
@@ -143,12 +143,11 @@ impl Fleet {
     /// answer (the store is down and `on_unavailable = "local"`).
     async fn admit_shared(
         &self,
-        gate: &Arc<Politeness>,
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
     ) -> Option<Result<super::Permit, SlowDown>> {
-        let config = gate.config.load_full();
+        let config = self.here.config().clone();
         let store = &self.store;
         let delay = delay.unwrap_or_else(|| config.delay_for(None));
         let local = store.config().on_unavailable == OnUnavailable::Local;
@@ -167,11 +166,11 @@ impl Fleet {
             .await
         {
             Ok(Ok(lease)) => {
-                let permit = self.permit(gate, lease, (tag, name), delay);
+                let permit = self.permit(lease, (tag, name), delay);
                 // Every start the fleet lets through (robots.txt fetches
                 // too) is noted here: report mode's waits are counted from
                 // it, and `on_unavailable = "local"` spaces from it.
-                gate.seen_start(permit.started, server, delay, hold);
+                self.here.seen_start(permit.started, server, delay, hold);
                 Some(Ok(permit))
             }
             Ok(Err(retry_after)) => Some(Err(SlowDown { retry_after })),

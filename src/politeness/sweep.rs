@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Gates, Politeness};
+use super::local::{Gates, Local};
 
 /// How many gates a sweep looks at per hold of the lock: about a
 /// millisecond's work (0.3–0.4 µs a gate at a million gates), so
@@ -17,7 +17,7 @@ pub const SWEEP_SLICE: usize = 1024;
 
 /// One sweep in progress: the gates there were when it began, not yet looked at.
 pub struct Sweep<'a> {
-    politeness: &'a Politeness,
+    politeness: &'a Local,
     left: usize,
 }
 
@@ -36,7 +36,7 @@ impl Sweep<'_> {
     }
 }
 
-impl Politeness {
+impl Local {
     /// Forgets gates with nothing queued, nothing in flight and their spacing
     /// past, with their aliases: every gate is looked at once, [`SWEEP_SLICE`]
     /// at a time, the lock let go between slices.

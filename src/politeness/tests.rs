@@ -321,7 +321,7 @@ async fn sweeping_a_gate_forgets_its_aliases() {
     tokio::time::advance(Duration::from_secs(2)).await;
     gate.sweep();
     assert_eq!(gate.usage().0, 0);
-    assert!(gate.lock().aliases.is_empty());
+    assert!(gate.here().lock().aliases.is_empty());
     let t0 = Instant::now();
     drop(
         gate.admit(&server("b", &["192.0.2.1:70"]), None)
@@ -421,12 +421,12 @@ async fn a_sweep_in_slices_keeps_busy_gates_and_new_ones() {
     // The busy gates are kept; the new one was made 0 s ago and keeps its
     // spacing (1 s) until then, so it is kept too.
     assert_eq!(gate.usage().0, busy.len() + 1);
-    assert_eq!(gate.lock().sweep_order.len(), busy.len() + 1);
+    assert_eq!(gate.here().lock().sweep_order.len(), busy.len() + 1);
     drop(busy);
     tokio::time::advance(Duration::from_secs(2)).await;
     gate.sweep();
     assert_eq!(gate.usage().0, 0);
-    let gates = gate.lock();
+    let gates = gate.here().lock();
     assert!(gates.aliases.is_empty() && gates.sweep_order.is_empty());
 }
 

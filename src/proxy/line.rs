@@ -85,18 +85,22 @@ pub async fn serve_line<S, P>(
     let left = conn.deadline.saturating_duration_since(Instant::now());
     // Who is asking is known before its line is read: even a malformed
     // request counts for its bot.
-    let who = ctx.config.access.identify(&ctx.config.bots, &conn.client());
+    let who = ctx
+        .admission
+        .config
+        .access
+        .identify(&ctx.admission.config.bots, &conn.client());
     let bot = who.as_ref().ok().copied();
     let (request, outcome) = match read_line(&mut client, P::MAX_LINE, left).await {
         Ok(line) => match (proto.parse(&line), who) {
             (Err(Unparsed::Http), _) => {
                 tracing::info!(%peer, listener = %listener.as_str(), protocol = P::PROTOCOL.as_str(), "an HTTP request; closed (the small web's protocols only)");
-                ctx.metrics.rejected(listener, Rejection::Http);
+                ctx.admission.metrics.rejected(listener, Rejection::Http);
                 close(client.get_mut()).await;
                 return;
             }
             (parsed, Err(denied)) => {
-                ctx.metrics.access_refused(&denied);
+                ctx.admission.metrics.access_refused(&denied);
                 let outcome = P::refuse(client.get_mut(), &Refusal::Denied(denied)).await;
                 (parsed.ok(), outcome)
             }
@@ -123,7 +127,7 @@ pub async fn serve_line<S, P>(
     finish(
         client.get_mut(),
         &outcome,
-        (&ctx.metrics, P::PROTOCOL),
+        (&ctx.admission.metrics, P::PROTOCOL),
         (
             || count(ctx, P::PROTOCOL, (bot, target), &outcome),
             || log(ctx, P::PROTOCOL, &conn, (bot, target), &outcome),
@@ -144,15 +148,19 @@ pub async fn relay_line<S: AsyncRead + AsyncWrite + Unpin, T: Transform>(
     ctx: &Context,
     transform: &mut T,
 ) -> Result<Outcome, Refusal> {
-    let idle = ctx.config.limits.idle_timeout;
+    let idle = ctx.admission.config.limits.idle_timeout;
     let connecting = Instant::now();
     let upstream = ctx
+        .admission
         .upstream
         .connect_tcp(&target.host, &admitted.server.addrs)
         .await
         .map_err(Refusal::from)?;
     let mut upstream = BufReader::with_capacity(16 * 1024, upstream);
-    ctx.metrics.bytes_to_upstream.inc_by(line.len() as u64);
+    ctx.admission
+        .metrics
+        .bytes_to_upstream
+        .inc_by(line.len() as u64);
     let sent = tokio::time::timeout(idle, upstream.get_mut().write_all(line)).await;
     if !matches!(sent, Ok(Ok(()))) {
         return Err(Refusal::Upstream(UpstreamFailure::Send {
@@ -162,6 +170,7 @@ pub async fn relay_line<S: AsyncRead + AsyncWrite + Unpin, T: Transform>(
     }
     match tokio::time::timeout(idle, upstream.fill_buf()).await {
         Ok(Ok(_)) => ctx
+            .admission
             .metrics
             .upstream_first_byte
             .observe(connecting.elapsed().as_secs_f64()),
@@ -179,7 +188,8 @@ pub async fn relay_line<S: AsyncRead + AsyncWrite + Unpin, T: Transform>(
         }
     }
     let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, transform).await;
-    ctx.metrics
+    ctx.admission
+        .metrics
         .upstream_duration
         .observe(connecting.elapsed().as_secs_f64());
     Ok(Outcome {

@@ -197,7 +197,7 @@ where
     // request start, against which spacing.
     match &admitted {
         Some(Ok(a)) => {
-            let bot = ctx.config.bots.get(request.0);
+            let bot = ctx.admission.config.bots.get(request.0);
             let reported = bot.limits.mode == crate::bots::limits::Mode::Report;
             let start = (a.permit.started, a.spacing, reported);
             ctx.recent
@@ -366,7 +366,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let idle = ctx.config.limits.idle_timeout;
+    let idle = ctx.admission.config.limits.idle_timeout;
     let arrived = upstream.buffer();
     let mut head = Vec::with_capacity(line.len() + 2 + arrived.len());
     head.extend_from_slice(line);
@@ -383,7 +383,8 @@ where
     }
     upstream.consume(arrived);
     let (body, ended) = stream(upstream, client, idle, &mut Verbatim).await;
-    ctx.metrics
+    ctx.admission
+        .metrics
         .upstream_duration
         .observe(connecting.elapsed().as_secs_f64());
     outcome.bytes = head.len() as u64 + body;
@@ -432,7 +433,7 @@ pub async fn send_request<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     ctx: &Context,
     authority: &str,
 ) -> Result<(), Refusal> {
-    let idle = ctx.config.limits.idle_timeout;
+    let idle = ctx.admission.config.limits.idle_timeout;
     let not_sent = || {
         Refusal::Upstream(crate::refusal::UpstreamFailure::Send {
             authority: authority.to_string(),
@@ -456,7 +457,7 @@ pub async fn send_request<S: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         }
     }
     let sent = head.len() as u64 + announced.unwrap_or(0);
-    ctx.metrics.bytes_to_upstream.inc_by(sent);
+    ctx.admission.metrics.bytes_to_upstream.inc_by(sent);
     Ok(())
 }
 

@@ -64,7 +64,7 @@ pub fn count(
     (bot, target): (Option<BotId>, Option<&Target>),
     outcome: &Outcome,
 ) {
-    let metrics = &ctx.metrics;
+    let metrics = &ctx.admission.metrics;
     let class = outcome.fate.class();
     metrics.request(bot, protocol, outcome.fate);
     if let Some(t) = target {
@@ -75,14 +75,14 @@ pub fn count(
             port: t.port,
         };
         let sha256 = outcome.robots.as_ref().map(|r| r.sha256.clone());
-        let name = bot.map(|b| ctx.config.bots.get(b).name.as_str());
+        let name = bot.map(|b| ctx.admission.config.bots.get(b).name.as_str());
         ctx.recent
             .finished(&key, name, outcome.fate, &outcome.detail, sha256);
     }
     metrics.bytes_to_client.inc_by(outcome.bytes);
     if let Some(bot) = bot {
         for would in outcome.report.iter() {
-            metrics.report_only(&ctx.config.bots.get(bot).name, would.reason());
+            metrics.report_only(&ctx.admission.config.bots.get(bot).name, would.reason());
         }
     }
 }
@@ -105,7 +105,9 @@ pub fn log(
         }
         None => (String::new(), String::new()),
     };
-    let bot = bot.map_or(crate::metrics::NO_BOT, |b| &ctx.config.bots.get(b).name);
+    let bot = bot.map_or(crate::metrics::NO_BOT, |b| {
+        &ctx.admission.config.bots.get(b).name
+    });
     tracing::info!(
         protocol = protocol.as_str(),
         client = %conn.peer,

@@ -122,7 +122,8 @@ impl Built {
 /// this process, or the fleet's store. Chosen here, once; their owners never
 /// ask which.
 struct Backends {
-    turns: Box<dyn politeness::Turns>,
+    /// The gate's backend, given this process's gates.
+    turns: Box<dyn FnOnce(Arc<politeness::Local>) -> Box<dyn politeness::Turns>>,
     outcomes: Box<dyn cache::Outcomes>,
     /// The pins' keeper, given the book read from the state directory.
     pins: Box<dyn FnOnce(pins::Book) -> Box<dyn pins::Keeper>>,
@@ -133,13 +134,16 @@ impl Backends {
     fn new(store: Option<&Arc<Store>>) -> Backends {
         match store {
             None => Backends {
-                turns: Box::new(politeness::Local),
-                outcomes: Box::new(cache::Local),
+                turns: Box::new(|here| Box::new(here)),
+                outcomes: Box::<cache::Local>::default(),
                 pins: Box::new(|book| Box::new(pins::Local(book))),
                 counts: Box::new(crate::bot_limits::Alone),
             },
             Some(store) => Backends {
-                turns: Box::new(politeness::Fleet::new(store.clone())),
+                turns: {
+                    let store = store.clone();
+                    Box::new(move |here| Box::new(politeness::Fleet::new(store, here)))
+                },
                 outcomes: Box::new(cache::Fleet::new(store.clone())),
                 pins: {
                     let store = store.clone();
@@ -176,7 +180,8 @@ impl Lasting {
                 source,
             })?;
         let pins = Pins::kept_by((backends.pins)(book));
-        let politeness = Politeness::with_turns(config.politeness.clone(), backends.turns);
+        let here = Arc::new(politeness::Local::new(config.politeness.clone()));
+        let politeness = Politeness::kept_by((backends.turns)(here));
         let pins = Arc::new(pins);
         let clock = crate::bot_limits::Clock::new(config.wall_clock);
         let ledger = crate::bot_limits::Ledger::open(
@@ -258,8 +263,8 @@ impl Lasting {
             crate::bot_limits::steps(&config.bots, self.politeness.config().key, &self.ledger);
         let config = Arc::new(config);
         let admission = crate::admission::Admission {
-            config: config.clone(),
-            upstream: built.upstream.clone(),
+            config,
+            upstream: built.upstream,
             robots: self.robots.clone(),
             politeness: self.politeness.clone(),
             metrics: self.metrics.clone(),
@@ -268,22 +273,15 @@ impl Lasting {
             shutdown: self.shutdown.clone(),
         };
         Arc::new(Context {
-            config,
-            upstream: built.upstream,
-            robots: self.robots.clone(),
             gopher_public,
-            politeness: self.politeness.clone(),
-            metrics: self.metrics.clone(),
             gemini_tls: built.gemini_tls,
             cert_path: built.cert_path,
             cert_fingerprint: built.cert_fingerprint,
-            generation,
             recent: self.recent.clone(),
             listens: self.listens,
             started: self.started,
             guesses: self.guesses.clone(),
             admission,
-            shutdown: self.shutdown.clone(),
             store: self.store.clone(),
         })
     }

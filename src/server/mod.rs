@@ -220,7 +220,7 @@ impl Proxy {
     pub async fn reload(&self, mut config: Config) -> Result<Reloaded, StartError> {
         let _one = self.lasting.reloading.lock().await;
         let running = self.context();
-        let kept = config.keep_restart_only(&running.config);
+        let kept = config.keep_restart_only(&running.admission.config);
         let generation = self
             .lasting
             .generation
@@ -374,7 +374,7 @@ async fn accept_loop(
         };
         // The config in place now (a reload may swap it): this connection keeps it.
         let ctx = live.load_full();
-        let admitted = kind.admits(&ctx.config.access, peer.ip());
+        let admitted = kind.admits(&ctx.admission.config.access, peer.ip());
         let Some(client_slot) = per_client.try_take(peer.ip()) else {
             over_client_cap(stream, peer, kind.listener(), &ctx, &mut last_warned);
             continue;
@@ -392,7 +392,7 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let kind = kind.clone();
-        let open = ctx.metrics.connection(kind.listener());
+        let open = ctx.admission.metrics.connection(kind.listener());
         let held = (permit, open);
         if !admitted {
             let logged = outsiders.note();
@@ -425,13 +425,15 @@ fn over_client_cap(
     ctx: &Context,
     last_warned: &mut Option<tokio::time::Instant>,
 ) {
-    ctx.metrics.rejected(listener, Rejection::ClientCap);
+    ctx.admission
+        .metrics
+        .rejected(listener, Rejection::ClientCap);
     if last_warned.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
         *last_warned = Some(tokio::time::Instant::now());
         tracing::warn!(
             client = %peer.ip(),
             listener = %listener.as_str(),
-            cap = ctx.config.limits.max_connections_per_client,
+            cap = ctx.admission.config.limits.max_connections_per_client,
             "a client at limits.max_connections_per_client; its further connections are closed at once"
         );
     }
@@ -449,8 +451,11 @@ fn outsider(
     held: (Held, ClientSlot),
     logged: Option<u64>,
 ) -> impl std::future::Future<Output = ()> {
-    ctx.metrics.rejected(kind.listener(), Rejection::Access);
-    ctx.metrics
+    ctx.admission
+        .metrics
+        .rejected(kind.listener(), Rejection::Access);
+    ctx.admission
+        .metrics
         .access_refused(&crate::access::Denied::Address(peer.ip()));
     async move {
         let asked = turn_away(kind.clone(), stream, peer, &ctx).await;

@@ -26,10 +26,10 @@ pub async fn serve(
     ctx: Arc<Context>,
     authority: Arc<Authority>,
 ) {
-    let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    let mut conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
     let deadline = conn.deadline;
     let take_check = || ctx.guesses.take(peer.ip());
-    let users = &ctx.config.socks5_users;
+    let users = &ctx.admission.config.socks5_users;
     let connect = match tokio::time::timeout_at(deadline, handshake(&mut stream, users, take_check))
         .await
     {
@@ -45,7 +45,7 @@ pub async fn serve(
                 _ => None,
             };
             if let Some((failure, _)) = failure {
-                ctx.metrics.socks5_auth_failed(failure);
+                ctx.admission.metrics.socks5_auth_failed(failure);
             }
             // Failed logins are logged under a budget of lines a second.
             if let Some(suppressed) = ctx.guesses.log_line() {
@@ -67,10 +67,12 @@ pub async fn serve(
     conn.socks5_user = user.as_deref();
     // No bot for this client, whatever certificate it might show: refused now,
     // in SOCKS terms.
-    if !ctx.config.bots.could_pick(&conn.client()) {
+    if !ctx.admission.config.bots.could_pick(&conn.client()) {
         tracing::info!(%peer, user = user.as_deref().unwrap_or(""), "SOCKS5 client is no configured bot; refused");
-        ctx.metrics.rejected(Listener::Socks5, Rejection::Access);
-        ctx.metrics.access_refused(&Denied::NoBot);
+        ctx.admission
+            .metrics
+            .rejected(Listener::Socks5, Rejection::Access);
+        ctx.admission.metrics.access_refused(&Denied::NoBot);
         let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
         return;
     }
@@ -85,9 +87,10 @@ pub async fn serve(
     // The proxy's own rules on where it connects, told in SOCKS terms (0x02,
     // "not allowed by ruleset") before the client sends anything: the port
     // always, the address when the client gave one.
-    if let Err(why) = ctx.upstream.reach().check_host(&host, dest.port) {
+    if let Err(why) = ctx.admission.upstream.reach().check_host(&host, dest.port) {
         tracing::info!(%peer, host = %host, port = dest.port, %why, "SOCKS5 CONNECT refused");
-        ctx.metrics
+        ctx.admission
+            .metrics
             .rejected(Listener::Socks5, Rejection::Destination);
         let _ = send_reply(&mut stream, reply::NOT_ALLOWED).await;
         return;
@@ -105,7 +108,7 @@ pub async fn serve(
 /// A client outside `access.allow_from`: its CONNECT is answered `0x02`
 /// ("not allowed by ruleset") and nothing else happens. Returns where it asked to go.
 pub async fn turn_away(mut stream: TcpStream, ctx: &Context) -> Option<String> {
-    let deadline = tokio::time::Instant::now() + ctx.config.limits.request_timeout;
+    let deadline = tokio::time::Instant::now() + ctx.admission.config.limits.request_timeout;
     let dest = tokio::time::timeout_at(deadline, socks5::turn_away(&mut stream)).await;
     close(&mut stream).await;
     match dest {

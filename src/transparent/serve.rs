@@ -24,12 +24,13 @@ pub async fn serve(
     ctx: Arc<Context>,
     (authority, kernel): (Arc<Authority>, Arc<dyn OriginalDestination>),
 ) {
-    let conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
     let original = match kernel.original_destination(&stream) {
         Ok(addr) => addr,
         Err(e) => {
             tracing::info!(%peer, error = %e, "a connection on the transparent listener that was not redirected; closed");
-            ctx.metrics
+            ctx.admission
+                .metrics
                 .rejected(Listener::Transparent, Rejection::NotRedirected);
             close(&mut stream).await;
             return;
@@ -37,9 +38,10 @@ pub async fn serve(
     };
     // A connection made straight to the listener names the listener itself
     // (or another of the proxy's): serving it would be a loop.
-    if ctx.upstream.reach().is_own(original) {
+    if ctx.admission.upstream.reach().is_own(original) {
         tracing::warn!(%peer, destination = %original, "a connection whose original destination is the proxy itself; closed (no loops)");
-        ctx.metrics
+        ctx.admission
+            .metrics
             .rejected(Listener::Transparent, Rejection::Destination);
         close(&mut stream).await;
         return;

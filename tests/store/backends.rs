@@ -32,16 +32,17 @@ enum Backend {
 }
 
 impl Backend {
-    fn turns(&self) -> Box<dyn politeness::Turns> {
+    fn turns(&self, config: PolitenessConfig) -> Box<dyn politeness::Turns> {
+        let here = Arc::new(politeness::Local::new(config));
         match self {
-            Backend::Local => Box::new(politeness::Local),
-            Backend::Fleet(store) => Box::new(politeness::Fleet::new(store.clone())),
+            Backend::Local => Box::new(here),
+            Backend::Fleet(store) => Box::new(politeness::Fleet::new(store.clone(), here)),
         }
     }
 
     fn outcomes(&self) -> Box<dyn cache::Outcomes> {
         match self {
-            Backend::Local => Box::new(cache::Local),
+            Backend::Local => Box::<cache::Local>::default(),
             Backend::Fleet(store) => Box::new(cache::Fleet::new(store.clone())),
         }
     }
@@ -89,7 +90,7 @@ fn server(host: &str) -> Server {
 /// "slow down 600" holds the server that long; another server has its own
 /// gate.
 async fn gate_contract(backend: Backend) {
-    let gate = Politeness::with_turns(gate_config(), backend.turns());
+    let gate = Politeness::kept_by(backend.turns(gate_config()));
     let (soon, spaced) = (
         Some(Duration::from_millis(1)),
         Some(Duration::from_secs(30)),
@@ -262,8 +263,8 @@ async fn a_second_proxy_sees_the_first_ones_state() {
         1,
         "one fetch for the fleet"
     );
-    let g1 = Politeness::with_turns(gate_config(), one.turns());
-    let g2 = Politeness::with_turns(gate_config(), two.turns());
+    let g1 = Politeness::kept_by(one.turns(gate_config()));
+    let g2 = Politeness::kept_by(two.turns(gate_config()));
     drop(
         g1.admit(&s, Some(Duration::from_millis(1)))
             .await

@@ -156,7 +156,7 @@ async fn another_host_is_not_held_up() {
     let slow_url = slow.url("/x");
     let waiting = tokio::spawn(async move { gemini(addr, &slow_url).await.0 });
     // The slow host's robots.txt took its slot: /x waits 2 s in the queue.
-    let politeness = proxy.context().politeness.clone();
+    let politeness = proxy.context().admission.politeness.clone();
     wait_until("/x is queued", || politeness.usage().1 == 1).await;
     // Meanwhile the fast host answers three times, and /x is still waiting:
     // the slow host's queue held nothing up.
@@ -167,7 +167,7 @@ async fn another_host_is_not_held_up() {
         );
     }
     assert_eq!(slow.count("/x"), 0, "/x still waits its turn");
-    assert_eq!(proxy.context().politeness.usage().1, 1);
+    assert_eq!(proxy.context().admission.politeness.usage().1, 1);
     assert_eq!(waiting.await.unwrap(), "20 text/gemini");
 }
 
@@ -191,7 +191,7 @@ async fn a_client_that_leaves_gives_its_place_back() {
     tls.write_all(format!("{}\r\n", origin.url("/first")).as_bytes())
         .await
         .unwrap();
-    let politeness = proxy.context().politeness.clone();
+    let politeness = proxy.context().admission.politeness.clone();
     wait_until("/first is queued", || politeness.usage().1 == 1).await;
     tls.shutdown().await.unwrap();
     drop(tls);
@@ -253,7 +253,11 @@ async fn one_server_under_eight_names_is_spaced_by_its_crawl_delay() {
     // the origin carry each connection's own latency, so the span of all of
     // them is checked rather than each gap (only the first and last latencies
     // can shorten it).
-    assert_eq!(proxy.context().politeness.usage().0, 1, "one gate");
+    assert_eq!(
+        proxy.context().admission.politeness.usage().0,
+        1,
+        "one gate"
+    );
     let gaps = origin.gaps();
     assert_eq!(gaps.len(), 17);
     let span: f64 = gaps.iter().sum();
@@ -294,7 +298,7 @@ async fn hostile_crawl_delays_and_slow_downs_do_not_crash_the_proxy() {
     assert!(header.starts_with("44 "), "{header}");
 
     // Nothing broke: the sweeper and other hosts carry on.
-    proxy.context().politeness.sweep();
+    proxy.context().admission.politeness.sweep();
     assert_eq!(gemini(addr, &fine.url("/page")).await.0, "20 text/gemini");
 }
 
@@ -325,7 +329,7 @@ async fn shutdown_answers_the_requests_waiting_for_their_turn() {
     };
     let context = proxy.context();
     wait_until("both requests waiting for their turn", || {
-        context.politeness.usage().1 == 2
+        context.admission.politeness.usage().1 == 2
     })
     .await;
     proxy.shutdown();
@@ -341,7 +345,7 @@ async fn shutdown_answers_the_requests_waiting_for_their_turn() {
     );
     assert_eq!(capsule.count("/a"), 0, "nothing was relayed");
     assert_eq!(
-        context.politeness.usage().1,
+        context.admission.politeness.usage().1,
         0,
         "their places were given back"
     );

@@ -177,8 +177,8 @@ async fn restart_only_settings_are_named_and_kept() {
         ["listen.gopher", "state_dir", "limits.max_connections"]
     );
     let ctx = proxy.context();
-    assert_eq!(ctx.config.listen, config.listen);
-    assert_eq!(ctx.config.state_dir, config.state_dir);
+    assert_eq!(ctx.admission.config.listen, config.listen);
+    assert_eq!(ctx.admission.config.state_dir, config.state_dir);
     // The bot changed all the same.
     assert!(gemini(proxy.addr(Listener::Gemini), &capsule.url("/a"))
         .await
@@ -204,7 +204,7 @@ async fn a_reload_that_fails_changes_nothing() {
             .0,
         "20 text/gemini"
     );
-    assert_eq!(proxy.context().generation, 0);
+    assert_eq!(proxy.context().admission.generation, 0);
 }
 
 /// An operator's renewed listener certificate is served after a reload.

@@ -78,11 +78,12 @@ pub async fn serve<O: OtherUrls>(
 ) {
     // The handshake and the request line share one deadline: a client that
     // trickles bytes cannot hold a connection longer than that.
-    let mut conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    let mut conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
     let Some(tls) = handshake(stream, &conn, &acceptor).await else {
         return;
     };
-    ctx.metrics
+    ctx.admission
+        .metrics
         .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
     conn.cert = presented(tls.get_ref().1);
     serve_tls::<_, O>(tls, conn, &ctx, None).await;
@@ -118,7 +119,7 @@ pub fn presented(tls: &rustls::ServerConnection) -> Presented {
 /// A client outside `access.allow_from`: after the TLS handshake, `53` and
 /// nothing else. Its request is not read.
 pub async fn turn_away(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: &Context) {
-    let conn = Conn::accepted(peer, ctx.config.limits.request_timeout);
+    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
     if let Some(mut tls) = handshake(stream, &conn, &acceptor).await {
         let refusal = Refusal::Denied(Denied::Address(peer.ip()));
         answer(&mut tls, &refusal).await;
@@ -151,7 +152,11 @@ where
         let left = conn.deadline.saturating_duration_since(Instant::now());
         // Who is asking is known from the handshake: even a malformed request
         // counts for its bot.
-        let who = ctx.config.access.identify(&ctx.config.bots, &conn.client());
+        let who = ctx
+            .admission
+            .config
+            .access
+            .identify(&ctx.admission.config.bots, &conn.client());
         let bot = who.as_ref().ok().copied();
         let (target, outcome) = match read_line(&mut client, MAX_URL, left).await {
             Ok(line) => handle::<S, O>(&mut client, &line, ctx, who, expected).await,
@@ -170,7 +175,7 @@ where
         finish(
             client.get_mut(),
             &outcome,
-            (&ctx.metrics, Protocol::Gemini),
+            (&ctx.admission.metrics, Protocol::Gemini),
             (
                 || count(ctx, Protocol::Gemini, (bot, target.as_ref()), &outcome),
                 || {
@@ -242,7 +247,7 @@ where
 {
     let (asked, bot) = match (parse::<O>(line, expected.is_some()), who) {
         (parsed, Err(denied)) => {
-            ctx.metrics.access_refused(&denied);
+            ctx.admission.metrics.access_refused(&denied);
             let outcome = answer(client.get_mut(), &Refusal::Denied(denied)).await;
             return (parsed.ok().map(|a| a.target().clone()), outcome);
         }
@@ -272,7 +277,7 @@ where
             };
             serve_admitted(ctx, (bot, target), client, Hangup::OnEof, &gemini).await
         }
-        Asked::Titan(upload) if !ctx.config.bots.get(bot).limits.uploads => {
+        Asked::Titan(upload) if !ctx.admission.config.bots.get(bot).limits.uploads => {
             let refusal = Refusal::ProxyRule(ProxyRule::Upload {
                 what: "a titan:// upload",
             });
@@ -329,10 +334,11 @@ async fn relay<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let idle = ctx.config.limits.idle_timeout;
+    let idle = ctx.admission.config.limits.idle_timeout;
     let authority = target.authority();
     let connecting = Instant::now();
     let upstream = ctx
+        .admission
         .upstream
         .connect_gemini_to(&target.host, target.port, &admitted.server.addrs)
         .await
@@ -355,10 +361,11 @@ where
         .await
         .map_err(|e| bad_answer(e.to_string()))?;
     let upstream_header = parse_header(&line).map_err(|e| bad_answer(e.to_string()))?;
-    ctx.metrics
+    ctx.admission
+        .metrics
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());
-    ctx.metrics.gemini_status(upstream_header.status);
+    ctx.admission.metrics.gemini_status(upstream_header.status);
     // An upstream `44` is relayed, and pushes the host's next start out: by its
     // seconds (the older spec), else by doubling the spacing (the newer one).
     match upstream_header.class() {

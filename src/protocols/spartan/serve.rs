@@ -111,7 +111,7 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
     (bot, request): (BotId, &Request),
     ctx: &Context,
 ) -> Outcome {
-    if request.uploads() && !ctx.config.bots.get(bot).limits.uploads {
+    if request.uploads() && !ctx.admission.config.bots.get(bot).limits.uploads {
         let refusal = Refusal::ProxyRule(ProxyRule::Upload {
             what: "a Spartan request with data",
         });
@@ -183,11 +183,12 @@ pub async fn exchange<S: AsyncRead + Unpin>(
     admitted: &Admitted,
     ctx: &Context,
 ) -> Result<Answered, Refusal> {
-    let idle = ctx.config.limits.idle_timeout;
+    let idle = ctx.admission.config.limits.idle_timeout;
     let target = &request.target;
     let authority = target.authority();
     let connecting = Instant::now();
     let upstream = ctx
+        .admission
         .upstream
         .connect_tcp(&target.host, &admitted.server.addrs)
         .await
@@ -216,7 +217,8 @@ pub async fn exchange<S: AsyncRead + Unpin>(
         .await
         .map_err(|e| bad_answer(e.to_string()))?;
     let header = parse_header(&line).map_err(|e| bad_answer(e.to_string()))?;
-    ctx.metrics
+    ctx.admission
+        .metrics
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());
     Ok(Answered {

@@ -1,0 +1,521 @@
+//! This process's own gates: per gate, the queue, the slots in flight, the
+//! last start and the servers that asked to be slowed down. A [`Local`] is
+//! the whole state of the gate when the proxy runs alone, and in fleet mode
+//! the shadow the fleet's backend notes its starts on (report mode's waits,
+//! the status page) and falls back to (`on_unavailable = "local"`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::slowed::{backoff_spacing, Slowed};
+use super::{
+    after, aliases, Alias, GateBy, GateId, GateView, Permit, PolitenessConfig, SlowDown, Turns,
+};
+use crate::target::{HostKey, Server};
+
+pub(super) struct Waiter {
+    ticket: u64,
+    wake: Arc<Notify>,
+    /// This request's own spacing (its bot's Crawl-delay), measured from the
+    /// last start at this server by any request.
+    delay: Duration,
+}
+
+pub(super) struct Host {
+    /// When the last request to this host started.
+    pub(super) last_start: Option<Instant>,
+    /// The spacing of the latest request started (its Crawl-delay-derived value).
+    pub(super) delay: Duration,
+    /// The longest spacing any request here asked for (every bot's
+    /// Crawl-delay at this server): the gate is kept that long after its last
+    /// start, so no bot's spacing is forgotten by a sweep.
+    pub(super) hold: Duration,
+    /// The servers on this machine that asked to be slowed down (few: a
+    /// list).
+    pub(super) slowed: Vec<Slowed>,
+    pub(super) in_flight: usize,
+    pub(super) queue: VecDeque<Waiter>,
+    /// The addresses or names that find this gate (forgotten with it).
+    pub(super) aliases: Vec<Alias>,
+}
+
+impl Host {
+    fn new(delay: Duration) -> Host {
+        Host {
+            aliases: Vec::new(),
+            last_start: None,
+            delay,
+            hold: Duration::ZERO,
+            slowed: Vec::new(),
+            in_flight: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// When a request asking for `delay` may start, as far as the machine's
+    /// spacing goes.
+    pub(super) fn next_start(&self, delay: Duration) -> Option<Instant> {
+        self.last_start.map(|t| after(t, delay))
+    }
+
+    /// The slow-down of `server`, if it asked for one.
+    fn slowed(&self, server: &HostKey) -> Option<&Slowed> {
+        self.slowed.iter().find(|s| s.is(server))
+    }
+
+    /// Estimated wait of a request asking for `delay`: until this host's
+    /// next start, then one spacing for each request ahead, shared among the
+    /// concurrent slots.
+    fn estimate(&self, config: &PolitenessConfig, delay: Duration) -> Duration {
+        let now = Instant::now();
+        let spacing = delay;
+        let until_next = self
+            .next_start(delay)
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+        let ahead = (self.queue.len()
+            + self
+                .in_flight
+                .saturating_sub(config.per_host_concurrency - 1)) as u32;
+        if self.queue.is_empty() && self.in_flight < config.per_host_concurrency {
+            until_next
+        } else {
+            until_next.saturating_add(
+                spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
+            )
+        }
+    }
+
+    fn wake_head(&self) {
+        if let Some(head) = self.queue.front() {
+            head.wake.notify_one();
+        }
+    }
+}
+
+/// The gates and the aliases that find them, under one lock.
+#[derive(Default)]
+pub(super) struct Gates {
+    pub(super) hosts: HashMap<GateId, Host>,
+    pub(super) aliases: HashMap<Alias, GateId>,
+    pub(super) next: GateId,
+    /// Every gate once, in the order the sweep visits them: a sweep takes
+    /// gates from the front and puts the ones it keeps at the back, so it can
+    /// stop after any slice and go on later.
+    pub(super) sweep_order: VecDeque<GateId>,
+}
+
+impl Gates {
+    /// The gate of `server`, if one of its aliases has one (none is made).
+    fn find(&self, key: GateBy, server: &Server) -> Option<&Host> {
+        aliases(key, server)
+            .iter()
+            .find_map(|a| self.aliases.get(a))
+            .and_then(|id| self.hosts.get(id))
+    }
+
+    /// The gate for `server` (created if none of its aliases has one); its
+    /// aliases not yet known are added to it.
+    fn gate_for(&mut self, by: GateBy, server: &Server, default_delay: Duration) -> GateId {
+        let aliases = aliases(by, server);
+        let found = aliases.iter().find_map(|a| self.aliases.get(a).copied());
+        let id = found.unwrap_or_else(|| {
+            self.next += 1;
+            self.hosts.insert(self.next, Host::new(default_delay));
+            self.sweep_order.push_back(self.next);
+            self.next
+        });
+        for alias in aliases {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.aliases.entry(alias) {
+                if let Some(host) = self.hosts.get_mut(&id) {
+                    host.aliases.push(v.key().clone());
+                }
+                v.insert(id);
+            }
+        }
+        id
+    }
+}
+
+/// Where a request stands after asking to join a server's queue.
+enum Queued {
+    /// In the queue of this gate.
+    Joined(GateId),
+    /// Not in it: the server's own slow-down lets it start no sooner.
+    SlowedUntil(Instant),
+}
+
+/// What a queued request waits for before it looks again.
+enum Wait {
+    /// Its turn's time.
+    Until(Instant),
+    /// Being woken: the head left, or a slot freed.
+    Woken,
+    /// Its gate is gone.
+    Gone,
+}
+
+/// Removes a waiter that gives up (or whose client went away) from its queue.
+struct InQueue<'a> {
+    gate: &'a Local,
+    id: GateId,
+    ticket: u64,
+    admitted: bool,
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        if self.admitted {
+            return;
+        }
+        let mut gates = self.gate.lock();
+        if let Some(host) = gates.hosts.get_mut(&self.id) {
+            let was_head = host.queue.front().is_some_and(|w| w.ticket == self.ticket);
+            host.queue.retain(|w| w.ticket != self.ticket);
+            if was_head {
+                host.wake_head();
+            }
+        }
+    }
+}
+
+/// This process's gates, with the settings they run under.
+pub struct Local {
+    /// Swapped by a reload (`set_config`); requests read it as they go.
+    pub(super) config: arc_swap::ArcSwap<PolitenessConfig>,
+    pub(super) gates: Mutex<Gates>,
+    tickets: std::sync::atomic::AtomicU64,
+}
+
+impl Local {
+    pub fn new(config: PolitenessConfig) -> Local {
+        Local {
+            config: arc_swap::ArcSwap::from_pointee(config),
+            gates: Mutex::new(Gates::default()),
+            tickets: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// A request through gate `id` is done: its slot is free, and the next
+    /// in line may go.
+    pub(super) fn release(&self, id: GateId) {
+        let mut gates = self.lock();
+        if let Some(host) = gates.hosts.get_mut(&id) {
+            host.in_flight = host.in_flight.saturating_sub(1);
+            host.wake_head();
+        }
+    }
+
+    pub fn config(&self) -> arc_swap::Guard<Arc<PolitenessConfig>> {
+        self.config.load()
+    }
+
+    /// A reload's settings: spacing, concurrency and waits apply to the next
+    /// admission; the gates and their history stay. (`key` is not changed by a
+    /// reload: the gates are named by it.)
+    pub fn set_config(&self, mut config: PolitenessConfig) {
+        config.key = self.config.load().key;
+        self.config.store(Arc::new(config));
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Gates> {
+        self.gates.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How long a request asking for `delay` at `server` would wait at
+    /// this process's gate now (report mode: what robots.txt's spacing
+    /// would have cost), without joining the queue or making a gate.
+    pub fn would_wait(&self, server: &Server, delay: Duration) -> Duration {
+        let config = self.config.load();
+        self.lock()
+            .find(config.key, server)
+            .map_or(Duration::ZERO, |host| host.estimate(&config, delay))
+    }
+
+    /// A start the fleet's gate let through, noted at this process's gate
+    /// too (spacing `delay`, remembered for `hold`): the waits report mode
+    /// states are counted from it, and a store that goes down with
+    /// `on_unavailable = "local"` spaces from it.
+    pub fn seen_start(&self, started: Instant, server: &Server, delay: Duration, hold: Duration) {
+        let config = self.config.load();
+        let mut gates = self.lock();
+        let id = gates.gate_for(config.key, server, config.default_delay);
+        if let Some(host) = gates.hosts.get_mut(&id) {
+            host.hold = host.hold.max(hold).max(delay);
+            host.last_start = Some(started);
+            host.delay = delay;
+        }
+    }
+
+    /// The turn at this process's gate for `server`: queued behind the
+    /// requests ahead, or "slow down" at once when the wait would pass
+    /// `max_wait`.
+    pub async fn admit(
+        self: &Arc<Self>,
+        server: &Server,
+        (delay, hold): (Option<Duration>, Duration),
+        by: Option<Instant>,
+    ) -> Result<Permit, SlowDown> {
+        // One admission, one config, whatever a reload does meanwhile.
+        let config = self.config.load_full();
+        let ticket = self
+            .tickets
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let wake = Arc::new(Notify::new());
+        let max_wait = config.max_wait_by(by);
+        let deadline = after(Instant::now(), max_wait);
+        // A server that asked to be slowed down is waited for before its
+        // request joins the machine's queue, so it never holds up the other
+        // servers on that machine from the head of the queue.
+        let id = loop {
+            let max_wait = deadline.saturating_duration_since(Instant::now());
+            match self.enqueue(&config, server, (delay, hold), (ticket, max_wait), &wake)? {
+                Queued::Joined(id) => break id,
+                Queued::SlowedUntil(ready) if ready > deadline => {
+                    return Err(SlowDown {
+                        retry_after: ready.saturating_duration_since(Instant::now()),
+                    });
+                }
+                // Boxed: rare, and inline its timer would size every admission.
+                Queued::SlowedUntil(ready) => Box::pin(tokio::time::sleep_until(ready)).await,
+            }
+        };
+        let mut place = InQueue {
+            gate: self,
+            id,
+            ticket,
+            admitted: false,
+        };
+        loop {
+            let sleep_until = match self.try_start(&config, id, ticket, &server.name) {
+                Ok((started, behind)) => {
+                    place.admitted = true;
+                    return Ok(Permit {
+                        gate: self.clone(),
+                        id,
+                        shared: None,
+                        started,
+                        behind,
+                    });
+                }
+                Err(Wait::Gone) => {
+                    return Err(SlowDown {
+                        retry_after: Duration::from_secs(1),
+                    })
+                }
+                Err(Wait::Until(t)) => Some(t),
+                Err(Wait::Woken) => None,
+            };
+            let woken = async {
+                match sleep_until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => wake.notified().await,
+                }
+            };
+            // The estimate said the turn comes within max_wait; if a slow request
+            // ahead held the slot longer, give up then rather than hold forever.
+            if tokio::time::timeout_at(deadline.max(Instant::now()), woken)
+                .await
+                .is_err()
+            {
+                let retry_after = self
+                    .config
+                    .load()
+                    .delay_for(None)
+                    .max(Duration::from_secs(1));
+                return Err(SlowDown { retry_after });
+            }
+        }
+    }
+
+    /// Joins the queue of `server`'s gate (made if new) and returns the gate;
+    /// or when the server's own slow-down lets a request asking for `delay`
+    /// start, if that is later than now (it has not joined then); or "slow
+    /// down" when the estimated wait passes `max_wait`.
+    fn enqueue(
+        &self,
+        config: &PolitenessConfig,
+        server: &Server,
+        (delay, hold): (Option<Duration>, Duration),
+        (ticket, max_wait): (u64, Duration),
+        wake: &Arc<Notify>,
+    ) -> Result<Queued, SlowDown> {
+        let mut gates = self.lock();
+        let id = gates.gate_for(config.key, server, config.default_delay);
+        let Some(host) = gates.hosts.get_mut(&id) else {
+            return Err(SlowDown {
+                retry_after: Duration::from_secs(1),
+            });
+        };
+        let delay = delay.unwrap_or(host.delay);
+        let slowed = host.slowed(&server.name);
+        if let Some(ready) = slowed.and_then(|s| s.ready_at(delay, config)) {
+            if ready > Instant::now() {
+                return Ok(Queued::SlowedUntil(ready));
+            }
+        }
+        host.hold = host.hold.max(hold).max(delay);
+        let estimate = host.estimate(config, delay);
+        if estimate > max_wait {
+            return Err(SlowDown {
+                retry_after: estimate,
+            });
+        }
+        host.queue.push_back(Waiter {
+            ticket,
+            wake: wake.clone(),
+            delay,
+        });
+        Ok(Queued::Joined(id))
+    }
+
+    /// Starts `ticket`'s request if its turn has come (at the head of the
+    /// queue, a slot free, the spacing past), and says when and how many
+    /// wait behind it; else what to wait for.
+    fn try_start(
+        &self,
+        config: &PolitenessConfig,
+        id: GateId,
+        ticket: u64,
+        server: &HostKey,
+    ) -> Result<(Instant, usize), Wait> {
+        let mut gates = self.lock();
+        // Swept while we waited cannot happen (the queue was not empty);
+        // give up defensively.
+        let host = gates.hosts.get_mut(&id).ok_or(Wait::Gone)?;
+        let head = host.queue.front().filter(|w| w.ticket == ticket);
+        let at_head = head.is_some();
+        let delay = head.map_or(host.delay, |w| w.delay);
+        let now = Instant::now();
+        let next = host.next_start(delay);
+        let slot_free = host.in_flight < config.per_host_concurrency;
+        if at_head && slot_free && next.is_none_or(|t| t <= now) {
+            host.queue.pop_front();
+            host.in_flight += 1;
+            host.last_start = Some(now);
+            host.delay = delay;
+            host.slowed.retain_mut(|s| {
+                if s.is(server) {
+                    s.last_start = now;
+                }
+                !s.over(delay, config, now)
+            });
+            // The next in line may be able to go too (concurrency > 1, no delay).
+            host.wake_head();
+            return Ok((now, host.queue.len()));
+        }
+        // At the head, waiting only for time: sleep until then. Otherwise
+        // wait to be woken (the head left, or a slot freed).
+        match next {
+            Some(t) if at_head && slot_free => Err(Wait::Until(t)),
+            _ => Err(Wait::Woken),
+        }
+    }
+
+    /// An upstream `server` answered "slow down" (Gemini `44`) to a request
+    /// through `gate`: nothing starts there before `seconds` have passed when
+    /// given, else its spacing doubles; either at most `max_slow_down`. The
+    /// other servers on its machine keep their turns.
+    pub fn slow_down(&self, gate: GateId, server: &HostKey, seconds: Option<Duration>) {
+        let config = self.config.load();
+        let mut gates = self.lock();
+        let Some(host) = gates.hosts.get_mut(&gate) else {
+            return;
+        };
+        let now = Instant::now();
+        let at = match host.slowed.iter().position(|s| s.is(server)) {
+            Some(at) => at,
+            None => {
+                host.slowed.push(Slowed {
+                    host: server.host.clone(),
+                    port: server.port,
+                    backoff: 1,
+                    not_before: None,
+                    last_start: host.last_start.unwrap_or(now),
+                });
+                host.slowed.len() - 1
+            }
+        };
+        let delay = host.delay;
+        let slowed = &mut host.slowed[at];
+        match seconds {
+            Some(s) => {
+                let until = after(now, s.min(config.max_slow_down));
+                slowed.not_before = Some(slowed.not_before.map_or(until, |t| t.max(until)));
+            }
+            None => {
+                let at_cap = backoff_spacing(delay, slowed.backoff, &config)
+                    >= backoff_spacing(delay, u32::MAX, &config);
+                if !at_cap {
+                    slowed.backoff = slowed.backoff.saturating_mul(2);
+                }
+            }
+        }
+    }
+
+    /// An upstream `server` answered normally: its exponential back-off ends.
+    pub fn recovered(&self, gate: GateId, server: &HostKey) {
+        let config = self.config.load();
+        if let Some(host) = self.lock().hosts.get_mut(&gate) {
+            let (delay, now) = (host.delay, Instant::now());
+            host.slowed.retain_mut(|s| {
+                if s.is(server) {
+                    s.backoff = 1;
+                }
+                !s.over(delay, &config, now)
+            });
+        }
+    }
+
+    /// What the gate of `server` holds now, without creating one (the
+    /// status page): `None` when the proxy spaces nothing there.
+    pub fn peek(&self, server: &Server) -> Option<GateView> {
+        let config = self.config.load();
+        let gates = self.lock();
+        let host = gates.find(config.key, server)?;
+        let slowed = host.slowed(&server.name);
+        let next_start = match (
+            host.next_start(host.delay),
+            slowed.and_then(|s| s.ready_at(host.delay, &config)),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        Some(GateView {
+            waiting: host.queue.len(),
+            in_flight: host.in_flight,
+            last_start: host.last_start,
+            next_start,
+            backoff: slowed.map_or(1, |s| s.backoff),
+        })
+    }
+
+    /// Hosts remembered and requests waiting, for metrics and tests.
+    pub fn usage(&self) -> (usize, usize) {
+        let gates = self.lock();
+        (
+            gates.hosts.len(),
+            gates.hosts.values().map(|h| h.queue.len()).sum(),
+        )
+    }
+}
+
+/// Turns taken at this process's own gates.
+impl Turns for Arc<Local> {
+    fn admit<'a>(
+        &'a self,
+        server: &'a Server,
+        spacing: (Option<Duration>, Duration),
+        by: Option<Instant>,
+    ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
+        Box::pin(Local::admit(self, server, spacing, by))
+    }
+
+    fn here(&self) -> &Arc<Local> {
+        self
+    }
+}
