@@ -21,8 +21,6 @@ use crate::protocol::Protocol;
 use crate::protocols::gemini::serve as gemini;
 use crate::protocols::gopher::serve as gopher;
 use crate::protocols::gopher::wire::{parse_selector_line, BadRequest};
-use crate::protocols::nex::serve as nex;
-use crate::protocols::spartan::serve as spartan;
 use crate::protocols::spartan::wire::looks_like_spartan;
 use crate::proxy::Conn;
 use crate::target::canonical_host;
@@ -54,21 +52,17 @@ pub async fn serve(
         }
     };
     if !looks_like_tls(&first[..n]) {
-        match ctx.admission.config.ports.protocol_of(port) {
-            Some(Protocol::Spartan) => {
-                spartan::serve_line(stream, conn, ctx, (&host, port), listener).await
+        let listed = ctx.admission.config.ports.protocol_of(port);
+        match listed.and_then(|p| crate::protocols::served(p).plain()) {
+            Some(plain) => {
+                plain
+                    .serve_plain(stream, conn, ctx, (&host, port), listener)
+                    .await
             }
-            Some(Protocol::Nex) => {
-                nex::serve_line(stream, conn, ctx, (&host, port), listener).await
-            }
-            Some(Protocol::Gopher) => {
-                let parse = |line: &[u8]| parse_selector_line(&host, port, line);
-                gopher::serve_line(stream, conn, ctx, parse, listener).await
-            }
-            // Plain text to a Gemini port, or to a port the table does not
-            // list: a Gopher selector, but never a Spartan request passed
-            // on as one.
-            Some(Protocol::Gemini) | None => {
+            // Plain text to a TLS protocol's port (Gemini), or to a port the
+            // table does not list: a Gopher selector, but never a Spartan
+            // request passed on as one.
+            None => {
                 let parse = |line: &[u8]| match looks_like_spartan(line) {
                     true => Err(BadRequest::Unlisted {
                         protocol: Protocol::Spartan,

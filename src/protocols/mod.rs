@@ -10,3 +10,34 @@ pub mod gemini;
 pub mod gopher;
 pub mod nex;
 pub mod spartan;
+
+use crate::protocol::Protocol;
+use crate::proxy::Served;
+
+/// Every protocol served, in [`Protocol::ALL`]'s order: the table the
+/// robots.txt fetcher by scheme and the drop-in dispatch are derived from.
+pub static ALL: [&dyn Served; 4] = [
+    &gemini::Gemini,
+    &gopher::Gopher,
+    &spartan::Spartan,
+    &nex::Nex,
+];
+
+/// `protocol`'s row.
+pub fn served(protocol: Protocol) -> &'static dyn Served {
+    ALL[protocol.index()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_has_each_protocol_once_in_order() {
+        let rows: Vec<Protocol> = ALL.iter().map(|row| row.protocol()).collect();
+        assert_eq!(rows, Protocol::ALL);
+        for &p in Protocol::ALL {
+            assert_eq!(served(p).protocol(), p);
+        }
+    }
+}

@@ -21,8 +21,10 @@ use crate::target::Target;
 
 pub mod line;
 mod outcome;
+mod served;
 pub use line::{relay_line, serve_line, LineProtocol, Unparsed};
 pub use outcome::{client_left, count, log, Outcome};
+pub use served::{Dest, Plain, Served};
 
 /// One client connection as the request path sees it: who is asking, since
 /// when, and until when its request must have arrived.

@@ -7,3 +7,30 @@ pub mod robots;
 pub mod serve;
 pub mod titan;
 pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::fetch::RobotsFetcher;
+use crate::protocol::Protocol;
+use crate::proxy::{Plain, Served};
+use crate::upstream::Upstream;
+
+/// Gemini's row in the table of protocols (`protocols::ALL`).
+pub struct Gemini;
+
+impl Served for Gemini {
+    fn protocol(&self) -> Protocol {
+        Protocol::Gemini
+    }
+
+    fn robots(&self, upstream: &Arc<Upstream>, timeout: Duration) -> Box<dyn RobotsFetcher> {
+        Box::new(robots::GeminiRobots::new(upstream.clone(), timeout))
+    }
+
+    /// A capsule speaks TLS: plain text to a Gemini port takes the drop-in's
+    /// own rule.
+    fn plain(&self) -> Option<&dyn Plain> {
+        None
+    }
+}

@@ -6,3 +6,46 @@
 pub mod robots;
 pub mod serve;
 pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::net::TcpStream;
+
+use crate::context::Context;
+use crate::fetch::RobotsFetcher;
+use crate::metrics::Listener;
+use crate::protocol::Protocol;
+use crate::proxy::{Conn, Dest, Plain, Served};
+use crate::upstream::Upstream;
+
+/// Spartan's row in the table of protocols (`protocols::ALL`).
+pub struct Spartan;
+
+impl Served for Spartan {
+    fn protocol(&self) -> Protocol {
+        Protocol::Spartan
+    }
+
+    fn robots(&self, upstream: &Arc<Upstream>, timeout: Duration) -> Box<dyn RobotsFetcher> {
+        Box::new(robots::SpartanRobots::new(upstream.clone(), timeout))
+    }
+
+    fn plain(&self) -> Option<&dyn Plain> {
+        Some(self)
+    }
+}
+
+impl Plain for Spartan {
+    fn serve_plain<'a>(
+        &self,
+        stream: TcpStream,
+        conn: Conn<'a>,
+        ctx: &'a Context,
+        (host, port): Dest<'a>,
+        listener: Listener,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(serve::serve_line(stream, conn, ctx, (host, port), listener))
+    }
+}
