@@ -43,9 +43,26 @@ pub enum UpstreamError {
     },
 }
 
+/// How an upstream's TLS certificate is trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Gemini's way: any certificate whose key signs the handshake, held to
+    /// the one this host and port showed first (`pins/`).
+    FirstUse,
+    /// The web's way: a chain to the system's roots or `[http] extra_roots`,
+    /// for the name asked (WebPKI).
+    Roots,
+}
+
 /// Everything needed to reach upstreams; shared by all connections.
 pub struct Upstream {
+    /// Gemini's TLS ([`Trust::FirstUse`]).
     connector: TlsConnector,
+    /// The web's TLS ([`Trust::Roots`]), made at its first use: the system's
+    /// roots are read then, not by every proxy that never speaks HTTPS.
+    web: std::sync::OnceLock<Result<TlsConnector, String>>,
+    /// `[http] extra_roots`, trusted beside the system's.
+    extra_roots: Arc<[rustls::pki_types::CertificateDer<'static>]>,
     /// Which addresses and ports may be connected to.
     reach: Reach,
     connect_timeout: Duration,
@@ -77,6 +94,8 @@ impl Upstream {
     pub fn new(reach: Reach, connect_timeout: Duration) -> Result<Upstream, tls::TlsError> {
         Ok(Upstream {
             connector: TlsConnector::from(tls::client_config()?),
+            web: std::sync::OnceLock::new(),
+            extra_roots: Arc::new([]),
             reach,
             connect_timeout,
             mark: None,
@@ -98,6 +117,17 @@ impl Upstream {
     pub fn with_tickets(mut self, tickets: usize) -> Result<Upstream, tls::TlsError> {
         self.connector = TlsConnector::from(tls::upstream_client_config(tickets)?);
         Ok(self)
+    }
+
+    /// Trusts `roots` (`[http] extra_roots`, read by
+    /// [`tls::web::read_roots`]) for the web beside the system's.
+    pub fn with_web_roots(
+        mut self,
+        roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    ) -> Upstream {
+        self.extra_roots = roots.into();
+        self.web = std::sync::OnceLock::new();
+        self
     }
 
     /// Counts every finished upstream handshake in `metrics`.
@@ -266,26 +296,65 @@ impl Upstream {
         port: u16,
         addrs: &[SocketAddr],
     ) -> Result<TlsStream<TcpStream>, UpstreamError> {
+        self.connect_tls(host, port, addrs, Trust::FirstUse).await
+    }
+
+    /// TLS to `host` (SNI; none for an IP literal) at addresses already
+    /// resolved and checked, its certificate trusted as `trust` says.
+    pub async fn connect_tls(
+        &self,
+        host: &str,
+        port: u16,
+        addrs: &[SocketAddr],
+        trust: Trust,
+    ) -> Result<TlsStream<TcpStream>, UpstreamError> {
+        let tls_error = |detail: String| UpstreamError::Tls {
+            host: host.to_string(),
+            detail,
+        };
+        let connector = match trust {
+            Trust::FirstUse => &self.connector,
+            Trust::Roots => self.web_connector().map_err(tls_error)?,
+        };
         let tcp = self.connect_tcp(host, addrs).await?;
-        let name = ServerName::try_from(unbracketed(host).to_string()).map_err(|e| {
-            UpstreamError::Tls {
-                host: host.to_string(),
-                detail: e.to_string(),
-            }
-        })?;
-        let tls = tokio::time::timeout(self.connect_timeout, self.connector.connect(name, tcp))
+        let name = ServerName::try_from(unbracketed(host).to_string())
+            .map_err(|e| tls_error(e.to_string()))?;
+        let tls = tokio::time::timeout(self.connect_timeout, connector.connect(name, tcp))
             .await
             .map_err(|_| UpstreamError::Timeout {
                 what: format!("the TLS handshake with {host}"),
                 after: self.connect_timeout,
             })?
-            .map_err(|e| UpstreamError::Tls {
-                host: host.to_string(),
-                detail: e.to_string(),
-            })?;
+            .map_err(|e| tls_error(e.to_string()))?;
         if let Some(metrics) = &self.metrics {
             metrics.tls_handshake(TlsSide::Upstream, tls.get_ref().1.handshake_kind());
         }
+        match trust {
+            Trust::FirstUse => self.check_pin(host, port, tls).await,
+            Trust::Roots => Ok(tls),
+        }
+    }
+
+    /// The web's connector, made at its first use.
+    fn web_connector(&self) -> Result<&TlsConnector, String> {
+        self.web
+            .get_or_init(|| {
+                tls::web::client_config(&self.extra_roots)
+                    .map(TlsConnector::from)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Trust on first use: the certificate must be the one this host and
+    /// port showed first.
+    async fn check_pin(
+        &self,
+        host: &str,
+        port: u16,
+        tls: TlsStream<TcpStream>,
+    ) -> Result<TlsStream<TcpStream>, UpstreamError> {
         // A resumed session still carries the certificate it was made with.
         let cert = tls
             .get_ref()

@@ -142,6 +142,16 @@ impl RawConfig {
                     .map(|(_, key)| key.display().to_string()),
                 hostnames: Some(config.tls.hostnames.clone()),
             },
+            http: RawHttp {
+                extra_roots: Some(
+                    config
+                        .http
+                        .extra_roots
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect(),
+                ),
+            },
             gopher: RawGopher {
                 public_host: config.gopher_public_host.clone(),
                 public_port: config.gopher_public_port,

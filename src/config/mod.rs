@@ -99,6 +99,8 @@ pub struct Config {
     pub log_level: String,
     pub limits: Limits,
     pub tls: TlsConfig,
+    /// `[http]`: the web's settings.
+    pub http: HttpConfig,
     /// Fleet mode (`[store]`): off unless a URL is set.
     pub store: Option<crate::store::StoreConfig>,
     /// `[admin]`: who may use the admin listener (its token, clients, names).
@@ -154,6 +156,17 @@ pub struct TlsConfig {
     /// Names in a generated certificate.
     pub hostnames: Vec<String>,
 }
+
+/// `[http]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// PEM files of root certificates an HTTPS server may chain to, beside
+    /// the system's (a local CA, a company's).
+    pub extra_roots: Vec<PathBuf>,
+}
+
+/// The most `http.extra_roots` files.
+pub const MAX_EXTRA_ROOTS: usize = 64;
 
 #[cfg(test)]
 mod tests {

@@ -47,6 +47,8 @@ pub struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub tls: RawTls,
+    #[serde(default)]
+    pub http: RawHttp,
 }
 
 /// `[admin]`: who may use the admin listener.
@@ -306,6 +308,14 @@ pub struct RawTls {
     pub key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostnames: Option<Vec<String>>,
+}
+
+/// `[http]`: the web's settings.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_roots: Option<Vec<String>>,
 }
 
 impl RawConfig {

@@ -39,6 +39,7 @@ impl RawConfig {
         let robots = robots(&self)?;
         let limits = limits(&self, flags, &ports)?;
         let tls = tls(&self)?;
+        let http = http(&self)?;
         let politeness = politeness(&self, flags)?;
         let (log_format, log_level) = log(&self, flags)?;
         let metrics_per_host = metrics(&self)?;
@@ -68,6 +69,7 @@ impl RawConfig {
             log_level,
             limits,
             tls,
+            http,
             store,
             admin,
             wall_clock: crate::bots::limits::WallClock::System,
@@ -400,6 +402,28 @@ fn ports(raw: &RawConfig) -> Result<PortTable, ConfigError> {
 }
 
 /// `[tls]`.
+/// `[http]`: the web's extra roots (read, and each checked, when the
+/// upstream is built).
+fn http(raw: &RawConfig) -> Result<super::HttpConfig, ConfigError> {
+    let extra_roots = raw.http.extra_roots.clone().unwrap_or_default();
+    if extra_roots.len() > super::MAX_EXTRA_ROOTS {
+        return Err(invalid(
+            "http.extra_roots",
+            format!(
+                "{} files: at most {}",
+                extra_roots.len(),
+                super::MAX_EXTRA_ROOTS
+            ),
+        ));
+    }
+    if extra_roots.iter().any(|f| f.is_empty()) {
+        return Err(invalid("http.extra_roots", "an empty file name"));
+    }
+    Ok(super::HttpConfig {
+        extra_roots: extra_roots.into_iter().map(PathBuf::from).collect(),
+    })
+}
+
 fn tls(raw: &RawConfig) -> Result<TlsConfig, ConfigError> {
     let tls = TlsConfig {
         cert_and_key: match (raw.tls.cert.clone(), raw.tls.key.clone()) {

@@ -92,8 +92,10 @@ impl Built {
             own: own.iter().map(|(_, addr)| addr).collect(),
         };
         let tickets = tls::sessions::tickets_for(config.politeness.per_host_concurrency);
+        let web_roots = tls::web::read_roots(&config.http.extra_roots)?;
         let upstream = Upstream::new(reach, limits.connect_timeout)?
             .with_tickets(tickets)?
+            .with_web_roots(web_roots)
             .with_mark(limits.upstream_mark)
             .map_err(|source| StartError::Mark {
                 mark: limits.upstream_mark.unwrap_or(0),

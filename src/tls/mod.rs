@@ -6,7 +6,8 @@
 //! Upstream, Gemini trusts on first use and self-signed certificates are normal,
 //! so the verifier accepts any certificate *chain* — but it still verifies the
 //! handshake signatures with the certificate's key, so the peer must hold that
-//! key. Pinning (first use) is done per host and port by `upstream`.
+//! key. Pinning (first use) is done per host and port by `upstream`. The web
+//! verifies as browsers do (`web`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use thiserror::Error;
 mod authority;
 pub mod sessions;
 mod verify;
+pub mod web;
 pub use authority::{Authority, MAX_STORED_LEAVES};
 pub use verify::{ClientCerts, GeminiVerifier};
 

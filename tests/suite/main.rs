@@ -35,3 +35,4 @@ mod socks5;
 mod state_files;
 mod transparent;
 mod upstreams;
+mod web_tls;
