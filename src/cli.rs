@@ -200,6 +200,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub transparent_listen: Option<String>,
 
+    /// Address of the HTTP(S) forward proxy (off unless given), for web
+    /// crawlers: `HTTPS_PROXY=http://ADDR`, with the proxy's CA trusted by
+    /// the client. It ends TLS for any host it is asked to `CONNECT` to.
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
+    pub http_listen: Option<String>,
+
     /// Set this mark (SO_MARK, needs CAP_NET_ADMIN) on every upstream socket, so
     /// the transparent-mode rules let the proxy's own connections pass, e.g. 0x2a.
     #[arg(long, value_name = "N", value_hint = ValueHint::Other)]
@@ -269,6 +275,7 @@ impl RunArgs {
             Listener::Gopher => &self.gopher_listen,
             Listener::Socks5 => &self.socks5_listen,
             Listener::Transparent => &self.transparent_listen,
+            Listener::Http => &self.http_listen,
             Listener::Admin => &self.metrics_listen,
         }
     }

@@ -15,6 +15,8 @@ label_set! {
         Gopher => "gopher",
         Socks5 => "socks5",
         Transparent => "transparent",
+        /// The web's forward proxy (HTTP/1.1, `CONNECT`).
+        Http => "http",
         /// `/metrics`, `/healthz`, the status page and its actions.
         Admin => "metrics",
     }
@@ -87,6 +89,17 @@ impl Listener {
                 needs_linux: Some(
                     "transparent mode needs Linux (netfilter's original destination)",
                 ),
+            },
+            Listener::Http => &Spec {
+                key: "listen.http",
+                flag: "--http-listen",
+                title: "HTTP",
+                page: "http",
+                // Off unless configured: it can end TLS for any host.
+                default_port: None,
+                serves_crawlers: true,
+                drop_in: true,
+                needs_linux: None,
             },
             Listener::Admin => &Spec {
                 key: "listen.metrics",

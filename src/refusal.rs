@@ -195,6 +195,10 @@ pub enum ProxyRule {
     /// (or another): refused rather than relayed as something else.
     #[error("a {protocol} request to port {port}, which [ports] does not list for {protocol}; refused, never relayed as another protocol's request")]
     Unlisted { protocol: &'static str, port: u16 },
+    /// A request that came through this proxy already (its `Via` names
+    /// this proxy): relayed, it would come back again.
+    #[error("this request came through this proxy already (Via names it): a proxy loop")]
+    Loop,
     /// A URL whose scheme is not what `[ports]` says its port speaks
     /// (`gopher://h:300/…` with `spartan = [300]`): sent, it would reach a
     /// server of another protocol, whose error line no robots.txt fetch can

@@ -63,6 +63,12 @@ impl Scheme {
         }
     }
 
+    /// The web's (`http`, `https`): servers share addresses by the thousand
+    /// there (CDNs, hosting), so they are gated by name, not by address.
+    pub fn is_web(self) -> bool {
+        matches!(self, Scheme::Http | Scheme::Https)
+    }
+
     /// The scheme whose robots.txt rules it: its own, but for Titan, whose
     /// uploads go to a Gemini capsule and are ruled by its robots.txt.
     pub fn robots_scheme(self) -> Scheme {

@@ -151,6 +151,7 @@ impl RawConfig {
                         .map(|f| f.display().to_string())
                         .collect(),
                 ),
+                robots_user_agent: Some(config.http.robots_user_agent.clone()),
             },
             gopher: RawGopher {
                 public_host: config.gopher_public_host.clone(),

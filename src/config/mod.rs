@@ -158,11 +158,18 @@ pub struct TlsConfig {
 }
 
 /// `[http]`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpConfig {
     /// PEM files of root certificates an HTTPS server may chain to, beside
     /// the system's (a local CA, a company's).
     pub extra_roots: Vec<PathBuf>,
+    /// The `User-Agent` of the proxy's own robots.txt fetches.
+    pub robots_user_agent: String,
+}
+
+/// `http.robots_user_agent` unless set.
+pub fn default_robots_user_agent() -> String {
+    format!("robots-proxy/{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// The most `http.extra_roots` files.

@@ -129,6 +129,8 @@ pub struct RawListen {
     pub socks5: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transparent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
 }
 
 impl RawListen {
@@ -139,6 +141,7 @@ impl RawListen {
             Listener::Gopher => &self.gopher,
             Listener::Socks5 => &self.socks5,
             Listener::Transparent => &self.transparent,
+            Listener::Http => &self.http,
             Listener::Admin => &self.metrics,
         }
     }
@@ -149,6 +152,7 @@ impl RawListen {
             Listener::Gopher => &mut self.gopher,
             Listener::Socks5 => &mut self.socks5,
             Listener::Transparent => &mut self.transparent,
+            Listener::Http => &mut self.http,
             Listener::Admin => &mut self.metrics,
         }
     }
@@ -316,6 +320,8 @@ pub struct RawTls {
 pub struct RawHttp {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_roots: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub robots_user_agent: Option<String>,
 }
 
 impl RawConfig {

@@ -419,8 +419,22 @@ fn http(raw: &RawConfig) -> Result<super::HttpConfig, ConfigError> {
     if extra_roots.iter().any(|f| f.is_empty()) {
         return Err(invalid("http.extra_roots", "an empty file name"));
     }
+    let robots_user_agent = match &raw.http.robots_user_agent {
+        None => super::default_robots_user_agent(),
+        Some(ua) if ua.trim().is_empty() => {
+            return Err(invalid("http.robots_user_agent", "an empty User-Agent"))
+        }
+        Some(ua) if ua.len() > 256 || ua.chars().any(|c| c.is_control() || !c.is_ascii()) => {
+            return Err(invalid(
+                "http.robots_user_agent",
+                "printable ASCII, at most 256 bytes",
+            ))
+        }
+        Some(ua) => ua.clone(),
+    };
     Ok(super::HttpConfig {
         extra_roots: extra_roots.into_iter().map(PathBuf::from).collect(),
+        robots_user_agent,
     })
 }
 

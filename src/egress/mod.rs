@@ -296,13 +296,15 @@ pub struct PortSet {
     deny: Vec<RangeInclusive<u16>>,
 }
 
-/// The default `limits.upstream_ports`: Gopher's 70, Spartan's 300 and every
-/// unprivileged port (Gemini's 1965, Nex's 1900, Gopher servers on 7070 and
+/// The default `limits.upstream_ports`: Gopher's 70, the web's 80 and 443,
+/// Spartan's 300 and every unprivileged port (Gemini's 1965, Nex's 1900, Gopher servers on 7070 and
 /// the like), except the
 /// well-known line-based and internal services one line could harm.
 pub const DEFAULT_UPSTREAM_PORTS: &[&str] = &[
     "70",
+    "80",  // HTTP
     "300", // Spartan
+    "443", // HTTPS
     "1024-65535",
     "!1080",        // SOCKS
     "!1433-1434",   // Microsoft SQL Server

@@ -121,11 +121,11 @@ fn only_private_ranges_are_private() {
 #[test]
 fn port_sets() {
     let d = PortSet::default_set();
-    for ok in [70, 1965, 7070, 1024, 65535, 8080] {
+    for ok in [70, 80, 443, 1965, 7070, 1024, 65535, 8080, 8443] {
         assert!(d.contains(ok), "{ok}");
     }
     for no in [
-        22, 25, 53, 80, 110, 143, 443, 587, 6379, 11211, 5432, 3306, 2375, 9100, 1,
+        22, 25, 53, 110, 143, 587, 6379, 11211, 5432, 3306, 2375, 9100, 1,
     ] {
         assert!(!d.contains(no), "{no}");
     }

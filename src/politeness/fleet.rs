@@ -120,7 +120,7 @@ fn ask(
 /// No port and no scheme, as in one process: one machine, one gate.
 pub fn fleet_tag(by: GateBy, server: &Server) -> String {
     let lowest = server.addrs.iter().map(|a| a.ip().to_canonical()).min();
-    match (by, lowest) {
+    match (by.for_scheme(server.name.scheme), lowest) {
         (GateBy::Address, Some(ip)) => format!("a/{ip}"),
         _ => format!("h/{}", server.name.host),
     }

@@ -51,6 +51,16 @@ pub enum GateBy {
 }
 
 impl GateBy {
+    /// What gates a server of `scheme`: the web's are gated by host name
+    /// whatever `key` says (both schemes, every port: one site, one
+    /// visitor), the small web's as configured.
+    pub fn for_scheme(self, scheme: crate::target::Scheme) -> GateBy {
+        match scheme.is_web() {
+            true => GateBy::Host,
+            false => self,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             GateBy::Address => "address",
@@ -179,10 +189,10 @@ pub struct SlowDown {
 }
 
 /// The names a server goes by at the gate (`key`): each of its addresses
-/// (IPv4-mapped read as IPv4), or its name when keyed by host or unresolved;
-/// never its port or scheme.
+/// (IPv4-mapped read as IPv4), or its name when keyed by host, unresolved,
+/// or on the web; never its port or scheme.
 pub fn aliases(by: GateBy, server: &Server) -> Vec<Alias> {
-    match by {
+    match by.for_scheme(server.name.scheme) {
         GateBy::Address if !server.addrs.is_empty() => server
             .addrs
             .iter()

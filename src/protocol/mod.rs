@@ -26,6 +26,10 @@ label_set! {
         Gopher => "gopher",
         Spartan => "spartan",
         Nex => "nex",
+        /// The web in plain text (`http://` URLs).
+        Http => "http",
+        /// The web over TLS (`https://` URLs).
+        Https => "https",
     }
 }
 
@@ -80,6 +84,21 @@ impl Protocol {
             Protocol::Gopher => Scheme::Gopher,
             Protocol::Spartan => Scheme::Spartan,
             Protocol::Nex => Scheme::Nex,
+            Protocol::Http => Scheme::Http,
+            Protocol::Https => Scheme::Https,
+        }
+    }
+
+    /// The ports `[ports]` gives it unless set: its scheme's, and for
+    /// HTTPS the usual alternative, 8443, too.
+    pub fn default_ports(self) -> &'static [u16] {
+        match self {
+            Protocol::Gemini => &[1965],
+            Protocol::Gopher => &[70],
+            Protocol::Spartan => &[300],
+            Protocol::Nex => &[1900],
+            Protocol::Http => &[80],
+            Protocol::Https => &[443, 8443],
         }
     }
 
@@ -88,8 +107,8 @@ impl Protocol {
         Protocol::ALL.iter().copied().find(|p| p.as_str() == name)
     }
 
-    /// The protocol a scheme names, if the proxy serves it (it does not serve
-    /// HTTP: `check` reads such URLs, the listeners never take them).
+    /// The protocol a scheme names, if the proxy serves it (Titan's uploads
+    /// are Gemini's, and have no protocol of their own).
     pub fn of(scheme: Scheme) -> Option<Protocol> {
         Protocol::ALL.iter().copied().find(|p| p.scheme() == scheme)
     }
@@ -105,7 +124,9 @@ mod tests {
             assert_eq!(Protocol::of(p.scheme()), Some(p));
             assert_eq!(p.as_str(), p.scheme().as_str());
         }
-        assert_eq!(Protocol::of(Scheme::Http), None);
-        assert_eq!(Protocol::of(Scheme::Https), None);
+        assert_eq!(Protocol::of(Scheme::Titan), None);
+        for &p in Protocol::ALL {
+            assert!(p.default_ports().contains(&p.scheme().default_port()));
+        }
     }
 }

@@ -15,12 +15,13 @@ pub struct PortTable {
 }
 
 impl Default for PortTable {
-    /// Each protocol's own port: Gemini 1965, Gopher 70, Spartan 300, Nex 1900.
+    /// Each protocol's own ports: Gemini 1965, Gopher 70, Spartan 300, Nex
+    /// 1900, HTTP 80, HTTPS 443 and 8443.
     fn default() -> PortTable {
         PortTable {
             ports: Protocol::ALL
                 .iter()
-                .map(|&p| (p, vec![p.scheme().default_port()]))
+                .map(|&p| (p, p.default_ports().to_vec()))
                 .collect(),
         }
     }
@@ -95,8 +96,10 @@ mod tests {
         assert_eq!(t.protocol_of(70), Some(Protocol::Gopher));
         assert_eq!(t.protocol_of(300), Some(Protocol::Spartan));
         assert_eq!(t.protocol_of(1900), Some(Protocol::Nex));
+        assert_eq!(t.protocol_of(80), Some(Protocol::Http));
+        assert_eq!(t.protocol_of(8443), Some(Protocol::Https));
         assert_eq!(t.protocol_of(7070), None);
-        assert_eq!(t.all(), [1965, 70, 300, 1900]);
+        assert_eq!(t.all(), [1965, 70, 300, 1900, 80, 443, 8443]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod gemini;
 pub mod gopher;
+pub mod http;
 pub mod nex;
 pub mod spartan;
 
@@ -16,11 +17,13 @@ use crate::proxy::Served;
 
 /// Every protocol served, in [`Protocol::ALL`]'s order: the table the
 /// robots.txt fetcher by scheme and the drop-in dispatch are derived from.
-pub static ALL: [&dyn Served; 4] = [
+pub static ALL: [&dyn Served; Protocol::ALL.len()] = [
     &gemini::Gemini,
     &gopher::Gopher,
     &spartan::Spartan,
     &nex::Nex,
+    &http::Http,
+    &http::Https,
 ];
 
 /// `protocol`'s row.

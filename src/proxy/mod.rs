@@ -161,6 +161,26 @@ pub async fn admit_while_connected<R: AsyncRead + Unpin>(
     }
 }
 
+/// What the status page learns from an admission: the addresses a host
+/// resolved to (observed here, not inside admission's steps), and its
+/// pictures: when the gate let the request start, against which spacing.
+pub fn noted(ctx: &Context, bot: BotId, admitted: &Result<Admitted, Refused>) {
+    match admitted {
+        Ok(a) => {
+            let bot = ctx.admission.config.bots.get(bot);
+            let reported = bot.limits.mode == crate::bots::limits::Mode::Report;
+            let start = (a.permit.started, a.spacing, reported);
+            ctx.recent
+                .started(&a.server, &bot.name, start, a.permit.behind);
+        }
+        Err(refused) => {
+            if let Some(server) = &refused.server {
+                ctx.recent.resolved(&server.name, &server.addrs);
+            }
+        }
+    }
+}
+
 /// One protocol's two ways to end an admitted request.
 pub trait Answer<S> {
     /// Connects upstream and relays its answer; a refusal only while nothing
@@ -194,23 +214,8 @@ where
     A: Answer<S>,
 {
     let admitted = admit_while_connected(ctx, request, client, hangup).await;
-    // The status page shows the addresses a host resolved to (observed here,
-    // not inside admission's steps), and its pictures: when the gate let the
-    // request start, against which spacing.
-    match &admitted {
-        Some(Ok(a)) => {
-            let bot = ctx.admission.config.bots.get(request.0);
-            let reported = bot.limits.mode == crate::bots::limits::Mode::Report;
-            let start = (a.permit.started, a.spacing, reported);
-            ctx.recent
-                .started(&a.server, &bot.name, start, a.permit.behind);
-        }
-        Some(Err(refused)) => {
-            if let Some(server) = &refused.server {
-                ctx.recent.resolved(&server.name, &server.addrs);
-            }
-        }
-        None => {}
+    if let Some(admitted) = &admitted {
+        noted(ctx, request.0, admitted);
     }
     // The evidence moves into the outcome once the request has ended (not
     // copied before: a second copy would be held across the relay).
@@ -375,7 +380,11 @@ where
     head.extend_from_slice(b"\r\n");
     head.extend_from_slice(arrived);
     let arrived = arrived.len();
-    let mut outcome = Outcome::new(crate::fate::Fate::Relayed, Some(status), String::new());
+    let mut outcome = Outcome::new(
+        crate::fate::Fate::Relayed,
+        Some(status.into()),
+        String::new(),
+    );
     if !matches!(
         tokio::time::timeout(idle, client.write_all(&head)).await,
         Ok(Ok(()))

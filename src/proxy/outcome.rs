@@ -16,7 +16,7 @@ use crate::target::{HostKey, Target};
 pub struct Outcome {
     pub fate: Fate,
     /// Gemini: the status; Gopher: none.
-    pub status: Option<u8>,
+    pub status: Option<u16>,
     pub detail: String,
     pub bytes: u64,
     /// How long the request waited for its host's turn.
@@ -31,7 +31,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn new(fate: Fate, status: Option<u8>, detail: String) -> Outcome {
+    pub fn new(fate: Fate, status: Option<u16>, detail: String) -> Outcome {
         Outcome {
             fate,
             status,

@@ -7,12 +7,12 @@
 //! arm in each.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::net::TcpStream;
 
 use super::Conn;
+use crate::config::Config;
 use crate::context::Context;
 use crate::fetch::RobotsFetcher;
 use crate::metrics::Listener;
@@ -28,8 +28,8 @@ pub trait Served: Sync {
     fn protocol(&self) -> Protocol;
 
     /// Its robots.txt fetcher, connecting through `upstream`, each fetch
-    /// within `timeout`.
-    fn robots(&self, upstream: &Arc<Upstream>, timeout: Duration) -> Box<dyn RobotsFetcher>;
+    /// within `config`'s `robots.fetch_timeout`.
+    fn robots(&self, upstream: &Arc<Upstream>, config: &Config) -> Box<dyn RobotsFetcher>;
 
     /// How a plain-text connection to one of its ports is served; `None`
     /// for a TLS protocol (plain text there takes the drop-in's own rule).
@@ -45,7 +45,7 @@ pub trait Plain: Sync {
         &self,
         stream: TcpStream,
         conn: Conn<'a>,
-        ctx: &'a Context,
+        ctx: &'a Arc<Context>,
         dest: Dest<'a>,
         listener: Listener,
     ) -> BoxFuture<'a, ()>;

@@ -105,7 +105,7 @@ impl Built {
             .with_metrics(metrics.clone());
         let upstream = Arc::new(upstream);
         let fetcher = Arc::new(Polite {
-            inner: ByProtocol::new(&upstream, config.robots.fetch_timeout),
+            inner: ByProtocol::new(&upstream, config),
             gate: politeness.clone(),
             metrics: metrics.clone(),
         });

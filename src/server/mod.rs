@@ -148,6 +148,7 @@ impl Proxy {
                 Listener::Gopher => Kind::Gopher,
                 Listener::Socks5 => Kind::Socks(drop_in()),
                 Listener::Transparent => Kind::Transparent(drop_in(), kernel.clone()),
+                Listener::Http => Kind::Http(drop_in()),
                 Listener::Admin => {
                     let admin = crate::admin::serve(
                         socket,
@@ -331,6 +332,8 @@ enum Kind {
     Gopher,
     Socks(Arc<tls::Authority>),
     Transparent(Arc<tls::Authority>, Kernel),
+    /// The web's forward proxy (its CA ends `CONNECT` tunnels' TLS).
+    Http(Arc<tls::Authority>),
 }
 
 impl Kind {
@@ -340,6 +343,7 @@ impl Kind {
             Kind::Gopher => Listener::Gopher,
             Kind::Socks(_) => Listener::Socks5,
             Kind::Transparent(..) => Listener::Transparent,
+            Kind::Http(_) => Listener::Http,
         }
     }
 
@@ -504,6 +508,10 @@ fn serve(
             let serve = crate::transparent::serve::serve(stream, peer, ctx, (ca, kernel.original));
             tracker.spawn(holding(held, slots::holding_client(slot, serve)))
         }
+        Kind::Http(_ca) => {
+            let serve = crate::protocols::http::serve::serve(stream, peer, ctx);
+            tracker.spawn(holding(held, slots::holding_client(slot, serve)))
+        }
     };
 }
 
@@ -540,6 +548,10 @@ async fn turn_away(
         Kind::Socks(_) => crate::socks5::serve::turn_away(stream, ctx).await,
         Kind::Transparent(..) => {
             crate::transparent::serve::turn_away(stream).await;
+            None
+        }
+        Kind::Http(_) => {
+            crate::protocols::http::serve::turn_away(stream, peer).await;
             None
         }
     }

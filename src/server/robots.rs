@@ -2,8 +2,8 @@
 //! scheme: one cache serves all. Wiring, above the protocols.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use crate::config::Config;
 use crate::fetch::{FetchFuture, FetchOutcome, RobotsFetcher};
 use crate::protocol::Protocol;
 use crate::target::Server;
@@ -17,12 +17,12 @@ pub struct ByProtocol {
 }
 
 impl ByProtocol {
-    /// Each protocol's fetcher, over `upstream`, each fetch within `timeout`.
-    pub fn new(upstream: &Arc<Upstream>, timeout: Duration) -> ByProtocol {
+    /// Each protocol's fetcher, over `upstream`, as `config` says.
+    pub fn new(upstream: &Arc<Upstream>, config: &Config) -> ByProtocol {
         ByProtocol {
             fetchers: crate::protocols::ALL
                 .iter()
-                .map(|row| row.robots(upstream, timeout))
+                .map(|row| row.robots(upstream, config))
                 .collect(),
         }
     }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod small_web;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

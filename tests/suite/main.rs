@@ -35,4 +35,5 @@ mod socks5;
 mod state_files;
 mod transparent;
 mod upstreams;
+mod web;
 mod web_tls;

@@ -9,8 +9,8 @@ pub mod titan;
 pub mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use crate::config::Config;
 use crate::fetch::RobotsFetcher;
 use crate::protocol::Protocol;
 use crate::proxy::{Plain, Served};
@@ -24,8 +24,11 @@ impl Served for Gemini {
         Protocol::Gemini
     }
 
-    fn robots(&self, upstream: &Arc<Upstream>, timeout: Duration) -> Box<dyn RobotsFetcher> {
-        Box::new(robots::GeminiRobots::new(upstream.clone(), timeout))
+    fn robots(&self, upstream: &Arc<Upstream>, config: &Config) -> Box<dyn RobotsFetcher> {
+        Box::new(robots::GeminiRobots::new(
+            upstream.clone(),
+            config.robots.fetch_timeout,
+        ))
     }
 
     /// A capsule speaks TLS: plain text to a Gemini port takes the drop-in's

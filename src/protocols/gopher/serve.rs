@@ -44,7 +44,7 @@ async fn answer_in_spartan<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refu
         .write_all(&crate::protocol::status_line(class, &detail))
         .await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(class), detail)
+    Outcome::new(refusal.fate(), Some(class.into()), detail)
 }
 
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {

@@ -8,11 +8,11 @@ pub mod serve;
 pub mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::net::TcpStream;
 
+use crate::config::Config;
 use crate::context::Context;
 use crate::fetch::RobotsFetcher;
 use crate::metrics::Listener;
@@ -28,8 +28,11 @@ impl Served for Nex {
         Protocol::Nex
     }
 
-    fn robots(&self, upstream: &Arc<Upstream>, timeout: Duration) -> Box<dyn RobotsFetcher> {
-        Box::new(robots::NexRobots::new(upstream.clone(), timeout))
+    fn robots(&self, upstream: &Arc<Upstream>, config: &Config) -> Box<dyn RobotsFetcher> {
+        Box::new(robots::NexRobots::new(
+            upstream.clone(),
+            config.robots.fetch_timeout,
+        ))
     }
 
     fn plain(&self) -> Option<&dyn Plain> {
@@ -42,7 +45,7 @@ impl Plain for Nex {
         &self,
         stream: TcpStream,
         conn: Conn<'a>,
-        ctx: &'a Context,
+        ctx: &'a Arc<Context>,
         (host, port): Dest<'a>,
         listener: Listener,
     ) -> BoxFuture<'a, ()> {

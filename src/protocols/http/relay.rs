@@ -1,0 +1,267 @@
+//! An admitted web request, relayed: one upstream connection per request (a
+//! keep-alive client naming another host never reaches this one's
+//! connection), plain TCP for `http://` and TLS verified against the roots
+//! for `https://`; the request's hop-by-hop headers dropped, `Host` set from
+//! the target, `Via` added; the answer's head within `limits.idle_timeout`,
+//! its body streamed with each frame within it. The politeness slot and the
+//! bot's holds are kept until the body has been relayed.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, Response, StatusCode, Version};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::{Instant, Sleep};
+
+use super::serve::{pseudonym, Body, Finish};
+use super::wire::{self, MAX_HEADERS, MAX_HEADER_BYTES};
+use crate::admission::Admitted;
+use crate::refusal::{Refusal, UpstreamFailure};
+use crate::target::{Resource, Scheme, Target};
+use crate::upstream::Trust;
+
+/// A request for `target` as it goes upstream: origin-form, HTTP/1.1,
+/// without the hops' headers, `Host` naming the target, this hop in `Via`.
+pub fn upstream_request<B>(request: Request<B>, target: &Target) -> Request<B> {
+    let (mut parts, body) = request.into_parts();
+    wire::strip_hop_by_hop(&mut parts.headers);
+    if let Ok(host) = HeaderValue::from_str(&wire::host_header(target)) {
+        parts.headers.insert(header::HOST, host);
+    }
+    wire::add_via(&mut parts.headers, pseudonym());
+    let path = match &target.resource {
+        Resource::Path(p) => p.as_str(),
+        _ => "/",
+    };
+    parts.uri = path
+        .parse()
+        .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+    parts.version = Version::HTTP_11;
+    Request::from_parts(parts, body)
+}
+
+/// Relays `request` to the admitted server: the answer whose body streams
+/// as the client reads it, or a refusal while nothing has been answered.
+pub async fn relay(
+    request: Request<Incoming>,
+    admitted: Admitted,
+    mut finish: Finish,
+) -> Result<Response<Body>, (Refusal, Finish)> {
+    let ctx = finish.ctx.clone();
+    let idle = ctx.admission.config.limits.idle_timeout;
+    let target = finish.target.clone();
+    let connecting = Instant::now();
+    let upstream = &ctx.admission.upstream;
+    let addrs = &admitted.server.addrs;
+    let exchange = async {
+        let sender = match target.scheme {
+            Scheme::Https => {
+                let tls = upstream
+                    .connect_tls(&target.host, target.port, addrs, Trust::Roots)
+                    .await
+                    .map_err(Refusal::from)?;
+                handshake(tls, &target).await?
+            }
+            _ => {
+                let tcp = upstream
+                    .connect_tcp(&target.host, addrs)
+                    .await
+                    .map_err(Refusal::from)?;
+                handshake(tcp, &target).await?
+            }
+        };
+        let (mut sender, connection) = sender;
+        let asked = upstream_request(request, &target);
+        let answer = tokio::time::timeout(idle, sender.send_request(asked)).await;
+        let response = match answer {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                return Err(Refusal::Upstream(UpstreamFailure::Answer {
+                    authority: target.authority(),
+                    why: e.to_string(),
+                }))
+            }
+            Err(_) => {
+                return Err(Refusal::Upstream(UpstreamFailure::Silent {
+                    authority: target.authority(),
+                    after: idle,
+                }))
+            }
+        };
+        Ok((response, connection))
+    };
+    let (response, connection) = match exchange.await {
+        Ok(answered) => answered,
+        Err(refusal) => return Err((refusal, finish)),
+    };
+    ctx.admission
+        .metrics
+        .upstream_first_byte
+        .observe(connecting.elapsed().as_secs_f64());
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        connection.abort();
+        let refusal = Refusal::Upstream(UpstreamFailure::Answer {
+            authority: target.authority(),
+            why: "switched protocols, which was not asked".into(),
+        });
+        return Err((refusal, finish));
+    }
+    let (mut parts, body) = response.into_parts();
+    wire::strip_hop_by_hop(&mut parts.headers);
+    wire::add_via(&mut parts.headers, pseudonym());
+    let mut admitted = admitted;
+    finish.outcome.status = Some(parts.status.as_u16());
+    finish.outcome.waited = admitted.waited;
+    finish.outcome.report = std::mem::take(&mut admitted.report);
+    finish.outcome.robots = admitted.robots.take();
+    let relayed = Relayed {
+        body,
+        idle,
+        timer: Box::pin(tokio::time::sleep(idle)),
+        connecting,
+        connection,
+        finish,
+        _admitted: admitted,
+        ended: false,
+    };
+    Ok(Response::from_parts(
+        parts,
+        Body::Relayed(Box::new(relayed)),
+    ))
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Incoming>;
+
+/// HTTP/1.1 over an upstream connection: the sender, and the connection's
+/// task (aborted when the relay is done with).
+async fn handshake<S>(
+    stream: S,
+    target: &Target,
+) -> Result<(Sender, tokio::task::JoinHandle<()>), Refusal>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = hyper::client::conn::http1::Builder::new();
+    builder
+        .max_buf_size(MAX_HEADER_BYTES.max(64 * 1024))
+        .max_headers(MAX_HEADERS);
+    let (sender, connection) = builder.handshake(TokioIo::new(stream)).await.map_err(|e| {
+        Refusal::Upstream(UpstreamFailure::Answer {
+            authority: target.authority(),
+            why: e.to_string(),
+        })
+    })?;
+    let task = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok((sender, task))
+}
+
+/// The upstream's body on its way to the client, holding what the request
+/// holds (its politeness slot, the bot's holds) until it has ended.
+pub struct Relayed {
+    body: Incoming,
+    idle: Duration,
+    /// When the upstream has been silent for `idle`.
+    timer: Pin<Box<Sleep>>,
+    connecting: Instant,
+    connection: tokio::task::JoinHandle<()>,
+    finish: Finish,
+    /// Its permit and holds, given back when the body is dropped.
+    _admitted: Admitted,
+    ended: bool,
+}
+
+impl Relayed {
+    /// The upstream stopped mid-answer: counted, and the client's
+    /// connection cut (hyper aborts it on a body error) so the client can
+    /// tell the answer is incomplete.
+    fn cut(&mut self, why: String) -> std::io::Error {
+        self.ended = true;
+        let protocol = match self.finish.target.scheme {
+            Scheme::Https => crate::protocol::Protocol::Https,
+            _ => crate::protocol::Protocol::Http,
+        };
+        self.finish.ctx.admission.metrics.truncated(protocol);
+        self.finish.outcome.cut = true;
+        self.finish.outcome.detail = why.clone();
+        self.finish.count();
+        std::io::Error::other(why)
+    }
+
+    fn done(&mut self) {
+        self.ended = true;
+        self.finish
+            .ctx
+            .admission
+            .metrics
+            .upstream_duration
+            .observe(self.connecting.elapsed().as_secs_f64());
+        self.finish.count();
+    }
+}
+
+impl HttpBody for Relayed {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.finish.outcome.bytes += data.len() as u64;
+                }
+                let next = Instant::now() + this.idle;
+                this.timer.as_mut().reset(next);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                let why = format!("upstream failed mid-answer ({e}); the client connection is cut");
+                Poll::Ready(Some(Err(this.cut(why))))
+            }
+            Poll::Ready(None) => {
+                this.done();
+                Poll::Ready(None)
+            }
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let why = format!(
+                        "upstream sent nothing for {:?} mid-answer; the client connection is cut",
+                        this.idle
+                    );
+                    Poll::Ready(Some(Err(this.cut(why))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Relayed {
+    fn drop(&mut self) {
+        self.connection.abort();
+        if !self.ended {
+            self.finish.outcome.detail = "client stopped reading".into();
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! The web's way in: HTTP/1.1 connections (hyper's server, keep-alive),
+//! each request decided on its own. On the HTTP listener a request names an
+//! absolute `http://` or `https://` URL; a connection made for one server
+//! (a drop-in's port 80) carries origin-form requests for that server, and a
+//! `Host` naming another is answered `421`. Each request: its target, its
+//! method, a loop through `Via`; admission (robots.txt, the bot's limits,
+//! the host's turn); the relay ([`super::relay`]) or the refusal's answer
+//! ([`super::wire::answer_for`]); then its count and its log line.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+
+use super::wire::{self, Asked, BadRequest, MAX_HEADERS, MAX_HEADER_BYTES};
+use crate::access::Denied;
+use crate::bots::{BotId, Presented};
+use crate::context::Context;
+use crate::fate::Fate;
+use crate::metrics::Listener;
+use crate::protocol::Protocol;
+use crate::proxy::{count, log, Conn, Outcome};
+use crate::refusal::{Malformed, ProxyRule, Refusal};
+use crate::target::{Scheme, Target};
+
+/// Where a connection's requests go.
+#[derive(Clone, Debug)]
+pub enum Bound {
+    /// Anywhere: each request names its absolute URL (the HTTP listener).
+    Anywhere,
+    /// The one server the connection was made for (a drop-in's port, a
+    /// tunnel): origin-form requests, and a `Host` that names it.
+    To {
+        scheme: Scheme,
+        host: String,
+        port: u16,
+    },
+}
+
+/// This proxy in `Via` and `Proxy-Status`: its name and a random tag per
+/// process, so a request that comes back through it is a loop, while two
+/// proxies in a row are not.
+pub fn pseudonym() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let mut tag = [0u8; 4];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut tag);
+        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        format!("robots-proxy-{tag}")
+    })
+}
+
+/// One connection's requests, as each is served.
+struct Requests {
+    ctx: Arc<Context>,
+    peer: SocketAddr,
+    bound: Bound,
+    /// Picked once per connection: its requests are one bot's.
+    bot: Result<BotId, Denied>,
+}
+
+/// Serves one HTTP/1.1 connection: its requests, one after another, until
+/// the client closes it, an answer closes it, or it idles past
+/// `limits.request_timeout` between requests.
+pub async fn serve_connection<S>(
+    stream: S,
+    conn: Conn<'_>,
+    ctx: &Arc<Context>,
+    (bound, _listener): (Bound, Listener),
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let bot = ctx
+        .admission
+        .config
+        .access
+        .identify(&ctx.admission.config.bots, &conn.client());
+    if let Err(denied) = &bot {
+        ctx.admission.metrics.access_refused(denied);
+    }
+    let requests = Arc::new(Requests {
+        ctx: ctx.clone(),
+        peer: conn.peer,
+        bound,
+        bot,
+    });
+    let service = hyper::service::service_fn(move |request| {
+        let requests = requests.clone();
+        async move { Ok::<_, Infallible>(requests.serve(request).await) }
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(ctx.admission.config.limits.request_timeout)
+        .max_buf_size(MAX_HEADER_BYTES)
+        .max_headers(MAX_HEADERS)
+        .keep_alive(true);
+    if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+        tracing::debug!(peer = %conn.peer, error = %e, "HTTP connection ended");
+    }
+}
+
+/// Serves the HTTP listener's connection from `peer`.
+pub async fn serve(stream: tokio::net::TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
+    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    serve_connection(stream, conn, &ctx, (Bound::Anywhere, Listener::Http)).await
+}
+
+/// Answers a client outside `access.allow_from` on the HTTP listener: `403`
+/// to its first request, nothing read past its header, then closed.
+pub async fn turn_away(stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let service = hyper::service::service_fn(move |_request| async move {
+        let refusal = Refusal::Denied(Denied::Address(peer.ip()));
+        Ok::<_, Infallible>(refused(&refusal, true))
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(10))
+        .max_buf_size(MAX_HEADER_BYTES)
+        .keep_alive(false);
+    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+}
+
+impl Requests {
+    async fn serve(&self, request: Request<Incoming>) -> Response<Body> {
+        let started = Instant::now();
+        let conn = Conn {
+            peer: self.peer,
+            socks5_user: None,
+            cert: Presented::NotTls,
+            started,
+            deadline: started + self.ctx.admission.config.limits.request_timeout,
+        };
+        // A request with a body the proxy does not read ends its connection
+        // once answered: the body is never taken for the next request.
+        let unread_body = has_body(&request);
+        let target = match self.target(&request) {
+            Ok(target) => target,
+            Err(refusal) => {
+                let bot = self.bot.as_ref().ok().copied();
+                return self.refuse(&conn, (bot, None), &refusal, unread_body);
+            }
+        };
+        let bot = match &self.bot {
+            Ok(bot) => *bot,
+            Err(denied) => {
+                let refusal = Refusal::Denied(denied.clone());
+                return self.refuse(&conn, (None, Some(&target)), &refusal, unread_body);
+            }
+        };
+        if let Some(refusal) = self.ahead_of_admission(&request) {
+            return self.refuse(&conn, (Some(bot), Some(&target)), &refusal, unread_body);
+        }
+        let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
+        crate::proxy::noted(&self.ctx, bot, &admitted);
+        match admitted {
+            Ok(admitted) => {
+                let finish = Finish {
+                    ctx: self.ctx.clone(),
+                    conn: (self.peer, started),
+                    bot,
+                    target,
+                    counted: false,
+                    outcome: Outcome::new(Fate::Relayed, None, String::new()),
+                };
+                match super::relay::relay(request, admitted, finish).await {
+                    Ok(response) => response,
+                    Err((refusal, mut finish)) => {
+                        // Counted and logged as it is dropped.
+                        let response = refused(&refusal, unread_body);
+                        finish.outcome.fate = refusal.fate();
+                        finish.outcome.status = Some(response.status().as_u16());
+                        finish.outcome.detail = refusal.detail();
+                        response
+                    }
+                }
+            }
+            Err(mut refused_) => {
+                let response = refused(&refused_.refusal, unread_body);
+                let mut outcome = Outcome::new(
+                    refused_.refusal.fate(),
+                    Some(response.status().as_u16()),
+                    refused_.refusal.detail(),
+                );
+                outcome.robots = refused_.robots.take();
+                self.ended(&conn, (Some(bot), Some(&target)), &outcome);
+                response
+            }
+        }
+    }
+
+    /// The request's canonical target, or why it has none.
+    fn target(&self, request: &Request<Incoming>) -> Result<Target, Refusal> {
+        let malformed = |e: BadRequest| Refusal::Malformed(Malformed::from(e));
+        match &self.bound {
+            Bound::Anywhere => match wire::asked(request.method(), request.uri()) {
+                Ok(Asked::Url(target)) => Ok(target),
+                Ok(Asked::Connect { .. }) => Err(malformed(BadRequest::Upgrade("CONNECT"))),
+                Err(e) => Err(malformed(e)),
+            },
+            Bound::To { scheme, host, port } => {
+                let named = wire::host_named(*scheme, request.uri(), request.headers())
+                    .map_err(malformed)?;
+                if let Some((named, named_port)) = named {
+                    if (named.as_str(), named_port) != (host.as_str(), *port) {
+                        return Err(Refusal::ProxyRule(ProxyRule::OtherHost {
+                            expected: host.clone(),
+                            port: *port,
+                            named: format!("{named}:{named_port}"),
+                        }));
+                    }
+                }
+                wire::on_server(*scheme, (host, *port), request.uri()).map_err(malformed)
+            }
+        }
+    }
+
+    /// What is refused before robots.txt is asked: a protocol switch, a
+    /// request that already came through this proxy.
+    fn ahead_of_admission(&self, request: &Request<Incoming>) -> Option<Refusal> {
+        if request.headers().contains_key(header::UPGRADE) {
+            return Some(Refusal::Malformed(BadRequest::Upgrade("Upgrade").into()));
+        }
+        if wire::looped(request.headers(), pseudonym()) {
+            return Some(Refusal::ProxyRule(ProxyRule::Loop));
+        }
+        None
+    }
+
+    /// Answers a refusal, and counts and logs the request.
+    fn refuse(
+        &self,
+        conn: &Conn,
+        (bot, target): (Option<BotId>, Option<&Target>),
+        refusal: &Refusal,
+        unread_body: bool,
+    ) -> Response<Body> {
+        let response = refused(refusal, unread_body);
+        let outcome = Outcome::new(
+            refusal.fate(),
+            Some(response.status().as_u16()),
+            refusal.detail(),
+        );
+        self.ended(conn, (bot, target), &outcome);
+        response
+    }
+
+    fn ended(
+        &self,
+        conn: &Conn,
+        (bot, target): (Option<BotId>, Option<&Target>),
+        outcome: &Outcome,
+    ) {
+        let protocol = protocol_of(target);
+        count(&self.ctx, protocol, (bot, target), outcome);
+        log(&self.ctx, protocol, conn, (bot, target), outcome);
+    }
+}
+
+/// The `protocol` label of a request: the scheme of the server it reaches.
+fn protocol_of(target: Option<&Target>) -> Protocol {
+    match target.map(|t| t.scheme) {
+        Some(Scheme::Https) => Protocol::Https,
+        _ => Protocol::Http,
+    }
+}
+
+/// Whether a request carries a body (or asks to send one).
+fn has_body<B>(request: &Request<B>) -> bool {
+    let headers = request.headers();
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers.contains_key(header::EXPECT)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// The answer to a refusal: its status, `Proxy-Status`, `Retry-After`
+/// where it says when, and its text; `Connection: close` when the request's
+/// body is left unread.
+pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
+    let answer = wire::answer_for(refusal);
+    let text = refusal.detail();
+    let mut response = Response::new(Body::full(format!("{text}\n")));
+    *response.status_mut() = answer.status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&wire::proxy_status(pseudonym(), answer.error, &text)) {
+        headers.insert("proxy-status", v);
+    }
+    if let Some(secs) = answer.retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if close || answer.status == StatusCode::BAD_REQUEST {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// What ends a relayed request: its count, when its answer has been
+/// streamed, and its log line, when the body is done with (or dropped: the
+/// client went away).
+pub struct Finish {
+    pub ctx: Arc<Context>,
+    /// The client, and when its request began.
+    pub conn: (SocketAddr, Instant),
+    pub bot: BotId,
+    pub target: Target,
+    pub outcome: Outcome,
+    counted: bool,
+}
+
+impl Finish {
+    /// Counts the request, once (before the client sees the end of its
+    /// answer, so metrics read after it include it).
+    pub fn count(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            let protocol = protocol_of(Some(&self.target));
+            count(
+                &self.ctx,
+                protocol,
+                (Some(self.bot), Some(&self.target)),
+                &self.outcome,
+            );
+        }
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        self.count();
+        let (peer, started) = self.conn;
+        let conn = Conn {
+            peer,
+            socks5_user: None,
+            cert: Presented::NotTls,
+            started,
+            deadline: started,
+        };
+        let protocol = protocol_of(Some(&self.target));
+        log(
+            &self.ctx,
+            protocol,
+            &conn,
+            (Some(self.bot), Some(&self.target)),
+            &self.outcome,
+        );
+    }
+}
+
+/// An answer's body: the proxy's own text, or the upstream's, relayed.
+pub enum Body {
+    Full(Option<Bytes>),
+    Relayed(Box<super::relay::Relayed>),
+}
+
+impl Body {
+    pub fn full(text: impl Into<Bytes>) -> Body {
+        Body::Full(Some(text.into()))
+    }
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            Body::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            Body::Relayed(relayed) => Pin::new(relayed.as_mut()).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Body::Full(data) => data.is_none(),
+            Body::Relayed(relayed) => relayed.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Full(Some(data)) => SizeHint::with_exact(data.len() as u64),
+            Body::Full(None) => SizeHint::with_exact(0),
+            Body::Relayed(relayed) => relayed.size_hint(),
+        }
+    }
+}

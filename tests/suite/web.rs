@@ -1,0 +1,265 @@
+//! The web through the HTTP listener, from a crawler's side: what robots.txt
+//! disallows never reaches the origin, however it is spelled or sent, and
+//! the answer says why in its status and `Proxy-Status`.
+
+use std::time::Duration;
+
+use robots_proxy::config::Config;
+use robots_proxy::listener::Listener;
+use robots_proxy::protocols::http::serve::pseudonym;
+
+use crate::common::web::{raw_exchange, WebClient, WebOrigin};
+use crate::common::*;
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private/\nDisallow: /*.bin$\n";
+
+fn web_config() -> Config {
+    let mut config = test_config();
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    config
+}
+
+#[tokio::test]
+async fn an_allowed_page_is_relayed_and_a_disallowed_one_refused_naming_its_rule() {
+    let origin = WebOrigin::site(ROBOTS).await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let page = client.get(&origin.url("/public/a"), &[]).await;
+    assert_eq!((page.status, page.body.as_str()), (200, "page /public/a"));
+    assert!(page.header("via").is_some_and(|v| v.contains(pseudonym())));
+    // The same connection (keep-alive): refused, and still usable.
+    let refused = client.get(&origin.url("/private/b"), &[]).await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(
+        refused.body.contains("Disallow: /private/ (line 2)"),
+        "{}",
+        refused.body
+    );
+    let status = refused.header("proxy-status").unwrap();
+    assert!(status.starts_with(pseudonym()), "{status}");
+    assert!(status.contains("error=http_request_denied"), "{status}");
+    let again = client.get(&origin.url("/public/c"), &[]).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(
+        origin.targets(),
+        ["/robots.txt", "/public/a", "/public/c"],
+        "robots.txt once, never the disallowed page"
+    );
+}
+
+#[tokio::test]
+async fn every_spelling_of_a_disallowed_path_is_refused_and_a_query_is_no_spelling() {
+    let origin = WebOrigin::site(ROBOTS).await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    for path in [
+        "/private/x",
+        "/%70rivate/x",
+        "/PRIVATE/../private/x",
+        "/public/../private/x",
+        "/public/%2e%2e/private/x",
+        "/%2Fprivate/x",
+        "/public/..%2Fprivate/x",
+        "//private/x",
+        "/./private/x",
+        "/data.bin",
+    ] {
+        let answer = client.get(&origin.url(path), &[]).await;
+        assert_eq!(answer.status, 403, "{path}: {answer:?}");
+    }
+    // `$` ends the path: with a query the URL does not end in `.bin`.
+    let answer = client.get(&origin.url("/data.bin?x=1"), &[]).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(origin.targets(), ["/robots.txt", "/data.bin?x=1"]);
+}
+
+#[tokio::test]
+async fn headers_that_stop_at_a_hop_never_reach_the_origin() {
+    let origin = WebOrigin::site("").await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let answer = client
+        .get(
+            &origin.url("/p"),
+            &[
+                ("connection", "keep-alive, x-secret"),
+                ("x-secret", "the client's"),
+                ("proxy-authorization", "Basic dXNlcjpwYXNz"),
+                ("te", "trailers"),
+                ("accept", "text/plain"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, 200);
+    let seen = origin.seen().pop().unwrap();
+    assert_eq!(seen.target, "/p");
+    for name in ["x-secret", "proxy-authorization", "te", "connection"] {
+        assert!(
+            !seen.headers.contains_key(name),
+            "{name} reached the origin"
+        );
+    }
+    assert_eq!(seen.headers.get("accept").unwrap(), "text/plain");
+    assert_eq!(
+        seen.headers.get("host").unwrap().to_str().unwrap(),
+        origin.addr.to_string()
+    );
+    assert!(seen
+        .headers
+        .get("via")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .ends_with(pseudonym()));
+}
+
+#[tokio::test]
+async fn what_the_proxy_cannot_decide_is_refused_before_anything_is_fetched() {
+    let origin = WebOrigin::site(ROBOTS).await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    // A path, as if the proxy were the origin.
+    let origin_form = client
+        .send("GET", "/public/a", &[("host", "127.0.0.1")])
+        .await;
+    assert_eq!(origin_form.map(|a| a.status), Some(400));
+    // A request that came through this proxy already.
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let via = format!("1.1 {}", pseudonym());
+    let looped = client.get(&origin.url("/public/a"), &[("via", &via)]).await;
+    assert_eq!(looped.status, 508);
+    assert!(looped
+        .header("proxy-status")
+        .unwrap()
+        .contains("proxy_loop_detected"));
+    // A protocol switch would carry requests never decided.
+    let upgrade = client
+        .get(
+            &origin.url("/public/a"),
+            &[("upgrade", "websocket"), ("connection", "upgrade")],
+        )
+        .await;
+    assert_eq!(upgrade.status, 400, "{upgrade:?}");
+    // Another scheme.
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let ftp = client
+        .send("GET", &format!("ftp://{}/x", origin.addr), &[])
+        .await;
+    assert_eq!(ftp.map(|a| a.status), Some(400));
+    assert!(origin.targets().is_empty(), "{:?}", origin.targets());
+}
+
+#[tokio::test]
+async fn a_private_address_is_refused_as_the_egress_rules_say() {
+    let origin = WebOrigin::site("").await;
+    let mut config = web_config();
+    config.limits.allow_private_upstreams = false;
+    let proxy = start_proxy(config).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    for url in [
+        origin.url("/x"),
+        format!("http://[::1]:{}/x", origin.addr.port()),
+    ] {
+        let answer = client.get(&url, &[]).await;
+        assert_eq!(answer.status, 403, "{url}: {answer:?}");
+        assert!(answer
+            .header("proxy-status")
+            .unwrap()
+            .contains("destination_ip_prohibited"));
+    }
+    assert!(origin.seen().is_empty());
+}
+
+#[tokio::test]
+async fn robots_txt_answers_decide_as_rfc_9309_says() {
+    // 404: no robots.txt, everything allowed.
+    let missing = WebOrigin::start(|p| match p {
+        "/robots.txt" => (404, vec![], b"no".to_vec()),
+        _ => (200, vec![], b"ok".to_vec()),
+    })
+    .await;
+    // 503: unreachable, everything disallowed until it is fetched again.
+    let failing = WebOrigin::start(|p| match p {
+        "/robots.txt" => (503, vec![("retry-after", "120".into())], b"busy".to_vec()),
+        _ => (200, vec![], b"ok".to_vec()),
+    })
+    .await;
+    // A redirect to another path on the same site is followed.
+    let moved = WebOrigin::start(|p| match p {
+        "/robots.txt" => (301, vec![("location", "/real-robots.txt".into())], vec![]),
+        "/real-robots.txt" => (200, vec![], b"User-agent: *\nDisallow: /\n".to_vec()),
+        _ => (200, vec![], b"ok".to_vec()),
+    })
+    .await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    assert_eq!(client.get(&missing.url("/a"), &[]).await.status, 200);
+    let unreachable = client.get(&failing.url("/a"), &[]).await;
+    assert_eq!(unreachable.status, 503, "{unreachable:?}");
+    assert!(unreachable.header("retry-after").is_some());
+    assert!(unreachable
+        .header("proxy-status")
+        .unwrap()
+        .contains("destination_unavailable"));
+    assert_eq!(failing.targets(), ["/robots.txt"]);
+    assert_eq!(client.get(&moved.url("/a"), &[]).await.status, 403);
+    assert_eq!(moved.targets(), ["/robots.txt", "/real-robots.txt"]);
+}
+
+/// The web is gated per host name: two sites on one address are two
+/// visitors, while one site keeps its Crawl-delay (its robots.txt fetch is
+/// its first start).
+#[tokio::test]
+async fn the_web_is_spaced_per_host_not_per_address() {
+    let origin = WebOrigin::site("User-agent: *\nCrawl-delay: 30\n").await;
+    let mut config = web_config();
+    config.politeness.max_wait = Duration::ZERO;
+    let proxy = start_proxy(config).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let port = origin.addr.port();
+    let held = client.get(&origin.url("/1"), &[]).await;
+    assert_eq!(held.status, 429, "{held:?}");
+    let retry: u64 = held.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry), "{retry}");
+    // `localhost` is 127.0.0.1 too, and another site: its robots.txt is
+    // fetched at once, not held behind the other's 30 s.
+    let other = client.get(&format!("http://localhost:{port}/1"), &[]).await;
+    assert_eq!(other.status, 429, "{other:?}");
+    assert_eq!(origin.targets(), ["/robots.txt", "/robots.txt"]);
+    let (gates, _) = proxy.context().admission.politeness.usage();
+    assert_eq!(gates, 2, "one gate per site");
+}
+
+#[tokio::test]
+async fn smuggling_and_folded_headers_are_refused_and_nothing_behind_them_is_relayed() {
+    let origin = WebOrigin::site(ROBOTS).await;
+    let proxy = start_proxy(web_config()).await;
+    let http = proxy.addr(Listener::Http);
+    let host = origin.addr;
+    // Two lengths: which is the body? Refused, the connection closed.
+    let two_lengths = format!(
+        "POST http://{host}/public/a HTTP/1.1\r\nHost: {host}\r\nContent-Length: 5\r\nContent-Length: 50\r\n\r\nhelloGET http://{host}/private/x HTTP/1.1\r\nHost: {host}\r\n\r\n"
+    );
+    let answer = raw_exchange(http, two_lengths.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // An obsolete line folding hides a header's end.
+    let folded =
+        format!("GET http://{host}/public/a HTTP/1.1\r\nHost: {host}\r\nX-A: 1\r\n X-B: 2\r\n\r\n");
+    let answer = raw_exchange(http, folded.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // A refused request's body is never read as the next request.
+    let behind = format!(
+        "POST http://{host}/private/form HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\n\r\nGET http://{host}/private/y HTTP/1.1\r\nHost: {host}\r\n\r\n",
+        format!("GET http://{host}/private/y HTTP/1.1\r\nHost: {host}\r\n\r\n").len()
+    );
+    let answer = raw_exchange(http, behind.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert_eq!(answer.matches("HTTP/1.1").count(), 1, "{answer}");
+    assert!(
+        origin.targets().iter().all(|t| !t.starts_with("/private")),
+        "{:?}",
+        origin.targets()
+    );
+}
