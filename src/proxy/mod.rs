@@ -22,6 +22,7 @@ use crate::target::Target;
 pub mod line;
 mod outcome;
 mod served;
+pub mod stalled;
 pub use line::{relay_line, serve_line, LineProtocol, Unparsed};
 pub use outcome::{client_left, count, log, Outcome};
 pub use served::{Dest, Plain, Served};

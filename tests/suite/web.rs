@@ -263,3 +263,111 @@ async fn smuggling_and_folded_headers_are_refused_and_nothing_behind_them_is_rel
         origin.targets()
     );
 }
+
+/// A client that hangs up while its request waits for its turn gives its
+/// place back at once: nothing is fetched for nobody.
+#[tokio::test]
+async fn a_client_that_leaves_while_waiting_gives_its_place_back() {
+    let origin = WebOrigin::site("User-agent: *\nCrawl-delay: 30\n").await;
+    let mut config = web_config();
+    config.politeness.max_wait = Duration::from_secs(60);
+    let proxy = start_proxy(config).await;
+    let http = proxy.addr(Listener::Http);
+    let politeness = proxy.context().admission.politeness.clone();
+    let mut waiting = tokio::net::TcpStream::connect(http).await.unwrap();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        origin.url("/1"),
+        origin.addr
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut waiting, request.as_bytes())
+        .await
+        .unwrap();
+    // Its robots.txt fetched, it waits 30 s for its turn.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while politeness.usage().1 == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(waiting);
+    while politeness.usage().1 != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still queued after its client left"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(origin.targets(), ["/robots.txt"]);
+}
+
+#[tokio::test]
+async fn a_header_section_past_its_caps_is_refused() {
+    let origin = WebOrigin::site("").await;
+    let proxy = start_proxy(web_config()).await;
+    let http = proxy.addr(Listener::Http);
+    let host = origin.addr;
+    let many: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let answer = raw_exchange(
+        http,
+        format!("GET http://{host}/a HTTP/1.1\r\nHost: {host}\r\n{many}\r\n").as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    let long = "x".repeat(64 * 1024);
+    let answer = raw_exchange(
+        http,
+        format!("GET http://{host}/a HTTP/1.1\r\nHost: {host}\r\nX-Long: {long}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    assert!(origin.seen().is_empty());
+}
+
+/// A client that stops reading its answer does not keep its host's turn:
+/// after `limits.idle_timeout` without progress the answer is given up, the
+/// slot freed, and the request logged as cut.
+#[tokio::test]
+async fn a_client_that_stops_reading_gives_its_slot_back() {
+    let big = vec![b'x'; 32 << 20];
+    let origin = WebOrigin::start(move |p| match p {
+        "/robots.txt" => (404, vec![], vec![]),
+        _ => (200, vec![], big.clone()),
+    })
+    .await;
+    let proxy = start_proxy(web_config()).await;
+    let http = proxy.addr(Listener::Http);
+    let mut stuck = tokio::net::TcpStream::connect(http).await.unwrap();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        origin.url("/big"),
+        origin.addr
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut stuck, request.as_bytes())
+        .await
+        .unwrap();
+    let server = robots_proxy::target::Server {
+        name: robots_proxy::target::HostKey {
+            scheme: robots_proxy::target::Scheme::Http,
+            host: "127.0.0.1".into(),
+            port: origin.addr.port(),
+        },
+        addrs: vec![origin.addr],
+    };
+    let politeness = proxy.context().admission.politeness.clone();
+    let in_flight = || politeness.peek(&server).map_or(0, |g| g.in_flight);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while in_flight() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never relayed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The client reads nothing more; its connection stays open.
+    while in_flight() != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(stuck);
+}

@@ -27,6 +27,7 @@ use crate::context::Context;
 use crate::fate::Fate;
 use crate::metrics::Listener;
 use crate::protocol::Protocol;
+use crate::proxy::stalled::WriteDeadline;
 use crate::proxy::{count, log, Conn, Outcome};
 use crate::refusal::{Malformed, ProxyRule, Refusal};
 use crate::target::{Scheme, Target};
@@ -102,6 +103,7 @@ pub async fn serve_connection<S>(
         .max_buf_size(MAX_HEADER_BYTES)
         .max_headers(MAX_HEADERS)
         .keep_alive(true);
+    let stream = WriteDeadline::new(stream, ctx.admission.config.limits.idle_timeout);
     if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
         tracing::debug!(peer = %conn.peer, error = %e, "HTTP connection ended");
     }
