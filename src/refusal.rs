@@ -195,6 +195,12 @@ pub enum ProxyRule {
     /// (or another): refused rather than relayed as something else.
     #[error("a {protocol} request to port {port}, which [ports] does not list for {protocol}; refused, never relayed as another protocol's request")]
     Unlisted { protocol: &'static str, port: u16 },
+    /// A web request whose method the bot may not use (`http_methods`).
+    #[error("{method} is not among this bot's http_methods ({})", .allowed.join(", "))]
+    Method {
+        method: String,
+        allowed: Vec<String>,
+    },
     /// A request that came through this proxy already (its `Via` names
     /// this proxy): relayed, it would come back again.
     #[error("this request came through this proxy already (Via names it): a proxy loop")]

@@ -26,6 +26,77 @@ pub struct BotLimits {
     /// Whether its uploads (a Spartan request with data, `titan://`) are
     /// relayed (still decided by robots.txt) or refused (the default).
     pub uploads: bool,
+    /// The web: the `User-Agent` its requests carry, whatever the client
+    /// sent (`None`: its product token), so the server's logs name the
+    /// robots.txt group the proxy decided with.
+    pub user_agent: Option<String>,
+    /// The web: the methods it may use (`http_methods`); others get `405`.
+    pub http_methods: HttpMethods,
+}
+
+/// `http_methods`: the HTTP methods a bot may use, `GET` and `HEAD` unless
+/// set. Tokens, upper case as RFC 9110 writes them; `CONNECT` is how a
+/// tunnel opens, never a method to relay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpMethods(Vec<String>);
+
+/// The most methods one bot may list.
+pub const MAX_HTTP_METHODS: usize = 16;
+
+impl Default for HttpMethods {
+    fn default() -> HttpMethods {
+        HttpMethods(vec!["GET".into(), "HEAD".into()])
+    }
+}
+
+impl HttpMethods {
+    /// The list as written: each a method token (`GET`, `POST`, …), at most
+    /// [`MAX_HTTP_METHODS`], none twice, not `CONNECT`, not empty.
+    pub fn parse(items: &[String]) -> Result<HttpMethods, String> {
+        if items.is_empty() {
+            return Err("no method: a bot needs one (GET) to fetch anything".into());
+        }
+        if items.len() > MAX_HTTP_METHODS {
+            return Err(format!(
+                "{} methods: at most {MAX_HTTP_METHODS}",
+                items.len()
+            ));
+        }
+        let mut methods: Vec<String> = Vec::with_capacity(items.len());
+        for item in items {
+            let token = item.as_str();
+            let is_token = !token.is_empty()
+                && token.len() <= 32
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !is_token {
+                return Err(format!("{token:?} is no HTTP method"));
+            }
+            if token != token.to_ascii_uppercase() {
+                return Err(format!(
+                    "{token:?}: methods are case-sensitive; write {:?}",
+                    token.to_ascii_uppercase()
+                ));
+            }
+            if token == "CONNECT" {
+                return Err("CONNECT opens a tunnel, whose requests are decided one by one; it is no method to allow".into());
+            }
+            if methods.iter().any(|m| m == token) {
+                return Err(format!("{token} is listed twice"));
+            }
+            methods.push(token.to_string());
+        }
+        Ok(HttpMethods(methods))
+    }
+
+    pub fn allows(&self, method: &str) -> bool {
+        self.0.iter().any(|m| m == method)
+    }
+
+    pub fn all(&self) -> &[String] {
+        &self.0
+    }
 }
 
 /// `mode`: what the proxy does with what robots.txt and the bot's limits

@@ -6,7 +6,7 @@ use super::values::{bound, count, duration};
 use super::{invalid, ConfigError, RawConfig};
 use crate::access::Access;
 use crate::addr::Prefix;
-use crate::bots::limits::{BotLimits, DayWindow, Mode, Rate};
+use crate::bots::limits::{BotLimits, DayWindow, HttpMethods, Mode, Rate};
 use crate::bots::{Bot, Bots, Fingerprint};
 use crate::cli::RunArgs;
 use crate::listener::Listens;
@@ -271,6 +271,8 @@ struct LimitKeys {
     quiet_hours: &'static str,
     mode: &'static str,
     content_usage: &'static str,
+    user_agent: &'static str,
+    http_methods: &'static str,
 }
 
 const BOT_KEYS: LimitKeys = LimitKeys {
@@ -281,6 +283,8 @@ const BOT_KEYS: LimitKeys = LimitKeys {
     quiet_hours: "bot.quiet_hours",
     mode: "bot.mode",
     content_usage: "bot.content_usage",
+    user_agent: "bot.user_agent",
+    http_methods: "bot.http_methods",
 };
 
 const BOTS_KEYS: LimitKeys = LimitKeys {
@@ -291,6 +295,8 @@ const BOTS_KEYS: LimitKeys = LimitKeys {
     quiet_hours: "bots.quiet_hours",
     mode: "bots.mode",
     content_usage: "bots.content_usage",
+    user_agent: "bots.user_agent",
+    http_methods: "bots.http_methods",
 };
 
 /// A bot's limits, each within its bound (`values::bound`).
@@ -354,7 +360,28 @@ fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigE
         quiet_hours,
         mode,
         uploads: raw.uploads.unwrap_or(false),
+        user_agent: raw
+            .user_agent
+            .map(|ua| user_agent(ua).map_err(|e| invalid(keys.user_agent, e)))
+            .transpose()?,
+        http_methods: raw
+            .http_methods
+            .map(|m| HttpMethods::parse(m).map_err(|e| invalid(keys.http_methods, e)))
+            .transpose()?
+            .unwrap_or_default(),
     })
+}
+
+/// A bot's `user_agent`: one line of printable ASCII, at most 256 bytes
+/// (what a `User-Agent` header may hold without surprise).
+fn user_agent(ua: &str) -> Result<String, String> {
+    if ua.trim().is_empty() {
+        return Err("an empty User-Agent; leave it unset to send the product token".into());
+    }
+    if ua.len() > 256 || !ua.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return Err("printable ASCII, at most 256 bytes".into());
+    }
+    Ok(ua.to_string())
 }
 
 /// The uses a bot declares (`content_usage`), added to its profile: robots.txt's

@@ -40,6 +40,8 @@ struct LimitKeys {
     mode: Option<String>,
     content_usage: Option<Vec<String>>,
     uploads: Option<bool>,
+    user_agent: Option<String>,
+    http_methods: Option<Vec<String>>,
 }
 
 fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
@@ -53,6 +55,8 @@ fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
         mode: (l.mode != Mode::Enforce).then(|| l.mode.as_str().to_string()),
         content_usage: (!bot.profile.uses().is_empty()).then(|| strings(bot.profile.uses())),
         uploads: l.uploads.then_some(true),
+        user_agent: l.user_agent.clone(),
+        http_methods: Some(l.http_methods.all().to_vec()),
     }
 }
 
@@ -99,6 +103,8 @@ impl RawConfig {
                     mode: l.mode,
                     content_usage: l.content_usage,
                     uploads: l.uploads,
+                    user_agent: l.user_agent,
+                    http_methods: l.http_methods,
                 }
             }),
             bots: bots
@@ -120,6 +126,8 @@ impl RawConfig {
                         mode: l.mode,
                         content_usage: l.content_usage,
                         uploads: l.uploads,
+                        user_agent: l.user_agent,
+                        http_methods: l.http_methods,
                     }
                 })
                 .collect(),

@@ -216,6 +216,10 @@ pub struct RawBot {
     pub content_usage: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uploads: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_methods: Option<Vec<String>>,
 }
 
 /// One `[[bots]]` entry.
@@ -248,6 +252,10 @@ pub struct RawNamedBot {
     pub content_usage: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uploads: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_methods: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -361,6 +369,8 @@ pub struct RawBotLimits<'a> {
     pub mode: Option<&'a str>,
     pub content_usage: Option<&'a [String]>,
     pub uploads: Option<bool>,
+    pub user_agent: Option<&'a str>,
+    pub http_methods: Option<&'a [String]>,
 }
 
 macro_rules! raw_bot_limits {
@@ -376,6 +386,8 @@ macro_rules! raw_bot_limits {
                     mode: self.mode.as_deref(),
                     content_usage: self.content_usage.as_deref(),
                     uploads: self.uploads,
+                    user_agent: self.user_agent.as_deref(),
+                    http_methods: self.http_methods.as_deref(),
                 }
             }
         }

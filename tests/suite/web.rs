@@ -235,7 +235,14 @@ async fn the_web_is_spaced_per_host_not_per_address() {
 #[tokio::test]
 async fn smuggling_and_folded_headers_are_refused_and_nothing_behind_them_is_relayed() {
     let origin = WebOrigin::site(ROBOTS).await;
-    let proxy = start_proxy(web_config()).await;
+    // A bot that may post: its posts are decided by robots.txt.
+    let mut config = test_config_with(
+        "[bot]\nagent = \"formbot\"\nhttp_methods = [\"GET\", \"HEAD\", \"POST\"]\n",
+    );
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    let proxy = start_proxy(config).await;
     let http = proxy.addr(Listener::Http);
     let host = origin.addr;
     // Two lengths: which is the body? Refused, the connection closed.
@@ -370,4 +377,86 @@ async fn a_client_that_stops_reading_gives_its_slot_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     drop(stuck);
+}
+
+#[tokio::test]
+async fn a_method_the_bot_may_not_use_is_405_with_the_ones_it_may() {
+    let origin = WebOrigin::site("").await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"] {
+        let answer = client
+            .send(method, &origin.url("/form"), &[])
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 405, "{method}: {answer:?}");
+        assert_eq!(answer.header("allow"), Some("GET, HEAD"));
+    }
+    let head = client
+        .send("HEAD", &origin.url("/page"), &[])
+        .await
+        .unwrap();
+    assert_eq!(head.status, 200);
+    assert!(
+        origin
+            .seen()
+            .iter()
+            .all(|s| s.method == "GET" || s.method == "HEAD"),
+        "{:?}",
+        origin.seen()
+    );
+    // A bot allowed to post has its posts decided and relayed.
+    let mut config =
+        test_config_with("[bot]\nagent = \"formbot\"\nhttp_methods = [\"GET\", \"POST\"]\n");
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    let proxy = start_proxy(config).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let post = client
+        .send("POST", &origin.url("/form"), &[])
+        .await
+        .unwrap();
+    assert_eq!(post.status, 200);
+    assert_eq!(origin.seen().last().unwrap().method, "POST");
+}
+
+/// The server's logs name the bot robots.txt was read for, whatever the
+/// client claims to be.
+#[tokio::test]
+async fn the_bot_s_user_agent_replaces_the_client_s() {
+    let origin = WebOrigin::site("").await;
+    let cases = [
+        (
+            "[bot]\nagent = \"examplebot\"\nuser_agent = \"examplebot/1.0 (+https://example.org/bot)\"\n",
+            "examplebot/1.0 (+https://example.org/bot)",
+        ),
+        ("[bot]\nagent = \"examplebot\"\n", "examplebot"),
+    ];
+    for (toml, sent) in cases {
+        let mut config = test_config_with(toml);
+        config
+            .listen
+            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+        let proxy = start_proxy(config).await;
+        let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+        let answer = client
+            .get(
+                &origin.url("/p"),
+                &[("user-agent", "Mozilla/5.0 (innocent browser)")],
+            )
+            .await;
+        assert_eq!(answer.status, 200);
+        let seen = origin.seen().pop().unwrap();
+        assert_eq!(seen.headers.get("user-agent").unwrap(), sent);
+    }
+    // The proxy's own robots.txt fetch names the proxy.
+    let robots = origin
+        .seen()
+        .into_iter()
+        .find(|s| s.target == "/robots.txt")
+        .unwrap();
+    let ua = robots.headers.get("user-agent").unwrap().to_str().unwrap();
+    assert!(ua.starts_with("robots-proxy/"), "{ua}");
+    assert_eq!(robots.headers.get("accept-encoding").unwrap(), "identity");
 }

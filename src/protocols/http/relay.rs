@@ -21,15 +21,25 @@ use tokio::time::{Instant, Sleep};
 use super::serve::{pseudonym, Body, Finish};
 use super::wire::{self, MAX_HEADERS, MAX_HEADER_BYTES};
 use crate::admission::Admitted;
+use crate::bots::Bot;
 use crate::refusal::{Refusal, UpstreamFailure};
 use crate::target::{Resource, Scheme, Target};
 use crate::upstream::Trust;
 
 /// A request for `target` as it goes upstream: origin-form, HTTP/1.1,
-/// without the hops' headers, `Host` naming the target, this hop in `Via`.
-pub fn upstream_request<B>(request: Request<B>, target: &Target) -> Request<B> {
+/// without the hops' headers, `Host` naming the target, this hop in `Via`,
+/// and the bot's `User-Agent` (`user_agent`, else its product token; a bot
+/// with neither leaves the client's).
+pub fn upstream_request<B>(request: Request<B>, target: &Target, bot: &Bot) -> Request<B> {
     let (mut parts, body) = request.into_parts();
     wire::strip_hop_by_hop(&mut parts.headers);
+    let user_agent = match &bot.limits.user_agent {
+        Some(ua) => Some(ua.as_str()),
+        None => Some(bot.profile.token()).filter(|t| !t.is_empty()),
+    };
+    if let Some(ua) = user_agent.and_then(|ua| HeaderValue::from_str(ua).ok()) {
+        parts.headers.insert(header::USER_AGENT, ua);
+    }
     if let Ok(host) = HeaderValue::from_str(&wire::host_header(target)) {
         parts.headers.insert(header::HOST, host);
     }
@@ -76,7 +86,8 @@ pub async fn relay(
             }
         };
         let (mut sender, connection) = sender;
-        let asked = upstream_request(request, &target);
+        let bot = ctx.admission.config.bots.get(finish.bot);
+        let asked = upstream_request(request, &target, bot);
         let answer = tokio::time::timeout(idle, sender.send_request(asked)).await;
         let response = match answer {
             Ok(Ok(response)) => response,

@@ -157,7 +157,7 @@ impl Requests {
                 return self.refuse(&conn, (None, Some(&target)), &refusal, unread_body);
             }
         };
-        if let Some(refusal) = self.ahead_of_admission(&request) {
+        if let Some(refusal) = self.ahead_of_admission(&request, bot) {
             return self.refuse(&conn, (Some(bot), Some(&target)), &refusal, unread_body);
         }
         let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
@@ -226,7 +226,14 @@ impl Requests {
 
     /// What is refused before robots.txt is asked: a protocol switch, a
     /// request that already came through this proxy.
-    fn ahead_of_admission(&self, request: &Request<Incoming>) -> Option<Refusal> {
+    fn ahead_of_admission(&self, request: &Request<Incoming>, bot: BotId) -> Option<Refusal> {
+        let methods = &self.ctx.admission.config.bots.get(bot).limits.http_methods;
+        if !methods.allows(request.method().as_str()) {
+            return Some(Refusal::ProxyRule(ProxyRule::Method {
+                method: request.method().to_string(),
+                allowed: methods.all().to_vec(),
+            }));
+        }
         if request.headers().contains_key(header::UPGRADE) {
             return Some(Refusal::Malformed(BadRequest::Upgrade("Upgrade").into()));
         }
@@ -299,6 +306,11 @@ pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
     );
     if let Ok(v) = HeaderValue::from_str(&wire::proxy_status(pseudonym(), answer.error, &text)) {
         headers.insert("proxy-status", v);
+    }
+    if let Refusal::ProxyRule(ProxyRule::Method { allowed, .. }) = refusal {
+        if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {
+            headers.insert(header::ALLOW, v);
+        }
     }
     if let Some(secs) = answer.retry_after {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));

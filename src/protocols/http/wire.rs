@@ -232,6 +232,9 @@ pub fn answer_for(refusal: &Refusal) -> Answer {
         Refusal::ProxyRule(ProxyRule::OtherHost { .. }) => {
             (S::MISDIRECTED_REQUEST, "http_request_denied")
         }
+        Refusal::ProxyRule(ProxyRule::Method { .. }) => {
+            (S::METHOD_NOT_ALLOWED, "http_request_denied")
+        }
         // 508: the loop is the proxy's to report, not the client's mistake.
         Refusal::ProxyRule(ProxyRule::Loop) => (S::LOOP_DETECTED, "proxy_loop_detected"),
         Refusal::ProxyRule(_) => (S::FORBIDDEN, "http_request_denied"),
