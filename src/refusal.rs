@@ -317,6 +317,9 @@ pub enum Busy {
     ShuttingDown,
     /// One of the bot's own limits (`[bot]`, `[[bots]]`) holds it longer.
     Limit(BotLimit),
+    /// The client had its minute's share of new web certificates
+    /// (`CONNECT` to hosts it had none for).
+    Certificates,
 }
 
 /// A bot's limit that holds a request, as its answer names it.
@@ -390,6 +393,9 @@ impl fmt::Display for SlowDown {
             Busy::StoreDown => f.write_str(" (the fleet's store does not answer)"),
             Busy::ShuttingDown => f.write_str(" (the proxy is shutting down)"),
             Busy::Limit(limit) => write!(f, " ({limit})"),
+            Busy::Certificates => {
+                f.write_str(" (this client had its minute's share of new certificates for CONNECT)")
+            }
         }
     }
 }

@@ -16,6 +16,11 @@ use std::sync::{Arc, Mutex};
 pub struct ClientKey(IpAddr);
 
 impl ClientKey {
+    /// The client's address as it is counted: its IPv4, or its IPv6 /64.
+    pub fn ip(self) -> IpAddr {
+        self.0
+    }
+
     pub fn of(ip: IpAddr) -> ClientKey {
         match crate::addr::unmapped(ip) {
             IpAddr::V6(v6) => {

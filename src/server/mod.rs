@@ -508,8 +508,8 @@ fn serve(
             let serve = crate::transparent::serve::serve(stream, peer, ctx, (ca, kernel.original));
             tracker.spawn(holding(held, slots::holding_client(slot, serve)))
         }
-        Kind::Http(_ca) => {
-            let serve = crate::protocols::http::serve::serve(stream, peer, ctx);
+        Kind::Http(ca) => {
+            let serve = crate::protocols::http::serve::serve(stream, peer, ctx, ca);
             tracker.spawn(holding(held, slots::holding_client(slot, serve)))
         }
     };

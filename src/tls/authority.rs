@@ -31,6 +31,8 @@ pub struct Authority {
     provider: Arc<CryptoProvider>,
     /// One ticketer for every drop-in connection, so a crawler can resume.
     ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    /// The web's leaves: in memory, one key, bounded per client.
+    web: super::leaves::WebLeaves,
 }
 
 /// Drop-in certificates kept on disk at most (about 1.5 KiB each); past this,
@@ -90,6 +92,7 @@ impl Authority {
             store,
             stored: stored.into(),
             issued: moka::sync::Cache::new(10_000),
+            web: super::leaves::WebLeaves::new(&provider())?,
             provider: provider(),
             ticketer: super::ticketer()?,
         })
@@ -184,6 +187,43 @@ impl Authority {
             .with_cert_resolver(Arc::new(resolver));
         super::resumption(&mut config, &self.ticketer);
         Ok(Arc::new(config))
+    }
+}
+
+impl Authority {
+    /// A TLS server config for one web tunnel (`CONNECT host:port`, by
+    /// `client`): the web leaf for `host` whatever the SNI says (a request
+    /// on a tunnel whose SNI names another host is answered `421`), and
+    /// `http/1.1` the only protocol offered (a client offering only `h2` is
+    /// refused in the handshake). The leaf is issued now, so a client past
+    /// its rate is answered before the tunnel opens.
+    pub fn web_server_config(
+        &self,
+        host: &str,
+        client: std::net::IpAddr,
+    ) -> Result<Arc<ServerConfig>, super::leaves::LeafError> {
+        let leaf = self.web.leaf(host, client, (&self.cert, &self.key))?;
+        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(TlsError::from)?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(OneLeaf(leaf)));
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        super::resumption(&mut config, &self.ticketer);
+        Ok(Arc::new(config))
+    }
+}
+
+/// One web tunnel's leaf, whatever the client asks.
+#[derive(Debug)]
+struct OneLeaf(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for OneLeaf {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
     }
 }
 

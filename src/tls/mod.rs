@@ -19,6 +19,7 @@ use rustls::{ClientConfig, ServerConfig};
 use thiserror::Error;
 
 mod authority;
+pub mod leaves;
 pub mod sessions;
 mod verify;
 pub mod web;

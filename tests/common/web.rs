@@ -38,6 +38,21 @@ impl WebOrigin {
     where
         F: Fn(&str) -> Page + Send + Sync + 'static,
     {
+        WebOrigin::serve(handler, None).await
+    }
+
+    /// [`WebOrigin::start`] over TLS, showing `tls`'s certificate.
+    pub async fn start_tls<F>(handler: F, tls: tokio_rustls::TlsAcceptor) -> WebOrigin
+    where
+        F: Fn(&str) -> Page + Send + Sync + 'static,
+    {
+        WebOrigin::serve(handler, Some(tls)).await
+    }
+
+    async fn serve<F>(handler: F, tls: Option<tokio_rustls::TlsAcceptor>) -> WebOrigin
+    where
+        F: Fn(&str) -> Page + Send + Sync + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -46,6 +61,7 @@ impl WebOrigin {
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 let (handler, log) = (handler.clone(), log.clone());
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(
                         move |request: Request<hyper::body::Incoming>| {
@@ -72,9 +88,17 @@ impl WebOrigin {
                             }
                         },
                     );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tcp), service)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        Some(tls) => {
+                            if let Ok(tls) = tls.accept(tcp).await {
+                                let _ = http.serve_connection(TokioIo::new(tls), service).await;
+                            }
+                        }
+                        None => {
+                            let _ = http.serve_connection(TokioIo::new(tcp), service).await;
+                        }
+                    }
                 });
             }
         });
@@ -113,6 +137,108 @@ impl WebOrigin {
     pub fn targets(&self) -> Vec<String> {
         self.seen().into_iter().map(|s| s.target).collect()
     }
+}
+
+/// A CA of a test site's own, and what it signs: the HTTPS origin's
+/// certificate, which the proxy trusts by `[http] extra_roots`.
+pub struct LocalCa {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl LocalCa {
+    pub fn new() -> LocalCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test site CA");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        LocalCa { cert, key }
+    }
+
+    /// Its certificate as a PEM file in `dir`.
+    pub fn pem_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("site-ca.pem");
+        std::fs::write(&path, self.cert.pem()).unwrap();
+        path
+    }
+
+    /// A TLS acceptor showing a certificate for `names`, signed by this CA.
+    pub fn acceptor(&self, names: &[&str]) -> tokio_rustls::TlsAcceptor {
+        let params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let mut config = rustls::ServerConfig::builder_with_provider(robots_proxy::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)
+            .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
+    }
+}
+
+/// `CONNECT host:port` through the proxy, then TLS inside trusting
+/// `trust` (the proxy's CA, as a crawler is told to), offering `alpn`,
+/// naming `sni`: a client on the tunnel, or the first status line when the
+/// proxy refused the tunnel, or the TLS error.
+pub async fn tunnel(
+    proxy: SocketAddr,
+    (host, port): (&str, u16),
+    tls: std::sync::Arc<rustls::ClientConfig>,
+    sni: &str,
+) -> Result<WebClient, String> {
+    let mut tcp = TcpStream::connect(proxy).await.unwrap();
+    let ask = format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n");
+    tcp.write_all(ask.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tcp.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return Err(format!("closed after {:?}", String::from_utf8_lossy(&head))),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(head);
+    }
+    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();
+    let tls = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(WebClient { sender })
+}
+
+/// A client config trusting `ca_pem` alone (the proxy's CA file), offering
+/// `alpn`.
+pub fn trusting(ca_pem: &std::path::Path, alpn: &[&[u8]]) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_pem).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(robots_proxy::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    std::sync::Arc::new(config)
 }
 
 /// An answer as a client read it.

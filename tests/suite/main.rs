@@ -34,6 +34,7 @@ mod small_web;
 mod socks5;
 mod state_files;
 mod transparent;
+mod tunnels;
 mod upstreams;
 mod web;
 mod web_tls;

@@ -57,19 +57,15 @@ impl Plain for Http {
         conn: Conn<'a>,
         ctx: &'a Arc<Context>,
         (host, port): Dest<'a>,
-        listener: Listener,
+        _: Listener,
     ) -> BoxFuture<'a, ()> {
         let bound = serve::Bound::To {
             scheme: Scheme::Http,
             host: host.to_string(),
             port,
+            sni: None,
         };
-        Box::pin(serve::serve_connection(
-            stream,
-            conn,
-            ctx,
-            (bound, listener),
-        ))
+        Box::pin(serve::serve_connection(stream, conn, ctx, (bound, None)))
     }
 }
 

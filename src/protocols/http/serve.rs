@@ -25,12 +25,15 @@ use crate::access::Denied;
 use crate::bots::{BotId, Presented};
 use crate::context::Context;
 use crate::fate::Fate;
-use crate::metrics::Listener;
+use crate::metrics::TlsSide;
 use crate::protocol::Protocol;
 use crate::proxy::stalled::WriteDeadline;
 use crate::proxy::{count, log, Conn, Outcome};
 use crate::refusal::{Malformed, ProxyRule, Refusal};
+use crate::target::canonical_host;
 use crate::target::{Scheme, Target};
+use crate::tls::leaves::LeafError;
+use crate::tls::Authority;
 
 /// Where a connection's requests go.
 #[derive(Clone, Debug)]
@@ -43,6 +46,9 @@ pub enum Bound {
         scheme: Scheme,
         host: String,
         port: u16,
+        /// A tunnel's TLS server name, when the client sent one: naming
+        /// another host than the tunnel's, its requests are answered `421`.
+        sni: Option<String>,
     },
 }
 
@@ -64,8 +70,14 @@ struct Requests {
     ctx: Arc<Context>,
     peer: SocketAddr,
     bound: Bound,
-    /// Picked once per connection: its requests are one bot's.
+    /// Picked once per connection: its requests are one bot's (a tunnel's
+    /// too).
     bot: Result<BotId, Denied>,
+    /// The CA that ends a tunnel's TLS (the HTTP listener's connections).
+    authority: Option<Arc<Authority>>,
+    /// The tunnel this connection became (`CONNECT`), served to its end
+    /// before the connection lets go of its slot.
+    tunnel: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Serves one HTTP/1.1 connection: its requests, one after another, until
@@ -75,7 +87,7 @@ pub async fn serve_connection<S>(
     stream: S,
     conn: Conn<'_>,
     ctx: &Arc<Context>,
-    (bound, _listener): (Bound, Listener),
+    (bound, authority): (Bound, Option<Arc<Authority>>),
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -92,9 +104,12 @@ pub async fn serve_connection<S>(
         peer: conn.peer,
         bound,
         bot,
+        authority,
+        tunnel: std::sync::Mutex::new(None),
     });
+    let served = requests.clone();
     let service = hyper::service::service_fn(move |request| {
-        let requests = requests.clone();
+        let requests = served.clone();
         async move { Ok::<_, Infallible>(requests.serve(request).await) }
     });
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -104,15 +119,78 @@ pub async fn serve_connection<S>(
         .max_headers(MAX_HEADERS)
         .keep_alive(true);
     let stream = WriteDeadline::new(stream, ctx.admission.config.limits.idle_timeout);
-    if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+    let connection = http.serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = connection.with_upgrades().await {
         tracing::debug!(peer = %conn.peer, error = %e, "HTTP connection ended");
+    }
+    let tunnel = requests
+        .tunnel
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(tunnel) = tunnel {
+        let _ = tunnel.await;
     }
 }
 
-/// Serves the HTTP listener's connection from `peer`.
-pub async fn serve(stream: tokio::net::TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
+/// Serves the HTTP listener's connection from `peer`; `authority` ends its
+/// tunnels' TLS.
+pub async fn serve(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<Context>,
+    authority: Arc<Authority>,
+) {
     let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
-    serve_connection(stream, conn, &ctx, (Bound::Anywhere, Listener::Http)).await
+    serve_connection(stream, conn, &ctx, (Bound::Anywhere, Some(authority))).await
+}
+
+/// A tunnel (`CONNECT host:port`), once its `200` has been sent: its TLS
+/// ended with the web leaf for `host`, then HTTP/1.1 inside, each request
+/// decided as one on the listener is.
+/// (Boxed, and `Send` by its signature: a tunnel serves a connection whose
+/// requests may open a tunnel.)
+fn tunnel(
+    upgrade: hyper::upgrade::OnUpgrade,
+    tls: Arc<rustls::ServerConfig>,
+    ctx: Arc<Context>,
+    peer: SocketAddr,
+    (host, port): (String, u16),
+) -> futures_util::future::BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let Ok(upgraded) = upgrade.await else {
+            return;
+        };
+        let deadline = ctx.admission.config.limits.request_timeout;
+        let accept = tokio_rustls::TlsAcceptor::from(tls).accept(TokioIo::new(upgraded));
+        let tls = match tokio::time::timeout(deadline, accept).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                tracing::info!(%peer, host = %host, error = %e, "CONNECT: the client's TLS failed");
+                return;
+            }
+            Err(_) => {
+                tracing::info!(%peer, host = %host, "CONNECT: no TLS handshake in time");
+                return;
+            }
+        };
+        ctx.admission
+            .metrics
+            .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
+        let sni = tls
+            .get_ref()
+            .1
+            .server_name()
+            .map(|n| canonical_host(n).unwrap_or_else(|_| n.to_string()));
+        let conn = Conn::accepted(peer, deadline);
+        let bound = Bound::To {
+            scheme: Scheme::Https,
+            host,
+            port,
+            sni,
+        };
+        serve_connection(tls, conn, &ctx, (bound, None)).await
+    })
 }
 
 /// Answers a client outside `access.allow_from` on the HTTP listener: `403`
@@ -143,6 +221,9 @@ impl Requests {
         // A request with a body the proxy does not read ends its connection
         // once answered: the body is never taken for the next request.
         let unread_body = has_body(&request);
+        if request.method() == hyper::Method::CONNECT && matches!(self.bound, Bound::Anywhere) {
+            return self.connect(request, &conn).await;
+        }
         let target = match self.target(&request) {
             Ok(target) => target,
             Err(refusal) => {
@@ -207,7 +288,22 @@ impl Requests {
                 Ok(Asked::Connect { .. }) => Err(malformed(BadRequest::Upgrade("CONNECT"))),
                 Err(e) => Err(malformed(e)),
             },
-            Bound::To { scheme, host, port } => {
+            Bound::To {
+                scheme,
+                host,
+                port,
+                sni,
+            } => {
+                if request.method() == hyper::Method::CONNECT {
+                    return Err(malformed(BadRequest::Upgrade("CONNECT inside a tunnel")));
+                }
+                if let Some(sni) = sni.as_ref().filter(|sni| *sni != host) {
+                    return Err(Refusal::ProxyRule(ProxyRule::OtherHost {
+                        expected: host.clone(),
+                        port: *port,
+                        named: format!("{sni} (by TLS server name)"),
+                    }));
+                }
                 let named = wire::host_named(*scheme, request.uri(), request.headers())
                     .map_err(malformed)?;
                 if let Some((named, named_port)) = named {
@@ -222,6 +318,49 @@ impl Requests {
                 wire::on_server(*scheme, (host, *port), request.uri()).map_err(malformed)
             }
         }
+    }
+
+    /// `CONNECT host:port`: refused at once where the proxy would never
+    /// connect (the address rules, the ports), else `200` and the tunnel.
+    async fn connect(&self, mut request: Request<Incoming>, conn: &Conn<'_>) -> Response<Body> {
+        let bot = self.bot.as_ref().ok().copied();
+        let (host, port) = match wire::asked(request.method(), request.uri()) {
+            Ok(Asked::Connect { host, port }) => (host, port),
+            Ok(Asked::Url(_)) => unreachable!("a CONNECT asks for a tunnel"),
+            Err(e) => {
+                let refusal = Refusal::Malformed(e.into());
+                return self.refuse(conn, (bot, None), &refusal, true);
+            }
+        };
+        let target = Target::with_path(Scheme::Https, host.clone(), port, "/")
+            .expect("a canonical host and the root path");
+        let refused = |refusal: Refusal| self.refuse(conn, (bot, Some(&target)), &refusal, true);
+        if let Err(denied) = &self.bot {
+            return refused(Refusal::Denied(denied.clone()));
+        }
+        if let Err(e) = self.ctx.admission.upstream.resolve(&host, port).await {
+            return refused(Refusal::from(e));
+        }
+        let Some(authority) = &self.authority else {
+            return refused(Refusal::Malformed(BadRequest::Upgrade("CONNECT").into()));
+        };
+        let tls = match authority.web_server_config(&host, self.peer.ip()) {
+            Ok(tls) => tls,
+            Err(LeafError::TooMany) => {
+                return refused(Refusal::SlowDown(crate::refusal::SlowDown {
+                    retry_after: std::time::Duration::from_secs(60),
+                    why: crate::refusal::Busy::Certificates,
+                }))
+            }
+            Err(LeafError::Tls(e)) => {
+                tracing::warn!(host = %host, error = %e, "a web certificate could not be issued");
+                return refused(Refusal::Malformed(BadRequest::Upgrade("CONNECT").into()));
+            }
+        };
+        let upgrade = hyper::upgrade::on(&mut request);
+        let tunnel = tunnel(upgrade, tls, self.ctx.clone(), self.peer, (host, port));
+        *self.tunnel.lock().unwrap_or_else(|e| e.into_inner()) = Some(tokio::spawn(tunnel));
+        Response::new(Body::Full(None))
     }
 
     /// What is refused before robots.txt is asked: a protocol switch, a

@@ -244,7 +244,9 @@ pub fn answer_for(refusal: &Refusal) -> Answer {
             Busy::ShuttingDown | Busy::StoreDown => {
                 (S::SERVICE_UNAVAILABLE, "proxy_internal_response")
             }
-            Busy::Turn | Busy::Limit(_) => (S::TOO_MANY_REQUESTS, "http_request_denied"),
+            Busy::Turn | Busy::Limit(_) | Busy::Certificates => {
+                (S::TOO_MANY_REQUESTS, "http_request_denied")
+            }
         },
         Refusal::Upstream(failure) => upstream_answer(failure),
     };
