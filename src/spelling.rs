@@ -200,6 +200,62 @@ pub fn decide_path(policy: &Policy, path: &[u8]) -> Decision {
     }
 }
 
+/// [`decide_path`] for a web path, also as the web's servers read it: a
+/// backslash (`\` or `%5C`) as `/` (IIS, and servers on Windows), and each
+/// segment's `;parameters` dropped (Tomcat and other Java servers read
+/// `/private;jsessionid=1/x` as `/private/x`). The query is left as it is.
+/// (A NUL, which C servers end a path at, is refused before this: a target
+/// with one is malformed.)
+pub fn decide_web_path(policy: &Policy, path: &[u8]) -> Decision {
+    let decided = decide_path(policy, path);
+    if !decided.allowed() {
+        return decided;
+    }
+    let (before, query) = match path.iter().position(|&b| b == b'?') {
+        Some(at) => path.split_at(at),
+        None => (path, &[][..]),
+    };
+    match web_read(before) {
+        None => decided,
+        Some(read) => {
+            let mut read = read;
+            read.extend_from_slice(query);
+            first_refusal(decided, decide_path(policy, &read))
+        }
+    }
+}
+
+/// A web path as servers that take `\` for `/` and drop `;parameters`
+/// read it; `None` when it has neither.
+fn web_read(path: &[u8]) -> Option<Vec<u8>> {
+    let backslash = |w: &[u8]| w[0] == b'%' && w[1] == b'5' && (w[2] | 0x20) == b'c';
+    let has = path.contains(&b'\\') || path.contains(&b';') || path.windows(3).any(backslash);
+    if !has {
+        return None;
+    }
+    let mut out = Vec::with_capacity(path.len());
+    let mut rest = path;
+    let mut in_params = false;
+    while let Some(&b) = rest.first() {
+        let (byte, step) = match b {
+            b'%' if rest.len() >= 3 && backslash(&rest[..3]) => (b'/', 3),
+            b'\\' => (b'/', 1),
+            b => (b, 1),
+        };
+        rest = &rest[step..];
+        match byte {
+            b'/' => {
+                in_params = false;
+                out.push(b'/');
+            }
+            b';' => in_params = true,
+            _ if in_params => {}
+            b => out.push(b),
+        }
+    }
+    Some(out)
+}
+
 /// `path` with each `%2F` (either case) read as `/`, as servers that
 /// percent-decode a path before opening a file read it: `/%2Fprivate/x` and
 /// `/pub/..%2Fprivate/x` reach `/private/x`. Other escapes stay: the canonical

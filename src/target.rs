@@ -255,6 +255,9 @@ impl Target {
         reading: SelectorReading,
     ) -> Result<Decision, TargetError> {
         match &self.resource {
+            Resource::Path(p) if self.scheme.is_web() => {
+                Ok(spelling::decide_web_path(policy, p.as_bytes()))
+            }
             Resource::Path(p) => Ok(spelling::decide_path(policy, p.as_bytes())),
             Resource::Gopher { selector, .. } | Resource::Selector(selector) => {
                 Ok(spelling::decide_selector(policy, selector, reading)?)

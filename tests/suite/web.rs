@@ -65,6 +65,11 @@ async fn every_spelling_of_a_disallowed_path_is_refused_and_a_query_is_no_spelli
         "//private/x",
         "/./private/x",
         "/data.bin",
+        "/public%5C..%5Cprivate/x",
+        "/public%5c..%5cprivate/x",
+        "/private;jsessionid=1/x",
+        "/public/..;/private/x",
+        "/data.bin;v=2",
     ] {
         let answer = client.get(&origin.url(path), &[]).await;
         assert_eq!(answer.status, 403, "{path}: {answer:?}");
@@ -72,6 +77,10 @@ async fn every_spelling_of_a_disallowed_path_is_refused_and_a_query_is_no_spelli
     // `$` ends the path: with a query the URL does not end in `.bin`.
     let answer = client.get(&origin.url("/data.bin?x=1"), &[]).await;
     assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(origin.targets(), ["/robots.txt", "/data.bin?x=1"]);
+    // A NUL, where C servers end a path, is no path at all.
+    let nul = client.get(&origin.url("/data.bin%00.html"), &[]).await;
+    assert_eq!(nul.status, 400, "{nul:?}");
     assert_eq!(origin.targets(), ["/robots.txt", "/data.bin?x=1"]);
 }
 
