@@ -233,3 +233,86 @@ fn google_rfc_required_cases_through_the_check_command() {
     }
     assert_eq!(ran, 128);
 }
+
+/// A case's URL as a client sends it to a proxy: on `origin` (its host
+/// replaced by the origin serving the case's robots.txt), every byte a
+/// request line cannot carry percent-encoded.
+fn on_origin(url: &str, origin: std::net::SocketAddr) -> String {
+    let url = full_url(url);
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("/", |at| &after_scheme[at..]);
+    let mut sent = format!("http://{origin}");
+    for b in path.bytes() {
+        match b {
+            b'!'..=b'~' => sent.push(b as char),
+            b => sent.push_str(&format!("%{b:02X}")),
+        }
+    }
+    sent
+}
+
+/// google/robotstxt's 145 cases through the HTTP listener, as a crawler
+/// meets them: each case's robots.txt served by an origin of its own, its
+/// URL asked for through the proxy by a bot of its agent. Every allow
+/// reaches the origin; every disallow leaves it untouched; and each verdict
+/// is the one the check path gives (so the known differences are the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn google_verdicts_through_the_http_listener() {
+    use crate::common::web::{WebClient, WebOrigin};
+    use robots_proxy::listener::Listener;
+    let all = cases(&GOOGLE);
+    let mut agents: Vec<&str> = all.iter().map(|c| c.agent.as_str()).collect();
+    agents.sort();
+    agents.dedup();
+    let (mut ran, mut skipped) = (0, Vec::new());
+    for agent in agents {
+        // A bot's agent is one product token; the suite's one multi-word
+        // name is a known difference of the check path too.
+        let toml = match agent {
+            "" => "[bot]\n".to_string(),
+            a if robots_proxy::robots::valid_product_token(a) => {
+                format!("[bot]\nagent = \"{a}\"\n")
+            }
+            a => {
+                skipped.push(a.to_string());
+                continue;
+            }
+        };
+        let mut config = crate::common::test_config_with(&toml);
+        config
+            .listen
+            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+        let proxy = crate::common::start_proxy(config).await;
+        let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+        for case in all.iter().filter(|c| c.agent == agent) {
+            let robots: &'static str = Box::leak(case.robots.clone().into_boxed_str());
+            let origin = WebOrigin::site(robots).await;
+            let url = on_origin(&case.url, origin.addr);
+            let policy =
+                RobotsTxt::parse(case.robots.as_bytes()).policy(&BotProfile::new(&case.agent));
+            let expected = decide_target(&policy, &url, SelectorReading::Safe)
+                .unwrap_or_else(|e| panic!("{}: {url}: {e}", case.id))
+                .0
+                .allowed();
+            let answer = match client.send("GET", &url, &[]).await {
+                Some(answer) => answer,
+                None => {
+                    // A refusal that closed the connection: a new one.
+                    client = WebClient::connect(proxy.addr(Listener::Http)).await;
+                    client.send("GET", &url, &[]).await.expect("an answer")
+                }
+            };
+            let reached = origin.targets().iter().any(|t| t != "/robots.txt");
+            assert_eq!(
+                (answer.status == 200, reached),
+                (expected, expected),
+                "{}: {url} (agent {agent:?}): {answer:?}, origin saw {:?}",
+                case.id,
+                origin.targets()
+            );
+            ran += 1;
+        }
+    }
+    assert_eq!(skipped, ["Foo Bar"]);
+    assert_eq!(ran + 1, 145);
+}

@@ -329,7 +329,7 @@ async fn a_header_section_past_its_caps_is_refused() {
     )
     .await;
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
-    let long = "x".repeat(64 * 1024);
+    let long = "x".repeat(2 * robots_proxy::protocols::http::wire::MAX_HEADER_BYTES);
     let answer = raw_exchange(
         http,
         format!("GET http://{host}/a HTTP/1.1\r\nHost: {host}\r\nX-Long: {long}\r\n\r\n")

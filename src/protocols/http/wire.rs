@@ -12,9 +12,10 @@ use crate::target::{canonical_host, Scheme, Target, TargetError};
 use crate::upstream::UpstreamError;
 
 /// The most bytes of a request's header section (request line included):
-/// hyper's read buffer. A longer one is answered `431` and the connection
-/// closed.
-pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// hyper's read buffer, as squid's `request_header_max_size` (a robots.txt
+/// rule may be as long as a 16 KiB URL). A longer one is answered `431` and
+/// the connection closed.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// The most header fields one request may carry.
 pub const MAX_HEADERS: usize = 100;
