@@ -469,3 +469,57 @@ async fn the_bot_s_user_agent_replaces_the_client_s() {
     assert!(ua.starts_with("robots-proxy/"), "{ua}");
     assert_eq!(robots.headers.get("accept-encoding").unwrap(), "identity");
 }
+
+/// A server's `429` or `503` with `Retry-After` holds that server back, for
+/// every bot, however absurd the number: at most `politeness.max_slow_down`.
+#[tokio::test]
+async fn a_servers_retry_after_holds_it_back_at_most_max_slow_down() {
+    let origin = WebOrigin::start(|p| match p {
+        "/robots.txt" => (404, vec![], vec![]),
+        "/busy" => (
+            429,
+            vec![("retry-after", "120".into())],
+            b"slow down".to_vec(),
+        ),
+        "/absurd" => (
+            503,
+            vec![("retry-after", "99999999999999999999999".into())],
+            b"down".to_vec(),
+        ),
+        _ => (200, vec![], b"ok".to_vec()),
+    })
+    .await;
+    let mut config = web_config();
+    config.politeness.max_slow_down = Duration::from_secs(3600);
+    let proxy = start_proxy(config).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    // The server's own answer reaches the client as it was.
+    let busy = client.get(&origin.url("/busy"), &[]).await;
+    assert_eq!((busy.status, busy.body.as_str()), (429, "slow down"));
+    let held = client.get(&origin.url("/page"), &[]).await;
+    assert_eq!(held.status, 429, "{held:?}");
+    let retry: u64 = held.header("retry-after").unwrap().parse().unwrap();
+    assert!((100..=120).contains(&retry), "{retry}");
+    assert!(
+        held.header("proxy-status").is_some(),
+        "the proxy's own answer"
+    );
+    // Another name for the same address is another site: not held.
+    let port = origin.addr.port();
+    let absurd = client
+        .get(&format!("http://localhost:{port}/absurd"), &[])
+        .await;
+    assert_eq!(absurd.status, 503);
+    let capped = client
+        .get(&format!("http://localhost:{port}/page"), &[])
+        .await;
+    assert_eq!(capped.status, 429, "{capped:?}");
+    let retry: u64 = capped.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&retry), "{retry}");
+    assert_eq!(
+        origin.targets().iter().filter(|t| *t == "/page").count(),
+        0,
+        "{:?}",
+        origin.targets()
+    );
+}

@@ -123,6 +123,20 @@ pub async fn relay(
         return Err((refusal, finish));
     }
     let (mut parts, body) = response.into_parts();
+    // The server's own word on its load: `429` or `503` slows this server
+    // down (for its `Retry-After` in seconds, else its spacing doubles),
+    // at most `politeness.max_slow_down`, for every bot and, in a fleet,
+    // every proxy; any other answer ends its back-off.
+    match parts.status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+            let seconds = wire::retry_after(&parts.headers);
+            admitted
+                .permit
+                .slow_down(&admitted.server.name, seconds)
+                .await;
+        }
+        _ => admitted.permit.recovered(&admitted.server.name).await,
+    }
     wire::strip_hop_by_hop(&mut parts.headers);
     wire::add_via(&mut parts.headers, pseudonym());
     let mut admitted = admitted;

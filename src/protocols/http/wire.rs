@@ -208,6 +208,19 @@ pub fn host_header(target: &Target) -> String {
     }
 }
 
+/// A `Retry-After` in seconds (RFC 9110 §10.2.3's delay-seconds). An
+/// HTTP-date, or anything else, says nothing the proxy uses: the server's
+/// spacing doubles instead. Its size is the gate's to cap.
+pub fn retry_after(headers: &HeaderMap) -> Option<std::time::Duration> {
+    let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Digits past what a u64 holds are "not in our lifetime".
+    let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
+    Some(std::time::Duration::from_secs(seconds))
+}
+
 /// How the proxy answers a refusal over HTTP.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Answer {
