@@ -31,6 +31,19 @@ pub enum Denied {
     UnknownCertificate(String),
     /// Nothing picks a bot for it and there is no default bot.
     NoBot,
+    /// A web request without a user and password `[socks5] users` lists
+    /// (`Proxy-Authorization: Basic`), where users are configured: `407`.
+    ProxyAuth,
+}
+
+/// The user of `users` whose name and password these are, every pair
+/// compared in constant time without stopping at a match (SOCKS5's login,
+/// the web's `Proxy-Authorization`).
+pub fn user_of<'u>(users: &'u [(String, String)], name: &[u8], pass: &[u8]) -> Option<&'u String> {
+    users.iter().fold(None, |found, (u, p)| {
+        let same = u.as_bytes().ct_eq(name) & p.as_bytes().ct_eq(pass);
+        found.or(bool::from(same).then_some(u))
+    })
 }
 
 impl fmt::Display for Denied {
@@ -43,6 +56,9 @@ impl fmt::Display for Denied {
             }
             Denied::NoBot => f.write_str(
                 "no bot is configured for this client (no default [bot], and no [[bots]] entry names its SOCKS5 user, certificate or address)",
+            ),
+            Denied::ProxyAuth => f.write_str(
+                "this proxy needs a user and password of [socks5] users (Proxy-Authorization: Basic)",
             ),
         }
     }

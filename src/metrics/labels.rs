@@ -90,6 +90,7 @@ label_set! {
         NoCertificate => "no-certificate",
         UnknownCertificate => "unknown-certificate",
         NoBot => "no-bot",
+        ProxyAuth => "proxy-auth",
     }
 }
 
@@ -100,6 +101,7 @@ impl AccessRefusal {
             Denied::NoCertificate => AccessRefusal::NoCertificate,
             Denied::UnknownCertificate(_) => AccessRefusal::UnknownCertificate,
             Denied::NoBot => AccessRefusal::NoBot,
+            Denied::ProxyAuth => AccessRefusal::ProxyAuth,
         }
     }
 }

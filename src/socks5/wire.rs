@@ -103,12 +103,7 @@ pub async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             let _ = s.write_all(&[1, 1]).await;
             return Err(SocksError::Throttled);
         }
-        // Every pair compared in constant time, without stopping at a match.
-        use subtle::ConstantTimeEq;
-        let found = users.iter().fold(None, |found, (u, p)| {
-            let same = u.as_bytes().ct_eq(&name) & p.as_bytes().ct_eq(&pass);
-            found.or(bool::from(same).then_some(u))
-        });
+        let found = crate::access::user_of(users, &name, &pass);
         let _ = s.write_all(&[1, if found.is_some() { 0 } else { 1 }]).await;
         match found {
             Some(u) => user = Some(u.clone()),

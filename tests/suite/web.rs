@@ -523,3 +523,101 @@ async fn a_servers_retry_after_holds_it_back_at_most_max_slow_down() {
         origin.targets()
     );
 }
+
+const TWO_WEB_BOTS: &str = r#"
+[socks5]
+users = [{ name = "alice", password = "a-pass" }, { name = "bob", password = "b-pass" }]
+
+[bot]
+name = "anon"
+agent = "anonbot"
+
+[[bots]]
+name = "alpha"
+agent = "AlphaBot"
+socks5_users = ["alice"]
+
+[[bots]]
+name = "beta"
+agent = "BetaBot"
+socks5_users = ["bob"]
+"#;
+
+fn basic(user: &str, pass: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+    )
+}
+
+/// With users configured, a web client says who it is by
+/// `Proxy-Authorization: Basic`, which picks its bot (and its robots.txt
+/// group) and never goes upstream; a missing or wrong password is `407`.
+#[tokio::test]
+async fn proxy_authorization_picks_the_bot_and_a_wrong_one_is_407() {
+    let origin =
+        WebOrigin::site("User-agent: AlphaBot\nDisallow: /\n\nUser-agent: *\nAllow: /\n").await;
+    let mut config = test_config_with(TWO_WEB_BOTS);
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    let proxy = start_proxy(config).await;
+    let http = proxy.addr(Listener::Http);
+    let mut client = WebClient::connect(http).await;
+    let none = client.get(&origin.url("/a"), &[]).await;
+    assert_eq!(none.status, 407, "{none:?}");
+    assert_eq!(
+        none.header("proxy-authenticate"),
+        Some("Basic realm=\"robots-proxy\"")
+    );
+    let wrong = client
+        .get(
+            &origin.url("/a"),
+            &[("proxy-authorization", &basic("alice", "b-pass"))],
+        )
+        .await;
+    assert_eq!(wrong.status, 407);
+    // The same connection, the right password: alpha, whom robots.txt shuts out.
+    let alpha = client
+        .get(
+            &origin.url("/a"),
+            &[("proxy-authorization", &basic("alice", "a-pass"))],
+        )
+        .await;
+    assert_eq!(alpha.status, 403, "{alpha:?}");
+    assert!(alpha.body.contains("for alphabot"), "{}", alpha.body);
+    // Its next request is alpha's still, whatever it sends.
+    let still = client.get(&origin.url("/b"), &[]).await;
+    assert_eq!(still.status, 403);
+    let mut beta = WebClient::connect(http).await;
+    let page = beta
+        .get(
+            &origin.url("/a"),
+            &[("proxy-authorization", &basic("bob", "b-pass"))],
+        )
+        .await;
+    assert_eq!(page.status, 200, "{page:?}");
+    let seen = origin.seen().pop().unwrap();
+    assert!(!seen.headers.contains_key("proxy-authorization"));
+    assert_eq!(seen.headers.get("user-agent").unwrap(), "betabot");
+    // Guessing is throttled as SOCKS5 logins are: past the budget even the
+    // right password is not looked at.
+    let mut guesser = WebClient::connect(http).await;
+    for _ in 0..robots_proxy::guesses::BURST {
+        let answer = guesser
+            .get(
+                &origin.url("/a"),
+                &[("proxy-authorization", &basic("bob", "guess"))],
+            )
+            .await;
+        assert_eq!(answer.status, 407);
+    }
+    let right = guesser
+        .get(
+            &origin.url("/a"),
+            &[("proxy-authorization", &basic("bob", "b-pass"))],
+        )
+        .await;
+    assert_eq!(right.status, 407, "throttled: {right:?}");
+}

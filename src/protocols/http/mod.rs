@@ -65,7 +65,12 @@ impl Plain for Http {
             port,
             sni: None,
         };
-        Box::pin(serve::serve_connection(stream, conn, ctx, (bound, None)))
+        Box::pin(serve::serve_connection(
+            stream,
+            conn,
+            ctx,
+            (bound, None, None),
+        ))
     }
 }
 

@@ -70,9 +70,14 @@ struct Requests {
     ctx: Arc<Context>,
     peer: SocketAddr,
     bound: Bound,
-    /// Picked once per connection: its requests are one bot's (a tunnel's
-    /// too).
-    bot: Result<BotId, Denied>,
+    /// Picked at its first request (by its `Proxy-Authorization` where
+    /// `[socks5] users` are configured, else its address) and kept: its
+    /// requests are one bot's, a tunnel's too. A refused pick is not kept:
+    /// the client may send its credentials on the next request.
+    bot: std::sync::OnceLock<BotId>,
+    /// Who the client is, as far as its connection says (its address; the
+    /// SOCKS5 user it logged in as, for a drop-in).
+    socks5_user: Option<String>,
     /// The CA that ends a tunnel's TLS (the HTTP listener's connections).
     authority: Option<Arc<Authority>>,
     /// The tunnel this connection became (`CONNECT`), served to its end
@@ -87,23 +92,20 @@ pub async fn serve_connection<S>(
     stream: S,
     conn: Conn<'_>,
     ctx: &Arc<Context>,
-    (bound, authority): (Bound, Option<Arc<Authority>>),
+    (bound, authority, inherited): (Bound, Option<Arc<Authority>>, Option<BotId>),
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let bot = ctx
-        .admission
-        .config
-        .access
-        .identify(&ctx.admission.config.bots, &conn.client());
-    if let Err(denied) = &bot {
-        ctx.admission.metrics.access_refused(denied);
+    let bot = std::sync::OnceLock::new();
+    if let Some(inherited) = inherited {
+        let _ = bot.set(inherited);
     }
     let requests = Arc::new(Requests {
         ctx: ctx.clone(),
         peer: conn.peer,
         bound,
         bot,
+        socks5_user: conn.socks5_user.map(str::to_string),
         authority,
         tunnel: std::sync::Mutex::new(None),
     });
@@ -142,7 +144,7 @@ pub async fn serve(
     authority: Arc<Authority>,
 ) {
     let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
-    serve_connection(stream, conn, &ctx, (Bound::Anywhere, Some(authority))).await
+    serve_connection(stream, conn, &ctx, (Bound::Anywhere, Some(authority), None)).await
 }
 
 /// A tunnel (`CONNECT host:port`), once its `200` has been sent: its TLS
@@ -153,8 +155,7 @@ pub async fn serve(
 fn tunnel(
     upgrade: hyper::upgrade::OnUpgrade,
     tls: Arc<rustls::ServerConfig>,
-    ctx: Arc<Context>,
-    peer: SocketAddr,
+    (ctx, peer, bot): (Arc<Context>, SocketAddr, BotId),
     (host, port): (String, u16),
 ) -> futures_util::future::BoxFuture<'static, ()> {
     Box::pin(async move {
@@ -189,7 +190,7 @@ fn tunnel(
             port,
             sni,
         };
-        serve_connection(tls, conn, &ctx, (bound, None)).await
+        serve_connection(tls, conn, &ctx, (bound, None, Some(bot))).await
     })
 }
 
@@ -227,14 +228,14 @@ impl Requests {
         let target = match self.target(&request) {
             Ok(target) => target,
             Err(refusal) => {
-                let bot = self.bot.as_ref().ok().copied();
+                let bot = self.bot.get().copied();
                 return self.refuse(&conn, (bot, None), &refusal, unread_body);
             }
         };
-        let bot = match &self.bot {
-            Ok(bot) => *bot,
+        let bot = match self.pick_bot(&request) {
+            Ok(bot) => bot,
             Err(denied) => {
-                let refusal = Refusal::Denied(denied.clone());
+                let refusal = Refusal::Denied(denied);
                 return self.refuse(&conn, (None, Some(&target)), &refusal, unread_body);
             }
         };
@@ -323,7 +324,8 @@ impl Requests {
     /// `CONNECT host:port`: refused at once where the proxy would never
     /// connect (the address rules, the ports), else `200` and the tunnel.
     async fn connect(&self, mut request: Request<Incoming>, conn: &Conn<'_>) -> Response<Body> {
-        let bot = self.bot.as_ref().ok().copied();
+        let picked = self.pick_bot(&request);
+        let bot = picked.as_ref().ok().copied();
         let (host, port) = match wire::asked(request.method(), request.uri()) {
             Ok(Asked::Connect { host, port }) => (host, port),
             Ok(Asked::Url(_)) => unreachable!("a CONNECT asks for a tunnel"),
@@ -335,9 +337,10 @@ impl Requests {
         let target = Target::with_path(Scheme::Https, host.clone(), port, "/")
             .expect("a canonical host and the root path");
         let refused = |refusal: Refusal| self.refuse(conn, (bot, Some(&target)), &refusal, true);
-        if let Err(denied) = &self.bot {
-            return refused(Refusal::Denied(denied.clone()));
-        }
+        let bot = match picked {
+            Ok(bot) => bot,
+            Err(denied) => return refused(Refusal::Denied(denied)),
+        };
         if let Err(e) = self.ctx.admission.upstream.resolve(&host, port).await {
             return refused(Refusal::from(e));
         }
@@ -358,9 +361,65 @@ impl Requests {
             }
         };
         let upgrade = hyper::upgrade::on(&mut request);
-        let tunnel = tunnel(upgrade, tls, self.ctx.clone(), self.peer, (host, port));
+        let tunnel = tunnel(
+            upgrade,
+            tls,
+            (self.ctx.clone(), self.peer, bot),
+            (host, port),
+        );
         *self.tunnel.lock().unwrap_or_else(|e| e.into_inner()) = Some(tokio::spawn(tunnel));
         Response::new(Body::Full(None))
+    }
+
+    /// The connection's bot: kept from its first request, else picked now
+    /// as `access` says, from this request's `Proxy-Authorization` when
+    /// `[socks5] users` are configured (each check throttled as a SOCKS5
+    /// login is), else from the client's address.
+    fn pick_bot<B>(&self, request: &Request<B>) -> Result<BotId, Denied> {
+        if let Some(bot) = self.bot.get() {
+            return Ok(*bot);
+        }
+        let config = &self.ctx.admission.config;
+        let ip = self.peer.ip();
+        let user = match (&self.socks5_user, config.socks5_users.is_empty()) {
+            (Some(user), _) => Some(user.clone()),
+            (None, true) => None,
+            (None, false) => {
+                let denied = |why: &str| {
+                    tracing::info!(client = %self.peer, why, "web client refused: 407");
+                    self.ctx
+                        .admission
+                        .metrics
+                        .access_refused(&Denied::ProxyAuth);
+                    Denied::ProxyAuth
+                };
+                let Some((name, pass)) = wire::basic_credentials(request.headers()) else {
+                    return Err(denied("no Proxy-Authorization: Basic"));
+                };
+                if !self.ctx.guesses.take(ip) {
+                    return Err(denied("too many wrong passwords; throttled"));
+                }
+                match crate::access::user_of(&config.socks5_users, &name, &pass) {
+                    Some(user) => {
+                        self.ctx.guesses.succeeded(ip);
+                        Some(user.clone())
+                    }
+                    None => return Err(denied("a user and password [socks5] users does not list")),
+                }
+            }
+        };
+        let client = crate::bots::Client {
+            addr: ip,
+            socks5_user: user.as_deref(),
+            cert: Presented::NotTls,
+        };
+        match config.access.identify(&config.bots, &client) {
+            Ok(bot) => Ok(*self.bot.get_or_init(|| bot)),
+            Err(denied) => {
+                self.ctx.admission.metrics.access_refused(&denied);
+                Err(denied)
+            }
+        }
     }
 
     /// What is refused before robots.txt is asked: a protocol switch, a
@@ -445,6 +504,12 @@ pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
     );
     if let Ok(v) = HeaderValue::from_str(&wire::proxy_status(pseudonym(), answer.error, &text)) {
         headers.insert("proxy-status", v);
+    }
+    if let Refusal::Denied(Denied::ProxyAuth) = refusal {
+        headers.insert(
+            header::PROXY_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"robots-proxy\""),
+        );
     }
     if let Refusal::ProxyRule(ProxyRule::Method { allowed, .. }) = refusal {
         if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {

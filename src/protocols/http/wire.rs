@@ -221,6 +221,25 @@ pub fn retry_after(headers: &HeaderMap) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_secs(seconds))
 }
 
+/// The user and password of a `Proxy-Authorization: Basic` header.
+pub fn basic_credentials(headers: &HeaderMap) -> Option<(Vec<u8>, Vec<u8>)> {
+    use base64::Engine;
+    let value = headers
+        .get(header::PROXY_AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let colon = decoded.iter().position(|&b| b == b':')?;
+    Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
+}
+
 /// How the proxy answers a refusal over HTTP.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Answer {
@@ -241,6 +260,9 @@ pub fn answer_for(refusal: &Refusal) -> Answer {
     .map(crate::refusal::ceil_secs);
     let (status, error) = match refusal {
         Refusal::Malformed(_) => (S::BAD_REQUEST, "http_request_error"),
+        Refusal::Denied(crate::access::Denied::ProxyAuth) => {
+            (S::PROXY_AUTHENTICATION_REQUIRED, "http_request_denied")
+        }
         Refusal::Denied(_) => (S::FORBIDDEN, "http_request_denied"),
         Refusal::ProxyRule(ProxyRule::Egress { .. }) => (S::FORBIDDEN, "destination_ip_prohibited"),
         Refusal::ProxyRule(ProxyRule::OtherHost { .. }) => {
