@@ -2,9 +2,11 @@
 //! but not what it speaks: SOCKS5 (from `CONNECT`) and the transparent listener
 //! (from the kernel's original destination). docs/architecture.md, "Drop-in mode".
 //! A TLS ClientHello is Gemini, whose TLS the proxy ends with a certificate
-//! from its own CA for the SNI name (else the host); plainly web TLS is
-//! closed. Plain text takes the protocol `[ports]` gives the destination port
-//! (Gopher, Spartan, Nex); to a port the table does not list, it is a Gopher
+//! from its own CA for the SNI name (else the host), unless it is plainly the
+//! web's (HTTP by ALPN, or a `[ports] https` port): then the `https` row
+//! serves it (a web leaf, each request decided). Plain text takes the
+//! protocol `[ports]` gives the destination port (Gopher, Spartan, Nex,
+//! HTTP); to a port the table does not list, it is a Gopher
 //! selector line, unless it reads as a Spartan request line: that is refused,
 //! never relayed as a selector. From there each request takes its protocol's
 //! path.
@@ -88,8 +90,17 @@ pub async fn serve(
         }
     };
     let hello = start.client_hello();
-    let web_port = ctx.admission.config.socks5_https_ports.contains(port);
-    if plainly_web(hello.alpn(), port, web_port) {
+    let web_port = ctx.admission.config.ports.protocol_of(port) == Some(Protocol::Https);
+    let web = plainly_web(hello.alpn(), port, web_port);
+    if let Some(over_tls) = web
+        .then(|| crate::protocols::served(Protocol::Https).over_tls())
+        .flatten()
+    {
+        return over_tls
+            .serve_tls(start, conn, ctx, (authority, (&host, port)))
+            .await;
+    }
+    if web {
         tracing::info!(%peer, host = %host, port, listener = listener.as_str(), "HTTPS; closed (Gemini and Gopher only)");
         ctx.admission.metrics.rejected(listener, Rejection::Https);
         return;

@@ -272,6 +272,20 @@ fn announce(proxy: &Proxy) {
             tracing::warn!("transparent listener without limits.upstream_mark: the firewall rules must exempt the proxy's own connections another way (run it as its own user and catch only the crawler's, --crawler-user)");
         }
     }
+    if let (Some(addr), Some(ca)) = (proxy.listens.get(Listener::Http), &proxy.ca_cert_path) {
+        tracing::info!(
+            http = %addr,
+            ca_certificate = %ca.display(),
+            "HTTP listener: point crawlers' HTTP_PROXY and HTTPS_PROXY at http://{addr}, and have them trust this CA (curl --cacert, REQUESTS_CA_BUNDLE); it ends the TLS of every CONNECT"
+        );
+    }
+    for (key, instead) in &config.deprecated {
+        tracing::warn!(
+            key,
+            instead,
+            "{key} is deprecated: write {instead} instead (read as it for now)"
+        );
+    }
 }
 
 /// SIGHUP alone, as a signal set.

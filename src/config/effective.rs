@@ -196,7 +196,7 @@ impl RawConfig {
                         })
                         .collect(),
                 ),
-                https_ports: Some(config.socks5_https_ports.items()),
+                https_ports: None,
             },
             store: match &config.store {
                 None => RawStore::default(),

@@ -76,8 +76,9 @@ pub struct Config {
     pub listen: Listens,
     /// Username/password pairs (RFC 1929); empty: no authentication.
     pub socks5_users: Vec<(String, String)>,
-    /// TLS through SOCKS5 to these ports is HTTPS, not Gemini: closed at once.
-    pub socks5_https_ports: PortSet,
+    /// Deprecated keys the file set, each with what to write instead
+    /// (warned at start).
+    pub deprecated: Vec<(&'static str, &'static str)>,
     /// `[ports]`: the protocol each destination port speaks (SOCKS5, transparent).
     pub ports: crate::protocol::PortTable,
     /// Host and port rewritten Gopher menus point at; `None`: the listener's own.

@@ -30,7 +30,7 @@ impl RawConfig {
         // Section by section, in the file's order: the first error reported is
         // the first in the file.
         let listen = listen(&self, flags)?;
-        let (socks5_users, socks5_https_ports) = socks5(&self)?;
+        let socks5_users = socks5(&self)?;
         let ports = ports(&self)?;
         let (gopher_public_host, gopher_public_port, selector_reading) =
             gopher(&self, listen.get(Listener::Gopher))?;
@@ -55,7 +55,10 @@ impl RawConfig {
             state_dir_origin,
             listen,
             socks5_users,
-            socks5_https_ports,
+            deprecated: match self.socks5.https_ports {
+                Some(_) => vec![("socks5.https_ports", "[ports] https")],
+                None => Vec::new(),
+            },
             ports,
             gopher_public_host,
             gopher_public_port,
@@ -144,12 +147,8 @@ fn admin(raw: &RawConfig, listen: &Listens) -> Result<AdminAccess, ConfigError> 
     Ok(admin)
 }
 
-/// `[socks5]`: users (RFC 1929) and the ports whose TLS is HTTPS.
-fn socks5(raw: &RawConfig) -> Result<(Vec<(String, String)>, PortSet), ConfigError> {
-    let socks5_https_ports = match &raw.socks5.https_ports {
-        None => PortSet::parse(&["443", "8443"]).expect("the default parses"),
-        Some(items) => PortSet::parse(items).map_err(|e| invalid("socks5.https_ports", e))?,
-    };
+/// `[socks5]`: users (RFC 1929).
+fn socks5(raw: &RawConfig) -> Result<Vec<(String, String)>, ConfigError> {
     let mut socks5_users = Vec::new();
     for user in raw.socks5.users.clone().unwrap_or_default() {
         if user.name.is_empty() || user.name.len() > 255 || user.password.len() > 255 {
@@ -160,7 +159,36 @@ fn socks5(raw: &RawConfig) -> Result<(Vec<(String, String)>, PortSet), ConfigErr
         }
         socks5_users.push((user.name, user.password));
     }
-    Ok((socks5_users, socks5_https_ports))
+    Ok(socks5_users)
+}
+
+/// `socks5.https_ports`, which said which ports' TLS is HTTPS before the
+/// web was served: read as `[ports] https` (a list of ports, no ranges
+/// to exclude, at most as many as a protocol may list), unless that is set.
+fn deprecated_https_ports(raw: &RawConfig) -> Result<Option<Vec<u16>>, ConfigError> {
+    let Some(items) = &raw.socks5.https_ports else {
+        return Ok(None);
+    };
+    if raw.ports.contains_key("https") {
+        return Err(invalid(
+            "socks5.https_ports",
+            "[ports] https is set too; socks5.https_ports is deprecated: remove it",
+        ));
+    }
+    let set = PortSet::parse(items).map_err(|e| invalid("socks5.https_ports", e))?;
+    let ports: Vec<u16> = (1..=u16::MAX)
+        .filter(|&p| set.contains(p))
+        .take(crate::protocol::ports::MAX_PER_PROTOCOL + 1)
+        .collect();
+    if ports.len() > crate::protocol::ports::MAX_PER_PROTOCOL
+        || items.iter().any(|i| i.starts_with('!'))
+    {
+        return Err(invalid(
+            "socks5.https_ports",
+            "deprecated, and read as [ports] https: a list of at most 64 ports; write [ports] https instead",
+        ));
+    }
+    Ok(Some(ports))
 }
 
 /// `[gopher]`: where rewritten menus point, and how selectors are read.
@@ -376,6 +404,7 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
 /// are cleared first, so moving a port from one protocol to another does not
 /// depend on the keys' order); a key that names no protocol is an error.
 fn ports(raw: &RawConfig) -> Result<PortTable, ConfigError> {
+    let https = deprecated_https_ports(raw)?;
     let given = raw
         .ports
         .iter()
@@ -394,14 +423,19 @@ fn ports(raw: &RawConfig) -> Result<PortTable, ConfigError> {
         .iter()
         .try_fold(PortTable::default(), |t, (p, _, _)| t.with(*p, &[]));
     let cleared = cleared.map_err(|e| invalid("ports", e))?;
-    given.iter().try_fold(cleared, |table, (p, name, list)| {
+    let table = given.iter().try_fold(cleared, |table, (p, name, list)| {
         table
             .with(*p, list)
             .map_err(|e| invalid("ports", format!("{name}: {e}")))
-    })
+    })?;
+    match https {
+        Some(list) => table
+            .with(Protocol::Https, &list)
+            .map_err(|e| invalid("socks5.https_ports", e)),
+        None => Ok(table),
+    }
 }
 
-/// `[tls]`.
 /// `[http]`: the web's extra roots (read, and each checked, when the
 /// upstream is built).
 fn http(raw: &RawConfig) -> Result<super::HttpConfig, ConfigError> {
@@ -438,6 +472,7 @@ fn http(raw: &RawConfig) -> Result<super::HttpConfig, ConfigError> {
     })
 }
 
+/// `[tls]`.
 fn tls(raw: &RawConfig) -> Result<TlsConfig, ConfigError> {
     let tls = TlsConfig {
         cert_and_key: match (raw.tls.cert.clone(), raw.tls.key.clone()) {

@@ -25,7 +25,7 @@ mod served;
 pub mod stalled;
 pub use line::{relay_line, serve_line, LineProtocol, Unparsed};
 pub use outcome::{client_left, count, log, Outcome};
-pub use served::{Dest, Plain, Served};
+pub use served::{Dest, OverTls, Plain, Served};
 
 /// One client connection as the request path sees it: who is asking, since
 /// when, and until when its request must have arrived.

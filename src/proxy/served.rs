@@ -17,6 +17,7 @@ use crate::context::Context;
 use crate::fetch::RobotsFetcher;
 use crate::metrics::Listener;
 use crate::protocol::Protocol;
+use crate::tls::Authority;
 use crate::upstream::Upstream;
 
 /// Where a drop-in connection was headed: its canonical host and port.
@@ -34,6 +35,26 @@ pub trait Served: Sync {
     /// How a plain-text connection to one of its ports is served; `None`
     /// for a TLS protocol (plain text there takes the drop-in's own rule).
     fn plain(&self) -> Option<&dyn Plain>;
+
+    /// How a drop-in connection whose TLS is plainly this protocol's (by
+    /// ALPN or port) is served; `None` where the drop-in's own rule serves
+    /// TLS (Gemini's, the default) or the protocol has no TLS.
+    fn over_tls(&self) -> Option<&dyn OverTls> {
+        None
+    }
+}
+
+/// A protocol whose drop-in connections are TLS the proxy ends itself.
+pub trait OverTls: Sync {
+    /// Ends the client's TLS (`start`: its ClientHello read) with a
+    /// certificate of `authority` for `dest`, then serves the connection.
+    fn serve_tls<'a>(
+        &self,
+        start: tokio_rustls::StartHandshake<TcpStream>,
+        conn: Conn<'a>,
+        ctx: &'a Arc<Context>,
+        to: (&'a Arc<Authority>, Dest<'a>),
+    ) -> BoxFuture<'a, ()>;
 }
 
 /// A protocol spoken in plain text on its ports.

@@ -235,12 +235,14 @@ async fn socks5_connect_to_an_ipv6_address() {
     server.abort();
 }
 
-/// Web clients sent through the SOCKS5 drop-in are closed at once, with
-/// nothing sent upstream: an HTTP request line, TLS offering only HTTP by ALPN,
-/// TLS to a port of `socks5.https_ports`. The Gopher listener closes on an
-/// HTTP request line too.
+/// Web clients sent through the SOCKS5 drop-in to a port that is not the
+/// web's: an HTTP request line is closed at once, with nothing sent
+/// upstream (the Gopher listener closes on one too); TLS offering only HTTP
+/// by ALPN, or to a `[ports] https` port, is the web's: its TLS is ended and
+/// each request decided (one for another host than the connection's: `421`,
+/// nothing fetched).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn web_clients_through_socks5_are_closed_at_once() {
+async fn web_clients_through_socks5_are_closed_or_decided() {
     let origin = GopherOrigin::start(|_| Reply::Bytes(b"page\r\n".to_vec())).await;
     let proxy = start_proxy(test_config()).await;
     let socks = proxy.addr(Listener::Socks5);
@@ -273,16 +275,20 @@ async fn web_clients_through_socks5_are_closed_at_once() {
         let mut config = (*robots_proxy::tls::client_config().unwrap()).clone();
         config.alpn_protocols = alpn;
         let connector = TlsConnector::from(Arc::new(config));
-        let handshake = tokio::time::timeout(
+        let mut tls = tokio::time::timeout(
             quick,
             connector.connect(ServerName::try_from("localhost").unwrap(), s),
         )
         .await
-        .expect("closed at once");
-        assert!(
-            handshake.is_err(),
-            "port {port}: the TLS handshake is not completed"
-        );
+        .expect("answered at once")
+        .unwrap_or_else(|e| panic!("port {port}: the web's TLS is ended: {e}"));
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(quick, tls.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 421"), "port {port}: {answer}");
     }
     assert!(origin.all().is_empty(), "{:?}", origin.all());
 
@@ -303,7 +309,7 @@ async fn web_clients_through_socks5_are_closed_at_once() {
     };
     assert_eq!(count("socks5", "http"), Some(1.0));
     assert_eq!(count("gopher", "http"), Some(1.0));
-    assert_eq!(count("socks5", "https"), Some(2.0));
+    assert_eq!(count("socks5", "https"), Some(0.0));
 }
 
 /// A client that reads its answer, closes and connects again at once, with

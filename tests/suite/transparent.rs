@@ -174,9 +174,11 @@ async fn gemini_clients_that_know_no_proxy_get_the_sni_names_certificate() {
 }
 
 /// Whatever reaches the listener without a redirect, or would loop back into
-/// the proxy, or is neither Gemini nor Gopher, is closed at once and counted.
+/// the proxy, or is an HTTP request line to a port that is not the web's, is
+/// closed at once and counted; TLS that is plainly the web's is ended and
+/// its requests decided.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn loops_strays_and_web_traffic_are_closed_at_once() {
+async fn loops_strays_and_web_traffic_are_closed_or_decided() {
     let origin = hole(
         Reply::Bytes(b"User-agent: *\nDisallow:\n".to_vec()),
         Reply::Bytes(b"iok\r\n.\r\n".to_vec()),
@@ -209,15 +211,23 @@ async fn loops_strays_and_web_traffic_are_closed_at_once() {
     assert!(closed_at_once(s, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await);
     assert_eq!(rejected(&proxy, "http").await, 1.0);
 
-    // HTTPS: a client that offers only HTTP by ALPN to a port other than 1965.
+    // HTTPS: a client that offers only HTTP by ALPN to a port other than
+    // 1965 is the web's: its TLS ended, its request decided (for another
+    // host than the one it connected to: 421, nothing fetched).
     let tcp = TcpStream::connect(listener).await.unwrap();
     let mut config = robots_proxy::tls::client_config().unwrap().as_ref().clone();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let handshake = tokio_rustls::TlsConnector::from(Arc::new(config))
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await;
-    assert!(handshake.is_err(), "HTTPS got a TLS handshake");
-    assert_eq!(rejected(&proxy, "https").await, 1.0);
+        .await
+        .expect("the web's TLS is ended");
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
     assert!(
         origin.all().is_empty(),
         "nothing reached the server: {:?}",

@@ -17,6 +17,17 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private/\n";
 /// An HTTPS site on 127.0.0.1 with its own CA, and a proxy that trusts that
 /// CA (`extra_roots`) and listens for the web.
 async fn https_site(robots: &'static str) -> (WebOrigin, Proxy) {
+    let (origin, ca) = https_origin(robots).await;
+    let mut config: Config = test_config();
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
+    (origin, start_proxy(config).await)
+}
+
+/// An HTTPS origin for 127.0.0.1 and localhost, and the CA it chains to.
+async fn https_origin(robots: &'static str) -> (WebOrigin, LocalCa) {
     let ca = LocalCa::new();
     let origin = WebOrigin::start_tls(
         move |path| match path {
@@ -26,12 +37,7 @@ async fn https_site(robots: &'static str) -> (WebOrigin, Proxy) {
         ca.acceptor(&["127.0.0.1", "localhost"]),
     )
     .await;
-    let mut config: Config = test_config();
-    config
-        .listen
-        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
-    config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
-    (origin, start_proxy(config).await)
+    (origin, ca)
 }
 
 fn proxy_ca(proxy: &Proxy) -> std::path::PathBuf {
@@ -225,4 +231,58 @@ async fn peer_leaf(http: std::net::SocketAddr, port: u16, proxy: &Proxy) -> Vec<
         .await
         .unwrap();
     stream.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// The web through SOCKS5, by port: plain text to a `[ports] http` port is
+/// HTTP, TLS that offers HTTP by ALPN is HTTPS with the proxy's leaf; each
+/// request decided for the server the client connected to.
+#[tokio::test]
+async fn the_web_through_socks5_is_decided_request_by_request() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let plain = WebOrigin::site(ROBOTS).await;
+    let (secure, ca) = https_origin(ROBOTS).await;
+    let mut config = test_config_with(&format!(
+        "[bot]\nagent = \"examplebot\"\n[ports]\nhttp = [{}]\n",
+        plain.addr.port()
+    ));
+    config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
+    let proxy = start_proxy(config).await;
+    let socks = proxy.addr(Listener::Socks5);
+    // Plain HTTP to the http port.
+    for (path, status) in [("/public/a", "200"), ("/private/b", "403")] {
+        let (mut s, code) = socks_connect(socks, "127.0.0.1", plain.addr.port(), None).await;
+        assert_eq!(code, 0);
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            plain.addr
+        );
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{path}: {answer}"
+        );
+    }
+    assert_eq!(plain.targets(), ["/robots.txt", "/public/a"]);
+    // HTTPS by ALPN, to a port no table lists: the leaf names the host the
+    // client asked for by SNI, and the proxy's CA is what the client trusts.
+    let (s, code) = socks_connect(socks, "127.0.0.1", secure.addr.port(), None).await;
+    assert_eq!(code, 0);
+    let tls = trusting(&proxy_ca(&proxy), &[b"http/1.1"]);
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, s)
+        .await
+        .expect("the proxy's leaf for localhost");
+    let request = format!(
+        "GET /private/x HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n",
+        secure.addr.port()
+    );
+    tls.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
 }

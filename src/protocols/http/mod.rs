@@ -19,7 +19,7 @@ use crate::context::Context;
 use crate::fetch::RobotsFetcher;
 use crate::metrics::Listener;
 use crate::protocol::Protocol;
-use crate::proxy::{Conn, Dest, Plain, Served};
+use crate::proxy::{Conn, Dest, OverTls, Plain, Served};
 use crate::target::Scheme;
 use crate::upstream::Upstream;
 
@@ -89,5 +89,31 @@ impl Served for Https {
     /// TLS: plain text to an HTTPS port takes the drop-in's own rule.
     fn plain(&self) -> Option<&dyn Plain> {
         None
+    }
+
+    fn over_tls(&self) -> Option<&dyn OverTls> {
+        Some(self)
+    }
+}
+
+impl OverTls for Https {
+    /// TLS to a web server through SOCKS5 or the transparent listener
+    /// (HTTP by ALPN, or a port `[ports] https` lists): ended with the web
+    /// leaf for the host the client connected to, its requests for that
+    /// host, each decided.
+    fn serve_tls<'a>(
+        &self,
+        start: tokio_rustls::StartHandshake<TcpStream>,
+        conn: Conn<'a>,
+        ctx: &'a Arc<Context>,
+        (authority, (host, port)): (&'a Arc<crate::tls::Authority>, Dest<'a>),
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(serve::serve_dropin_tls(
+            start,
+            conn,
+            ctx,
+            authority,
+            (host, port),
+        ))
     }
 }

@@ -147,6 +147,56 @@ pub async fn serve(
     serve_connection(stream, conn, &ctx, (Bound::Anywhere, Some(authority), None)).await
 }
 
+/// A drop-in's TLS connection that is plainly the web's (SOCKS5, the
+/// transparent listener): ended with the web leaf for `host`, then served
+/// as a tunnel's, its bot picked as the connection says (its SOCKS5 user,
+/// its address).
+pub async fn serve_dropin_tls(
+    start: tokio_rustls::StartHandshake<tokio::net::TcpStream>,
+    conn: Conn<'_>,
+    ctx: &Arc<Context>,
+    authority: &Arc<Authority>,
+    (host, port): (&str, u16),
+) {
+    let peer = conn.peer;
+    // A client that connected by address names the host by SNI (it
+    // resolved the name itself): that host is what it asks for, and what
+    // its certificate must name.
+    let sni = start
+        .client_hello()
+        .server_name()
+        .map(|n| canonical_host(n).unwrap_or_else(|_| n.to_string()));
+    let (host, sni) = match (sni, crate::addr::ip_literal(host).is_some()) {
+        (Some(named), true) => (named, None),
+        (sni, _) => (host.to_string(), sni),
+    };
+    let tls = match authority.web_server_config(&host, peer.ip()) {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::info!(%peer, host = %host, error = %e, "HTTPS drop-in: no certificate; closed");
+            return;
+        }
+    };
+    let accept = start.into_stream(tls);
+    let tls = match tokio::time::timeout_at(conn.deadline, accept).await {
+        Ok(Ok(tls)) => tls,
+        _ => {
+            tracing::debug!(%peer, host = %host, "HTTPS drop-in: the client's TLS failed");
+            return;
+        }
+    };
+    ctx.admission
+        .metrics
+        .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
+    let bound = Bound::To {
+        scheme: Scheme::Https,
+        host,
+        port,
+        sni,
+    };
+    serve_connection(tls, conn, ctx, (bound, None, None)).await
+}
+
 /// A tunnel (`CONNECT host:port`), once its `200` has been sent: its TLS
 /// ended with the web leaf for `host`, then HTTP/1.1 inside, each request
 /// decided as one on the listener is.
