@@ -431,7 +431,7 @@ impl Reach {
         match self.ports.contains(port) {
             true => Ok(()),
             false => Err(format!(
-                "port {port} is not among limits.upstream_ports (well-known services other than the small web's are refused)"
+                "port {port} is not among limits.upstream_ports (well-known services other than the web's and the small web's are refused)"
             )),
         }
     }
