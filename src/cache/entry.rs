@@ -106,6 +106,9 @@ pub struct Entry {
     pub(super) good: Option<Good>,
     /// The set of bots `rules` was compiled for (see [`super::RobotsCache::reconfigure`]).
     pub(super) generation: u64,
+    /// Whose robots.txt: a web server's names a bot by its token alone (the
+    /// Gemini virtual agents are the small web's).
+    pub(super) scheme: crate::target::Scheme,
 }
 
 /// What moka keeps per entry besides the key and the value: its hash-table
@@ -129,7 +132,10 @@ impl Entry {
         let rules = match &self.rules {
             Rules::Found { stale, .. } => match &self.good {
                 Some((robots, ..)) => Rules::Found {
-                    policies: bots.iter().map(|b| robots.policy(b)).collect(),
+                    policies: bots
+                        .iter()
+                        .map(|b| robots.policy(&b.for_scheme(self.scheme)))
+                        .collect(),
                     stale: stale.clone(),
                 },
                 // A found robots.txt always keeps its body; this cannot happen.
@@ -147,6 +153,7 @@ impl Entry {
             fresh_until: self.fresh_until,
             good: self.good.clone(),
             generation,
+            scheme: self.scheme,
         }
     }
 
@@ -269,6 +276,7 @@ pub(super) fn store_down() -> Entry {
         fresh_until: Instant::now(),
         good: None,
         generation: 0,
+        scheme: crate::target::Scheme::Gemini,
     }
 }
 

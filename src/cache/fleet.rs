@@ -47,7 +47,9 @@ impl Fleet {
         let turn = store.robots_or_turn(&tag, s.lock_hold, deadline).await;
         let local_good = miss.previous.and_then(|p| p.good.clone());
         match turn {
-            Ok(RobotsTurn::Fresh(stored)) => s.entry_from_stored(stored, local_good),
+            Ok(RobotsTurn::Fresh(stored)) => {
+                s.entry_from_stored(stored, (local_good, miss.server.name.scheme))
+            }
             Ok(RobotsTurn::Fetch { lock, stored }) => {
                 let good = newest(local_good, stored.and_then(|st| s.good_from(st.good)));
                 let outcome = self.here.fetch_outcome(&miss).await;
@@ -57,7 +59,11 @@ impl Fleet {
                     return store_down();
                 }
                 let _ = lock.write(&s.record(&outcome)).await;
-                s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
+                s.entry_at(
+                    (outcome, miss.server.name.scheme),
+                    (Instant::now(), s.config.ttl),
+                    good,
+                )
             }
             Err(_) if store.refuses() => store_down(),
             Err(_) => self.here.fetch(&miss).await,
@@ -114,7 +120,11 @@ impl Settings {
     }
 
     /// The entry for what another proxy fetched.
-    fn entry_from_stored(&self, stored: Stored, local_good: Option<Good>) -> Entry {
+    fn entry_from_stored(
+        &self,
+        stored: Stored,
+        (local_good, scheme): (Option<Good>, crate::target::Scheme),
+    ) -> Entry {
         let fetched_ago = stored.good.as_ref().map(|(_, age)| *age);
         let outcome = match stored.kind {
             Kind::Found => match &stored.good {
@@ -131,6 +141,6 @@ impl Settings {
             .and_then(|age| Instant::now().checked_sub(age))
             .unwrap_or_else(Instant::now);
         let good = newest(local_good, self.good_from(stored.good));
-        self.entry_at(outcome, (fetched, stored.fresh_for), good)
+        self.entry_at((outcome, scheme), (fetched, stored.fresh_for), good)
     }
 }

@@ -81,7 +81,11 @@ impl Local {
         let s = miss.settings;
         let outcome = self.fetch_outcome(miss).await;
         let good = miss.previous.and_then(|p| p.good.clone());
-        s.entry_at(outcome, (Instant::now(), s.config.ttl), good)
+        s.entry_at(
+            (outcome, miss.server.name.scheme),
+            (Instant::now(), s.config.ttl),
+            good,
+        )
     }
 
     /// The outcome of this process's fetch, counted.
@@ -141,7 +145,7 @@ impl Settings {
     /// the last good robots.txt known, for stale-if-error.
     fn entry_at(
         &self,
-        outcome: FetchOutcome,
+        (outcome, scheme): (FetchOutcome, crate::target::Scheme),
         (fetched, fresh_for): (Instant, Duration),
         good: Option<Good>,
     ) -> Entry {
@@ -152,12 +156,13 @@ impl Settings {
                 let good = entry::good(body, fetched);
                 Entry {
                     rules: Rules::Found {
-                        policies: self.policies(&good.0),
+                        policies: self.policies(&good.0, scheme),
                         stale: None,
                     },
                     fresh_until,
                     good: Some(good),
                     generation: self.generation,
+                    scheme,
                 }
             }
             FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => Entry {
@@ -165,6 +170,7 @@ impl Settings {
                 fresh_until,
                 good: None,
                 generation: self.generation,
+                scheme,
             },
             FetchOutcome::Unreachable { why, retry_after } => {
                 let retry_at = now + self.retry(retry_after);
@@ -174,18 +180,20 @@ impl Settings {
                 match good {
                     Some(good) => Entry {
                         rules: Rules::Found {
-                            policies: self.policies(&good.0),
+                            policies: self.policies(&good.0, scheme),
                             stale: Some(why),
                         },
                         fresh_until: retry_at,
                         good: Some(good),
                         generation: self.generation,
+                        scheme,
                     },
                     None => Entry {
                         rules: Rules::Unreachable { why, retry_at },
                         fresh_until: retry_at,
                         good: None,
                         generation: self.generation,
+                        scheme,
                     },
                 }
             }
@@ -200,9 +208,12 @@ impl Settings {
             .max(Duration::from_secs(1))
     }
 
-    /// One robots.txt compiled for every bot.
-    fn policies(&self, robots: &RobotsTxt) -> Box<[Policy]> {
-        self.bots.iter().map(|b| robots.policy(b)).collect()
+    /// One robots.txt compiled for every bot, as `scheme`'s servers name it.
+    fn policies(&self, robots: &RobotsTxt, scheme: crate::target::Scheme) -> Box<[Policy]> {
+        self.bots
+            .iter()
+            .map(|b| robots.policy(&b.for_scheme(scheme)))
+            .collect()
     }
 }
 

@@ -66,6 +66,24 @@ impl BotProfile {
     pub fn virtual_agents(&self) -> &[String] {
         &self.virtual_agents
     }
+
+    /// The bot as a web server's robots.txt names it: its product token
+    /// (and its uses), without the Gemini virtual agents, which are the
+    /// small web's.
+    pub fn on_the_web(&self) -> BotProfile {
+        BotProfile {
+            virtual_agents: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// The bot as `scheme`'s robots.txt names it.
+    pub fn for_scheme(&self, scheme: crate::target::Scheme) -> std::borrow::Cow<'_, BotProfile> {
+        match scheme.is_web() {
+            true => std::borrow::Cow::Owned(self.on_the_web()),
+            false => std::borrow::Cow::Borrowed(self),
+        }
+    }
 }
 
 /// Checks that `token` is a product token as RFC 9309 §2.2.1 describes it

@@ -621,3 +621,21 @@ async fn proxy_authorization_picks_the_bot_and_a_wrong_one_is_407() {
         .await;
     assert_eq!(right.status, 407, "throttled: {right:?}");
 }
+
+/// A web server's robots.txt names a bot by its product token, then `*`:
+/// the Gemini virtual agents (`indexer`, …) are the small web's.
+#[tokio::test]
+async fn the_gemini_virtual_agents_do_not_name_a_bot_on_the_web() {
+    let origin =
+        WebOrigin::site("User-agent: indexer\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\n")
+            .await;
+    let mut config =
+        test_config_with("[bot]\nagent = \"examplebot\"\nvirtual_agents = [\"indexer\"]\n");
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    let proxy = start_proxy(config).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    assert_eq!(client.get(&origin.url("/page"), &[]).await.status, 200);
+    assert_eq!(client.get(&origin.url("/private/x"), &[]).await.status, 403);
+}
