@@ -92,7 +92,12 @@ impl Settings {
     fn record(&self, outcome: &FetchOutcome) -> Record {
         let keep_good = self.config.ttl.saturating_add(self.config.max_stale);
         let (kind, why, body, fresh_for) = match outcome {
-            FetchOutcome::Found(body) => (Kind::Found, "", body.clone(), self.config.ttl),
+            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, _) => (
+                Kind::Found,
+                "",
+                body.clone(),
+                outcome.fresh_for(self.config.ttl),
+            ),
             FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => {
                 (Kind::Missing, why.as_str(), Vec::new(), self.config.ttl)
             }

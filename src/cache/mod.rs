@@ -150,9 +150,9 @@ impl Settings {
         good: Option<Good>,
     ) -> Entry {
         let now = Instant::now();
-        let fresh_until = now + fresh_for;
+        let fresh_until = now + outcome.fresh_for(fresh_for);
         match outcome {
-            FetchOutcome::Found(body) => {
+            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, _) => {
                 let good = entry::good(body, fetched);
                 Entry {
                     rules: Rules::Found {

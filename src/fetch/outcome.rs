@@ -13,6 +13,10 @@ use crate::target::Server;
 pub enum FetchOutcome {
     /// A robots.txt body (at most the parse limit plus one byte).
     Found(Vec<u8>),
+    /// A robots.txt body its server says to keep at most this long (an
+    /// HTTP `Cache-Control: max-age`): kept for the shorter of it and
+    /// `robots.ttl`, never less than [`MIN_FRESH`].
+    FoundFor(Vec<u8>, Duration),
     /// There is no robots.txt: everything is allowed (RFC 9309 §2.3.1.3).
     Missing(String),
     /// A redirect loop or more than five redirects: treated as no robots.txt
@@ -36,14 +40,25 @@ impl FetchOutcome {
     }
 }
 
+/// The least a robots.txt is kept, whatever its server says: a minute.
+pub const MIN_FRESH: Duration = Duration::from_secs(60);
+
 impl FetchOutcome {
+    /// How long this outcome's robots.txt is kept when `ttl` is the most.
+    pub fn fresh_for(&self, ttl: Duration) -> Duration {
+        match self {
+            FetchOutcome::FoundFor(_, max_age) => ttl.min(*max_age).max(MIN_FRESH),
+            _ => ttl,
+        }
+    }
+
     /// A body that holds no robots.txt field line and is no text either
     /// (binary junk, a NUL, control bytes) is not "an empty robots.txt": it
     /// is no answer to the question asked, so the host counts as unreachable
     /// and its rules fail closed, never as "allow all".
     pub fn judged(self) -> FetchOutcome {
         match self {
-            FetchOutcome::Found(body)
+            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, _)
                 if !is_text(&body) && crate::robots::RobotsTxt::parse(&body).field_lines() == 0 =>
             {
                 FetchOutcome::unreachable(format!(
@@ -125,7 +140,7 @@ impl FetchOutcome {
     /// The outcome as the metrics count it.
     pub fn kind(&self) -> FetchKind {
         match self {
-            FetchOutcome::Found(_) => FetchKind::Found,
+            FetchOutcome::Found(_) | FetchOutcome::FoundFor(..) => FetchKind::Found,
             FetchOutcome::Missing(_) => FetchKind::Missing,
             FetchOutcome::Unreachable { .. } => FetchKind::Unreachable,
             FetchOutcome::TooManyRedirects(_) => FetchKind::RedirectLimit,

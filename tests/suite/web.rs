@@ -639,3 +639,45 @@ async fn the_gemini_virtual_agents_do_not_name_a_bot_on_the_web() {
     assert_eq!(client.get(&origin.url("/page"), &[]).await.status, 200);
     assert_eq!(client.get(&origin.url("/private/x"), &[]).await.status, 403);
 }
+
+/// A web robots.txt is kept for the shorter of `robots.ttl`, 24 hours and
+/// its `Cache-Control: max-age`, never less than a minute.
+#[tokio::test]
+async fn a_web_robots_txt_is_kept_as_long_as_its_server_says_within_bounds() {
+    let cases = [
+        ("max-age=120", 120),
+        ("public, max-age=5", 60),
+        ("no-store", 60),
+        ("max-age=999999999", 86_400),
+    ];
+    let mut config = web_config();
+    config.robots.ttl = Duration::from_secs(7 * 86_400);
+    let proxy = start_proxy(config).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    for (cache_control, kept) in cases {
+        let origin = WebOrigin::start(move |p| match p {
+            "/robots.txt" => (
+                200,
+                vec![("cache-control", cache_control.to_string())],
+                b"User-agent: *\nDisallow: /private/\n".to_vec(),
+            ),
+            _ => (200, vec![], b"ok".to_vec()),
+        })
+        .await;
+        assert_eq!(client.get(&origin.url("/a"), &[]).await.status, 200);
+        let key = robots_proxy::target::HostKey {
+            scheme: robots_proxy::target::Scheme::Http,
+            host: "127.0.0.1".into(),
+            port: origin.addr.port(),
+        };
+        let entry = proxy.context().admission.robots.peek(&key).await.unwrap();
+        let fresh = entry
+            .fresh_until()
+            .saturating_duration_since(tokio::time::Instant::now())
+            .as_secs();
+        assert!(
+            (kept - 5..=kept).contains(&fresh),
+            "{cache_control}: kept {fresh} s"
+        );
+    }
+}

@@ -157,7 +157,13 @@ impl HttpRobots {
             };
         }
         if status.is_success() {
-            return Asked::Done(read_capped(response.into_body()).await);
+            // RFC 9309 §2.4: kept at most 24 hours, less when the server
+            // says so by `Cache-Control: max-age`.
+            let max_age = max_age(response.headers()).unwrap_or(MAX_AGE).min(MAX_AGE);
+            return Asked::Done(match read_capped(response.into_body()).await {
+                FetchOutcome::Found(body) => FetchOutcome::FoundFor(body, max_age).judged(),
+                other => other,
+            });
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             let retry_after = response
@@ -176,6 +182,31 @@ impl HttpRobots {
             "robots.txt answered {status}"
         )))
     }
+}
+
+/// The longest a web robots.txt is kept (RFC 9309 §2.4), whatever
+/// `robots.ttl` says.
+pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// `Cache-Control: max-age=N` (`no-store`, `no-cache` and `max-age=0` are 0
+/// s: kept the least the cache keeps anything, a minute).
+fn max_age(headers: &hyper::HeaderMap) -> Option<Duration> {
+    let mut found = None;
+    for value in headers.get_all(header::CACHE_CONTROL) {
+        let Ok(value) = value.to_str() else { continue };
+        for directive in value.split(',').map(str::trim) {
+            let (name, arg) = directive.split_once('=').unwrap_or((directive, ""));
+            let seconds = match name.to_ascii_lowercase().as_str() {
+                "no-store" | "no-cache" => Some(0),
+                "max-age" => arg.trim_matches('"').parse::<u64>().ok(),
+                _ => None,
+            };
+            if let Some(s) = seconds {
+                found = Some(found.map_or(s, |f: u64| f.min(s)));
+            }
+        }
+    }
+    found.map(Duration::from_secs)
 }
 
 /// What one hop's answer says.
