@@ -134,7 +134,7 @@ impl Entry {
                 Some((robots, ..)) => Rules::Found {
                     policies: bots
                         .iter()
-                        .map(|b| robots.policy(&b.for_scheme(self.scheme)))
+                        .map(|b| robots.policy(&as_named(b, self.scheme)))
                         .collect(),
                     stale: stale.clone(),
                 },
@@ -277,6 +277,18 @@ pub(super) fn store_down() -> Entry {
         good: None,
         generation: 0,
         scheme: crate::target::Scheme::Gemini,
+    }
+}
+
+/// The bot as `scheme`'s robots.txt names it: on the web by its product
+/// token alone, the Gemini virtual agents being the small web's.
+pub(super) fn as_named(
+    bot: &BotProfile,
+    scheme: crate::target::Scheme,
+) -> std::borrow::Cow<'_, BotProfile> {
+    match scheme.is_web() {
+        true => std::borrow::Cow::Owned(bot.on_the_web()),
+        false => std::borrow::Cow::Borrowed(bot),
     }
 }
 

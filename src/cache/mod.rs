@@ -212,7 +212,7 @@ impl Settings {
     fn policies(&self, robots: &RobotsTxt, scheme: crate::target::Scheme) -> Box<[Policy]> {
         self.bots
             .iter()
-            .map(|b| robots.policy(&b.for_scheme(scheme)))
+            .map(|b| robots.policy(&entry::as_named(b, scheme)))
             .collect()
     }
 }

@@ -76,14 +76,6 @@ impl BotProfile {
             ..self.clone()
         }
     }
-
-    /// The bot as `scheme`'s robots.txt names it.
-    pub fn for_scheme(&self, scheme: crate::target::Scheme) -> std::borrow::Cow<'_, BotProfile> {
-        match scheme.is_web() {
-            true => std::borrow::Cow::Owned(self.on_the_web()),
-            false => std::borrow::Cow::Borrowed(self),
-        }
-    }
 }
 
 /// Checks that `token` is a product token as RFC 9309 §2.2.1 describes it
