@@ -1496,3 +1496,35 @@ async fn a_request_longer_than_its_lease_keeps_it() {
     assert_eq!(long.await.unwrap(), b"text\r\n");
     wait_for_leases(&mut conn, &leases, 0).await;
 }
+
+/// The web in a fleet: one robots.txt fetch for the site, one spacing
+/// across proxies (a site is gated by its name, `h/host`, on the web).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_web_site_is_one_visitor_across_the_fleet() {
+    use crate::common::web::{WebClient, WebOrigin};
+    let redis = RedisServer::start();
+    let origin = WebOrigin::site("User-agent: *\nCrawl-delay: 30\n").await;
+    let mut proxies = Vec::new();
+    for _ in 0..2 {
+        let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+        config
+            .listen
+            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+        // Past the store's warm-up (a store just started holds first
+        // starts a few seconds), short of the Crawl-delay.
+        config.politeness.max_wait = Duration::from_secs(10);
+        proxies.push(start_proxy(config).await);
+    }
+    // The first proxy fetches robots.txt: that start is the site's turn.
+    let mut one = WebClient::connect(proxies[0].addr(Listener::Http)).await;
+    let first = one.get(&origin.url("/1"), &[]).await;
+    assert_eq!(first.status, 429, "{first:?}");
+    // The second has its robots.txt from the fleet, and waits its turn too.
+    let mut two = WebClient::connect(proxies[1].addr(Listener::Http)).await;
+    let held = two.get(&origin.url("/1"), &[]).await;
+    assert_eq!(held.status, 429, "{held:?}");
+    let retry: u64 = held.header("retry-after").unwrap().parse().unwrap();
+    assert!((15..=30).contains(&retry), "{retry}");
+    assert_eq!(origin.targets(), ["/robots.txt"]);
+}

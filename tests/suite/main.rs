@@ -37,4 +37,5 @@ mod transparent;
 mod tunnels;
 mod upstreams;
 mod web;
+mod web_bots;
 mod web_tls;
