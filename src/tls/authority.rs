@@ -39,13 +39,26 @@ pub struct Authority {
 /// new hosts get certificates that last until the proxy stops.
 pub const MAX_STORED_LEAVES: usize = 100_000;
 
-/// The CA's parameters: fixed, so the same key always makes an equivalent CA
-/// certificate (same name, same key) when the proxy restarts.
-fn ca_params() -> Result<rcgen::CertificateParams, rcgen::Error> {
+/// The CA name of installs made before the name said which install it is:
+/// their `ca-cert.pem`, already trusted by their clients, is kept.
+const LEGACY_CA_NAME: &str = "robots-proxy drop-in CA";
+
+/// The CA's parameters, derived from its key alone, so the same key always
+/// makes an equivalent CA certificate when the proxy restarts: its name
+/// says which install it is (`robots-proxy CA` and 16 hex digits of the
+/// key's SHA-256, random per install) and its serial is 16 bytes of that
+/// hash, so two proxies' CAs never share a name or a serial. An install
+/// whose `ca-cert.pem` bears the old fixed name (`legacy`) keeps it.
+fn ca_params(key: &rcgen::KeyPair, legacy: bool) -> Result<rcgen::CertificateParams, rcgen::Error> {
+    let id = fingerprint(&CertificateDer::from(key.public_key_der()));
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    let name = match legacy {
+        true => LEGACY_CA_NAME.to_string(),
+        false => format!("robots-proxy CA {}", &id[..16]),
+    };
     params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, "robots-proxy drop-in CA");
+        .push(rcgen::DnType::CommonName, name);
     params
         .distinguished_name
         .push(rcgen::DnType::OrganizationName, "robots-proxy");
@@ -57,8 +70,27 @@ fn ca_params() -> Result<rcgen::CertificateParams, rcgen::Error> {
     ];
     params.not_before = rcgen::date_time_ymd(2025, 1, 1);
     params.not_after = rcgen::date_time_ymd(2045, 1, 1);
-    params.serial_number = Some(rcgen::SerialNumber::from(1u64));
+    params.serial_number = Some(match legacy {
+        true => rcgen::SerialNumber::from(1u64),
+        false => {
+            let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key_der().as_ref());
+            let mut serial = [0u8; 16];
+            serial.copy_from_slice(&digest.as_ref()[..16]);
+            serial[0] &= 0x7f;
+            rcgen::SerialNumber::from_slice(&serial)
+        }
+    });
     Ok(params)
+}
+
+/// Whether the `ca-cert.pem` kept at `path` was made under the old fixed
+/// name.
+fn legacy_cert(path: &Path) -> bool {
+    CertificateDer::from_pem_file(path).is_ok_and(|der| {
+        der.as_ref()
+            .windows(LEGACY_CA_NAME.len())
+            .any(|w| w == LEGACY_CA_NAME.as_bytes())
+    })
 }
 
 impl Authority {
@@ -76,7 +108,7 @@ impl Authority {
             write_private(&key_path, key.serialize_pem().as_bytes())?;
             key
         };
-        let cert = ca_params()?.self_signed(&key)?;
+        let cert = ca_params(&key, legacy_cert(&cert_path))?.self_signed(&key)?;
         if !cert_path.exists() {
             crate::state::write(&cert_path, cert.pem().as_bytes(), 0o644)
                 .map_err(io(&cert_path))?;
@@ -246,5 +278,64 @@ impl rustls::server::ResolvesServerCert for HostResolver {
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let host = hello.server_name().unwrap_or(&self.fallback);
         self.authority.certificate_for(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "robots-proxy-ca-{name}-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(der: &[u8]) -> bool {
+        der.windows(LEGACY_CA_NAME.len())
+            .any(|w| w == LEGACY_CA_NAME.as_bytes())
+    }
+
+    #[test]
+    fn each_install_s_ca_names_itself_and_keeps_its_name_across_restarts() {
+        let (one, two) = (dir("one"), dir("two"));
+        let a = Authority::load_or_generate(&one).unwrap();
+        let b = Authority::load_or_generate(&two).unwrap();
+        assert_ne!(
+            a.cert.params().distinguished_name,
+            b.cert.params().distinguished_name
+        );
+        assert_ne!(a.cert.params().serial_number, b.cert.params().serial_number);
+        assert!(!names(a.cert_der().as_ref()));
+        let again = Authority::load_or_generate(&one).unwrap();
+        assert_eq!(
+            again.cert.params().distinguished_name,
+            a.cert.params().distinguished_name
+        );
+        assert_eq!(
+            again.cert.params().serial_number,
+            a.cert.params().serial_number
+        );
+    }
+
+    /// An install made under the old fixed name keeps it: its clients
+    /// trust that certificate.
+    #[test]
+    fn an_install_under_the_old_name_keeps_it() {
+        let d = dir("legacy");
+        let key = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(d.join("ca-key.pem"), key.serialize_pem()).unwrap();
+        let old = ca_params(&key, true).unwrap().self_signed(&key).unwrap();
+        std::fs::write(d.join("ca-cert.pem"), old.pem()).unwrap();
+        let kept = Authority::load_or_generate(&d).unwrap();
+        assert!(names(kept.cert_der().as_ref()));
+        assert_eq!(
+            kept.cert.params().serial_number,
+            Some(rcgen::SerialNumber::from(1u64))
+        );
     }
 }
