@@ -32,6 +32,9 @@ pub use served::{Dest, OverTls, Plain, Served};
 #[derive(Clone, Copy, Debug)]
 pub struct Conn<'a> {
     pub peer: SocketAddr,
+    /// The listener it came in on (its own label in the log line: the
+    /// `protocol` is the server's).
+    pub listener: crate::metrics::Listener,
     /// The SOCKS5 user it authenticated as.
     pub socks5_user: Option<&'a str>,
     /// Its client certificate, where the connection is TLS.
@@ -41,11 +44,16 @@ pub struct Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
-    /// A connection accepted now, whose request must arrive within `request_timeout`.
-    pub fn accepted(peer: SocketAddr, request_timeout: Duration) -> Conn<'a> {
+    /// A connection accepted now on `listener`, whose request must arrive
+    /// within `request_timeout`.
+    pub fn accepted(
+        (peer, listener): (SocketAddr, crate::metrics::Listener),
+        request_timeout: Duration,
+    ) -> Conn<'a> {
         let started = Instant::now();
         Conn {
             peer,
+            listener,
             socks5_user: None,
             cert: Presented::NotTls,
             started,

@@ -110,6 +110,7 @@ pub fn log(
     });
     tracing::info!(
         protocol = protocol.as_str(),
+        listener = conn.listener.as_str(),
         client = %conn.peer,
         bot = %bot,
         host = %host,

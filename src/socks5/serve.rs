@@ -26,7 +26,10 @@ pub async fn serve(
     ctx: Arc<Context>,
     authority: Arc<Authority>,
 ) {
-    let mut conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    let mut conn = Conn::accepted(
+        (peer, crate::metrics::Listener::Socks5),
+        ctx.admission.config.limits.request_timeout,
+    );
     let deadline = conn.deadline;
     let take_check = || ctx.guesses.take(peer.ip());
     let users = &ctx.admission.config.socks5_users;

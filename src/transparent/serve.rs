@@ -24,7 +24,10 @@ pub async fn serve(
     ctx: Arc<Context>,
     (authority, kernel): (Arc<Authority>, Arc<dyn OriginalDestination>),
 ) {
-    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    let conn = Conn::accepted(
+        (peer, crate::metrics::Listener::Transparent),
+        ctx.admission.config.limits.request_timeout,
+    );
     let original = match kernel.original_destination(&stream) {
         Ok(addr) => addr,
         Err(e) => {

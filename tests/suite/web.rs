@@ -681,3 +681,29 @@ async fn a_web_robots_txt_is_kept_as_long_as_its_server_says_within_bounds() {
         );
     }
 }
+
+/// A refused request that asks to send a body (`Expect: 100-continue`) is
+/// never told to go on: its answer comes first, and its connection ends.
+#[tokio::test]
+async fn a_refused_upload_gets_no_100_continue() {
+    let origin = WebOrigin::site(ROBOTS).await;
+    let mut config = test_config_with(
+        "[bot]\nagent = \"formbot\"\nhttp_methods = [\"GET\", \"HEAD\", \"POST\"]\n",
+    );
+    config
+        .listen
+        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    let proxy = start_proxy(config).await;
+    let host = origin.addr;
+    let ask = format!(
+        "POST http://{host}/private/form HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n"
+    );
+    let answer = raw_exchange(proxy.addr(Listener::Http), ask.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(origin.targets().iter().all(|t| t == "/robots.txt"));
+}

@@ -123,3 +123,52 @@ async fn a_bot_s_daily_budget_holds_on_the_web() {
     assert!(held.header("retry-after").is_some());
     assert_eq!(origin.targets(), ["/robots.txt", "/1", "/2"]);
 }
+
+/// A web request's log line, as an operator reads it (JSON): the protocol
+/// of the server reached, the listener it came in on, its bot by the name
+/// the metrics use, and the robots.txt it was decided with (evidence).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_request_s_log_line_names_protocol_listener_bot_and_evidence() {
+    use std::time::Duration;
+    let robots = "User-agent: *\nDisallow: /private/\n";
+    let origin = WebOrigin::site(robots).await;
+    let dir = state_dir();
+    let mut child = spawn_run(
+        &dir,
+        "info",
+        &[
+            "--allow-private-upstreams",
+            "--log-format",
+            "json",
+            "--agent",
+            "examplebot",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let lines = log_lines(&mut child);
+    let next = |what: &str| -> serde_json::Value {
+        loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no log line: {what}"));
+            if line.contains(what) {
+                return serde_json::from_str(&line).unwrap();
+            }
+        }
+    };
+    let announced = next("HTTP listener");
+    let http: std::net::SocketAddr = announced["http"].as_str().unwrap().parse().unwrap();
+    let mut client = WebClient::connect(http).await;
+    assert_eq!(client.get(&origin.url("/private/x"), &[]).await.status, 403);
+    let logged = next("\"request\"");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(logged["protocol"], "http", "{logged}");
+    assert_eq!(logged["listener"], "http", "{logged}");
+    assert_eq!(logged["bot"], "default", "{logged}");
+    assert_eq!(logged["decision"], "disallowed", "{logged}");
+    assert_eq!(logged["status"], 403, "{logged}");
+    let digest = robots_proxy::robots::sha256_hex(robots.as_bytes());
+    assert_eq!(logged["robots_sha256"], digest.as_str(), "{logged}");
+}

@@ -78,7 +78,10 @@ pub async fn serve<O: OtherUrls>(
 ) {
     // The handshake and the request line share one deadline: a client that
     // trickles bytes cannot hold a connection longer than that.
-    let mut conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    let mut conn = Conn::accepted(
+        (peer, crate::metrics::Listener::Gemini),
+        ctx.admission.config.limits.request_timeout,
+    );
     let Some(tls) = handshake(stream, &conn, &acceptor).await else {
         return;
     };
@@ -119,7 +122,10 @@ pub fn presented(tls: &rustls::ServerConnection) -> Presented {
 /// A client outside `access.allow_from`: after the TLS handshake, `53` and
 /// nothing else. Its request is not read.
 pub async fn turn_away(stream: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, ctx: &Context) {
-    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    let conn = Conn::accepted(
+        (peer, crate::metrics::Listener::Gemini),
+        ctx.admission.config.limits.request_timeout,
+    );
     if let Some(mut tls) = handshake(stream, &conn, &acceptor).await {
         let refusal = Refusal::Denied(Denied::Address(peer.ip()));
         answer(&mut tls, &refusal).await;

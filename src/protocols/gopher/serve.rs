@@ -65,7 +65,10 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
 /// Serves one client of the Gopher listener: one selector line (a Gopher URL),
 /// one answer, menus rewritten to point back through the proxy.
 pub async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
-    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    let conn = Conn::accepted(
+        (peer, crate::metrics::Listener::Gopher),
+        ctx.admission.config.limits.request_timeout,
+    );
     serve_line(stream, conn, &ctx, parse_request, Listener::Gopher).await;
 }
 

@@ -25,7 +25,7 @@ use crate::access::Denied;
 use crate::bots::{BotId, Presented};
 use crate::context::Context;
 use crate::fate::Fate;
-use crate::metrics::TlsSide;
+use crate::metrics::{Listener, TlsSide};
 use crate::protocol::Protocol;
 use crate::proxy::stalled::WriteDeadline;
 use crate::proxy::{count, log, Conn, Outcome};
@@ -69,6 +69,7 @@ pub fn pseudonym() -> &'static str {
 struct Requests {
     ctx: Arc<Context>,
     peer: SocketAddr,
+    listener: Listener,
     bound: Bound,
     /// Picked at its first request (by its `Proxy-Authorization` where
     /// `[socks5] users` are configured, else its address) and kept: its
@@ -103,6 +104,7 @@ pub async fn serve_connection<S>(
     let requests = Arc::new(Requests {
         ctx: ctx.clone(),
         peer: conn.peer,
+        listener: conn.listener,
         bound,
         bot,
         socks5_user: conn.socks5_user.map(str::to_string),
@@ -143,7 +145,10 @@ pub async fn serve(
     ctx: Arc<Context>,
     authority: Arc<Authority>,
 ) {
-    let conn = Conn::accepted(peer, ctx.admission.config.limits.request_timeout);
+    let conn = Conn::accepted(
+        (peer, Listener::Http),
+        ctx.admission.config.limits.request_timeout,
+    );
     serve_connection(stream, conn, &ctx, (Bound::Anywhere, Some(authority), None)).await
 }
 
@@ -233,7 +238,7 @@ fn tunnel(
             .1
             .server_name()
             .map(|n| canonical_host(n).unwrap_or_else(|_| n.to_string()));
-        let conn = Conn::accepted(peer, deadline);
+        let conn = Conn::accepted((peer, Listener::Http), deadline);
         let bound = Bound::To {
             scheme: Scheme::Https,
             host,
@@ -264,6 +269,7 @@ impl Requests {
         let started = Instant::now();
         let conn = Conn {
             peer: self.peer,
+            listener: self.listener,
             socks5_user: None,
             cert: Presented::NotTls,
             started,
@@ -298,7 +304,7 @@ impl Requests {
             Ok(admitted) => {
                 let finish = Finish {
                     ctx: self.ctx.clone(),
-                    conn: (self.peer, started),
+                    conn: (self.peer, self.listener, started),
                     bot,
                     target,
                     counted: false,
@@ -581,7 +587,7 @@ pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
 pub struct Finish {
     pub ctx: Arc<Context>,
     /// The client, and when its request began.
-    pub conn: (SocketAddr, Instant),
+    pub conn: (SocketAddr, Listener, Instant),
     pub bot: BotId,
     pub target: Target,
     pub outcome: Outcome,
@@ -608,9 +614,10 @@ impl Finish {
 impl Drop for Finish {
     fn drop(&mut self) {
         self.count();
-        let (peer, started) = self.conn;
+        let (peer, listener, started) = self.conn;
         let conn = Conn {
             peer,
+            listener,
             socks5_user: None,
             cert: Presented::NotTls,
             started,

@@ -70,6 +70,7 @@ pub fn asked(method: &Method, uri: &Uri) -> Result<Asked, BadRequest> {
             .ok_or_else(|| BadRequest::ConnectAuthority(uri.to_string()))?;
         let port = authority
             .port_u16()
+            .filter(|&p| p != 0)
             .ok_or_else(|| BadRequest::ConnectAuthority(uri.to_string()))?;
         let host = authority_host(authority.host())?;
         return Ok(Asked::Connect { host, port });
@@ -359,10 +360,12 @@ mod tests {
             asked(&Method::GET, &uri("http://u:p@example.com/")),
             Err(BadRequest::Userinfo)
         );
-        assert!(matches!(
-            asked(&Method::CONNECT, &uri("example.com")),
-            Err(BadRequest::ConnectAuthority(_))
-        ));
+        for no_port in ["example.com", "example.com:0"] {
+            assert!(matches!(
+                asked(&Method::CONNECT, &uri(no_port)),
+                Err(BadRequest::ConnectAuthority(_))
+            ));
+        }
         assert!(matches!(
             asked(&Method::CONNECT, &uri("[fe80::1%25eth0]:443")),
             Err(BadRequest::ZoneId(_)) | Err(BadRequest::ConnectAuthority(_))
