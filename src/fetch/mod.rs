@@ -16,6 +16,46 @@ pub const MAX_REDIRECTS: usize = 5;
 
 pub mod outcome;
 pub mod plain;
+
+/// The URLs a robots.txt fetch has been sent to, hop by hop: each next one
+/// parsed, of a scheme the fetcher follows, and not seen before (a loop is
+/// "no robots.txt", RFC 9309 §2.3.1.2).
+#[derive(Default)]
+pub struct Hops {
+    seen: Vec<String>,
+}
+
+impl Hops {
+    /// The next hop's target, or what the fetch ends in instead.
+    pub fn next(
+        &mut self,
+        url: &str,
+        follows: impl Fn(crate::target::Scheme) -> bool,
+    ) -> Result<crate::target::Target, FetchOutcome> {
+        let target = match crate::target::Target::parse(url) {
+            Ok(t) if follows(t.scheme) => t,
+            Ok(t) => {
+                return Err(FetchOutcome::Missing(format!(
+                    "robots.txt redirects to {}",
+                    t.url()
+                )))
+            }
+            Err(e) => {
+                return Err(FetchOutcome::Missing(format!(
+                    "robots.txt redirects to a bad URL: {e}"
+                )))
+            }
+        };
+        let canonical = target.url();
+        if self.seen.contains(&canonical) {
+            return Err(FetchOutcome::TooManyRedirects(format!(
+                "robots.txt redirect loop at {canonical}"
+            )));
+        }
+        self.seen.push(canonical);
+        Ok(target)
+    }
+}
 pub use outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
 
 /// Fetching robots.txt counts as a request to the host (docs/architecture.md): it waits its

@@ -14,6 +14,16 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// `test_config_with(toml)` with the HTTP listener on too.
+pub fn web_config_with(toml: &str) -> robots_proxy::config::Config {
+    let mut config = super::test_config_with(toml);
+    config.listen.set(
+        robots_proxy::listener::Listener::Http,
+        Some("127.0.0.1:0".parse().unwrap()),
+    );
+    config
+}
+
 /// One request the origin saw.
 #[derive(Clone, Debug)]
 pub struct Seen {

@@ -8,7 +8,7 @@ use robots_proxy::config::Config;
 use robots_proxy::listener::Listener;
 use robots_proxy::protocols::http::serve::pseudonym;
 
-use crate::common::web::{raw_exchange, WebClient, WebOrigin};
+use crate::common::web::{raw_exchange, web_config_with, WebClient, WebOrigin};
 use crate::common::*;
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private/\nDisallow: /*.bin$\n";
@@ -245,12 +245,9 @@ async fn the_web_is_spaced_per_host_not_per_address() {
 async fn smuggling_and_folded_headers_are_refused_and_nothing_behind_them_is_relayed() {
     let origin = WebOrigin::site(ROBOTS).await;
     // A bot that may post: its posts are decided by robots.txt.
-    let mut config = test_config_with(
+    let config = web_config_with(
         "[bot]\nagent = \"formbot\"\nhttp_methods = [\"GET\", \"HEAD\", \"POST\"]\n",
     );
-    config
-        .listen
-        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
     let proxy = start_proxy(config).await;
     let http = proxy.addr(Listener::Http);
     let host = origin.addr;
@@ -443,10 +440,7 @@ async fn the_bot_s_user_agent_replaces_the_client_s() {
         ("[bot]\nagent = \"examplebot\"\n", "examplebot"),
     ];
     for (toml, sent) in cases {
-        let mut config = test_config_with(toml);
-        config
-            .listen
-            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+        let config = web_config_with(toml);
         let proxy = start_proxy(config).await;
         let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
         let answer = client
@@ -558,10 +552,7 @@ fn basic(user: &str, pass: &str) -> String {
 async fn proxy_authorization_picks_the_bot_and_a_wrong_one_is_407() {
     let origin =
         WebOrigin::site("User-agent: AlphaBot\nDisallow: /\n\nUser-agent: *\nAllow: /\n").await;
-    let mut config = test_config_with(TWO_WEB_BOTS);
-    config
-        .listen
-        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    let config = web_config_with(TWO_WEB_BOTS);
     let proxy = start_proxy(config).await;
     let http = proxy.addr(Listener::Http);
     let mut client = WebClient::connect(http).await;
@@ -687,12 +678,9 @@ async fn a_web_robots_txt_is_kept_as_long_as_its_server_says_within_bounds() {
 #[tokio::test]
 async fn a_refused_upload_gets_no_100_continue() {
     let origin = WebOrigin::site(ROBOTS).await;
-    let mut config = test_config_with(
+    let config = web_config_with(
         "[bot]\nagent = \"formbot\"\nhttp_methods = [\"GET\", \"HEAD\", \"POST\"]\n",
     );
-    config
-        .listen
-        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
     let proxy = start_proxy(config).await;
     let host = origin.addr;
     let ask = format!(

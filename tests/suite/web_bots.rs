@@ -5,16 +5,8 @@
 
 use robots_proxy::listener::Listener;
 
-use crate::common::web::{WebClient, WebOrigin};
+use crate::common::web::{web_config_with, WebClient, WebOrigin};
 use crate::common::*;
-
-fn web_config_with(toml: &str) -> robots_proxy::config::Config {
-    let mut config = test_config_with(toml);
-    config
-        .listen
-        .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
-    config
-}
 
 #[tokio::test]
 async fn web_requests_are_counted_under_http_and_shown_on_the_status_page() {

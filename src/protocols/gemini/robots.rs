@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::fetch::outcome::{text_body, within, FetchFuture, FetchOutcome, RobotsFetcher};
-use crate::fetch::MAX_REDIRECTS;
+use crate::fetch::{Hops, MAX_REDIRECTS};
 use crate::protocols::gemini::wire::{parse_header, read_line, MAX_HEADER};
 use crate::target::{Resource, Scheme, Server, Target};
 use crate::upstream::Upstream;
@@ -36,24 +36,13 @@ impl GeminiRobots {
         let key = &server.name;
         let query = bot.map(|t| format!("?{t}")).unwrap_or_default();
         let mut url = format!("gemini://{}:{}/robots.txt{query}", key.host, key.port);
-        let mut seen: Vec<String> = Vec::new();
+        let mut hops = Hops::default();
         for _hop in 0..=MAX_REDIRECTS {
-            let target = match Target::parse(&url) {
-                Ok(t) if t.scheme == Scheme::Gemini => t,
-                Ok(t) => {
-                    return FetchOutcome::Missing(format!("robots.txt redirects to {}", t.url()))
-                }
-                Err(e) => {
-                    return FetchOutcome::Missing(format!("robots.txt redirects to a bad URL: {e}"))
-                }
+            let target = match hops.next(&url, |s| s == Scheme::Gemini) {
+                Ok(target) => target,
+                Err(ended) => return ended,
             };
             let canonical = target.url();
-            if seen.contains(&canonical) {
-                return FetchOutcome::TooManyRedirects(format!(
-                    "robots.txt redirect loop at {canonical}"
-                ));
-            }
-            seen.push(canonical.clone());
 
             // The host's own robots.txt goes to the addresses it was resolved
             // to for this request; a redirect elsewhere is resolved afresh.

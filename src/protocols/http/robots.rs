@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::wire;
 use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher};
-use crate::fetch::MAX_REDIRECTS;
+use crate::fetch::{Hops, MAX_REDIRECTS};
 use crate::robots::PARSE_LIMIT;
 use crate::target::{Scheme, Server, Target};
 use crate::upstream::{Trust, Upstream};
@@ -54,24 +54,12 @@ impl HttpRobots {
             key.host,
             key.port
         );
-        let mut seen: Vec<String> = Vec::new();
+        let mut hops = Hops::default();
         for _hop in 0..=MAX_REDIRECTS {
-            let target = match Target::parse(&url) {
-                Ok(t) if matches!(t.scheme, Scheme::Http | Scheme::Https) => t,
-                Ok(t) => {
-                    return FetchOutcome::Missing(format!("robots.txt redirects to {}", t.url()))
-                }
-                Err(e) => {
-                    return FetchOutcome::Missing(format!("robots.txt redirects to a bad URL: {e}"))
-                }
+            let target = match hops.next(&url, Scheme::is_web) {
+                Ok(target) => target,
+                Err(ended) => return ended,
             };
-            let canonical = target.url();
-            if seen.contains(&canonical) {
-                return FetchOutcome::TooManyRedirects(format!(
-                    "robots.txt redirect loop at {canonical}"
-                ));
-            }
-            seen.push(canonical);
             // The host's own robots.txt goes to the addresses it was resolved
             // to for this request; a redirect elsewhere is resolved afresh,
             // through the same address rules.
