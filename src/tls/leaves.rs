@@ -126,3 +126,40 @@ fn random_serial() -> rcgen::SerialNumber {
     serial[0] &= 0x7f;
     rcgen::SerialNumber::from_slice(&serial)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One client naming host after host has at most its minute's share
+    /// of new leaves issued; a host it had one for costs nothing, and
+    /// another client is not held back.
+    #[test]
+    fn new_leaves_are_bounded_per_client() {
+        let provider = crate::tls::provider();
+        let leaves = WebLeaves::new(&provider).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let one: IpAddr = "10.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        for i in 0..WEB_LEAVES_PER_MINUTE {
+            let host = format!("h{i}.example");
+            assert!(leaves.leaf(&host, one, (&ca, &ca_key)).is_ok(), "{host}");
+        }
+        let past = leaves.leaf("one-more.example", one, (&ca, &ca_key));
+        assert!(matches!(past, Err(LeafError::TooMany)), "{:?}", past.err());
+        assert!(
+            leaves.leaf("h0.example", one, (&ca, &ca_key)).is_ok(),
+            "already issued"
+        );
+        assert!(leaves
+            .leaf("one-more.example", other, (&ca, &ca_key))
+            .is_ok());
+        assert!(
+            leaves.leaf("[::1]", other, (&ca, &ca_key)).is_ok(),
+            "an address"
+        );
+    }
+}

@@ -695,3 +695,27 @@ async fn a_refused_upload_gets_no_100_continue() {
     );
     assert!(origin.targets().iter().all(|t| t == "/robots.txt"));
 }
+
+/// A keep-alive client that names one site, then another, reaches each on
+/// a connection of its own: the second never rides the first's.
+#[tokio::test]
+async fn a_keep_alive_client_naming_another_site_never_reaches_the_first_s_connection() {
+    let a = WebOrigin::site("").await;
+    let b = WebOrigin::site("User-agent: *\nDisallow: /secret\n").await;
+    let proxy = start_proxy(web_config()).await;
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    assert_eq!(client.get(&a.url("/1"), &[]).await.status, 200);
+    assert_eq!(client.get(&b.url("/secret"), &[]).await.status, 403);
+    assert_eq!(client.get(&b.url("/2"), &[]).await.status, 200);
+    assert_eq!(client.get(&a.url("/3"), &[]).await.status, 200);
+    assert_eq!(a.targets(), ["/robots.txt", "/1", "/3"]);
+    assert_eq!(b.targets(), ["/robots.txt", "/2"]);
+    let hosts = |o: &WebOrigin| -> Vec<String> {
+        o.seen()
+            .iter()
+            .map(|s| s.headers.get("host").unwrap().to_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(hosts(&a).iter().all(|h| *h == a.addr.to_string()));
+    assert!(hosts(&b).iter().all(|h| *h == b.addr.to_string()));
+}

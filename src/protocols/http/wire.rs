@@ -209,13 +209,21 @@ pub fn host_header(target: &Target) -> String {
     }
 }
 
-/// A `Retry-After` in seconds (RFC 9110 §10.2.3's delay-seconds). An
-/// HTTP-date, or anything else, says nothing the proxy uses: the server's
-/// spacing doubles instead. Its size is the gate's to cap.
+/// A `Retry-After` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
+/// (from now by this machine's clock; a date past is no wait). Anything
+/// else says nothing the proxy uses: the server's spacing doubles instead.
+/// Its size is the gate's to cap.
 pub fn retry_after(headers: &HeaderMap) -> Option<std::time::Duration> {
     let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+    if value.is_empty() {
         return None;
+    }
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        let at = httpdate::parse_http_date(value).ok()?;
+        return Some(
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or(std::time::Duration::ZERO),
+        );
     }
     // Digits past what a u64 holds are "not in our lifetime".
     let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
@@ -394,6 +402,31 @@ mod tests {
         add_via(&mut h, "robots-proxy-1");
         assert!(looped(&h, "robots-proxy-1"));
         assert!(!looped(&h, "robots-proxy-2"));
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        let at = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::RETRY_AFTER, v.parse().unwrap());
+            retry_after(&h)
+        };
+        assert_eq!(at("120"), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(
+            at("99999999999999999999999"),
+            Some(std::time::Duration::from_secs(u64::MAX))
+        );
+        let soon = httpdate::fmt_http_date(
+            std::time::SystemTime::now() + std::time::Duration::from_secs(300),
+        );
+        let wait = at(&soon).unwrap().as_secs();
+        assert!((295..=300).contains(&wait), "{wait}");
+        assert_eq!(
+            at("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(std::time::Duration::ZERO)
+        );
+        assert_eq!(at("soon"), None);
+        assert_eq!(at("-5"), None);
     }
 
     #[test]
