@@ -761,6 +761,19 @@ pub fn log_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<S
     lines
 }
 
+/// The next JSON log line (`--log-format json`) that holds `what`, read
+/// within 30 s.
+pub fn next_json(lines: &std::sync::mpsc::Receiver<String>, what: &str) -> serde_json::Value {
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no log line: {what}"));
+        if line.contains(what) {
+            return serde_json::from_str(&line).unwrap();
+        }
+    }
+}
+
 /// The built `robots-proxy run`, its Gemini, Gopher and admin listeners on
 /// port 0, `state_dir` its state directory, `RUST_LOG` set to `rust_log`,
 /// `more` arguments after those; standard error piped (see [`log_lines`]).

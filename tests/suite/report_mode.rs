@@ -340,16 +340,7 @@ async fn each_log_line_carries_the_evidence_and_what_report_mode_would_have_done
         ],
     );
     let lines = log_lines(&mut child);
-    let next = |what: &str| -> serde_json::Value {
-        loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|_| panic!("no log line: {what}"));
-            if line.contains(what) {
-                return serde_json::from_str(&line).unwrap();
-            }
-        }
-    };
+    let next = |what: &str| next_json(&lines, what);
     let listening = next("robots-proxy listening");
     let warned = next("bots in report mode");
     assert_eq!(warned["report_mode"], "default");

@@ -121,7 +121,6 @@ async fn a_bot_s_daily_budget_holds_on_the_web() {
 /// the metrics use, and the robots.txt it was decided with (evidence).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_web_request_s_log_line_names_protocol_listener_bot_and_evidence() {
-    use std::time::Duration;
     let robots = "User-agent: *\nDisallow: /private/\n";
     let origin = WebOrigin::site(robots).await;
     let dir = state_dir();
@@ -139,16 +138,7 @@ async fn a_web_request_s_log_line_names_protocol_listener_bot_and_evidence() {
         ],
     );
     let lines = log_lines(&mut child);
-    let next = |what: &str| -> serde_json::Value {
-        loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|_| panic!("no log line: {what}"));
-            if line.contains(what) {
-                return serde_json::from_str(&line).unwrap();
-            }
-        }
-    };
+    let next = |what: &str| next_json(&lines, what);
     let announced = next("HTTP listener");
     let http: std::net::SocketAddr = announced["http"].as_str().unwrap().parse().unwrap();
     let mut client = WebClient::connect(http).await;
