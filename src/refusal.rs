@@ -66,6 +66,16 @@ impl Refusal {
         }
     }
 
+    /// When asking again may be answered otherwise, where the refusal
+    /// knows: a slow-down's wait, or when an unreachable robots.txt is
+    /// fetched again (HTTP's `Retry-After`).
+    pub fn ask_again_in(&self) -> Option<Duration> {
+        match self {
+            Refusal::RobotsUnreachable(r) => Some(r.retry_in),
+            r => r.retry_after(),
+        }
+    }
+
     /// The text the answer and the log line carry.
     pub fn detail(&self) -> String {
         self.to_string()

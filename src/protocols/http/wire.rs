@@ -262,11 +262,7 @@ pub struct Answer {
 /// The status and `Proxy-Status` error for each refusal (the guide's table).
 pub fn answer_for(refusal: &Refusal) -> Answer {
     use StatusCode as S;
-    let retry_after = match refusal {
-        Refusal::RobotsUnreachable(r) => Some(r.retry_in),
-        r => r.retry_after(),
-    }
-    .map(crate::refusal::ceil_secs);
+    let retry_after = refusal.ask_again_in().map(crate::refusal::ceil_secs);
     let (status, error) = match refusal {
         Refusal::Malformed(_) => (S::BAD_REQUEST, "http_request_error"),
         Refusal::Denied(crate::access::Denied::ProxyAuth) => {
