@@ -4,6 +4,7 @@
 //! relayed ([`relay`]), and robots.txt fetched over HTTP(S) ([`robots`],
 //! RFC 9309). Two rows of the table of protocols: `http` and `https`.
 
+pub mod client;
 pub mod relay;
 pub mod robots;
 pub mod serve;

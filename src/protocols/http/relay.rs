@@ -12,14 +12,15 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode, Version};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, Sleep};
 
+use super::client::{self, Connection};
 use super::serve::{pseudonym, Body, Finish};
-use super::wire::{self, MAX_HEADERS, MAX_HEADER_BYTES};
+use super::wire;
 use crate::admission::Admitted;
 use crate::bots::Bot;
 use crate::refusal::{Refusal, UpstreamFailure};
@@ -64,7 +65,7 @@ pub async fn relay(
 ) -> Result<Response<Body>, (Refusal, Finish)> {
     let ctx = finish.ctx.clone();
     let idle = ctx.admission.config.limits.idle_timeout;
-    let target = finish.target.clone();
+    let target = &finish.target;
     let connecting = Instant::now();
     let upstream = &ctx.admission.upstream;
     let addrs = &admitted.server.addrs;
@@ -75,19 +76,19 @@ pub async fn relay(
                     .connect_tls(&target.host, target.port, addrs, Trust::Roots)
                     .await
                     .map_err(Refusal::from)?;
-                handshake(tls, &target).await?
+                handshake(tls, target).await?
             }
             _ => {
                 let tcp = upstream
                     .connect_tcp(&target.host, addrs)
                     .await
                     .map_err(Refusal::from)?;
-                handshake(tcp, &target).await?
+                handshake(tcp, target).await?
             }
         };
         let (mut sender, connection) = sender;
         let bot = ctx.admission.config.bots.get(finish.bot);
-        let asked = upstream_request(request, &target, bot);
+        let asked = upstream_request(request, target, bot);
         let answer = tokio::time::timeout(idle, sender.send_request(asked)).await;
         let response = match answer {
             Ok(Ok(response)) => response,
@@ -115,7 +116,7 @@ pub async fn relay(
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        connection.abort();
+        drop(connection);
         let refusal = Refusal::Upstream(UpstreamFailure::Answer {
             authority: target.authority(),
             why: "switched protocols, which was not asked".into(),
@@ -149,7 +150,7 @@ pub async fn relay(
         idle,
         timer: Box::pin(tokio::time::sleep(idle)),
         connecting,
-        connection,
+        _connection: connection,
         finish,
         _admitted: admitted,
         ended: false,
@@ -160,31 +161,20 @@ pub async fn relay(
     ))
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Incoming>;
-
-/// HTTP/1.1 over an upstream connection: the sender, and the connection's
-/// task (aborted when the relay is done with).
+/// HTTP/1.1 over an upstream connection, or the refusal saying why not.
 async fn handshake<S>(
     stream: S,
     target: &Target,
-) -> Result<(Sender, tokio::task::JoinHandle<()>), Refusal>
+) -> Result<(SendRequest<Incoming>, Connection), Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let mut builder = hyper::client::conn::http1::Builder::new();
-    builder
-        .max_buf_size(MAX_HEADER_BYTES.max(64 * 1024))
-        .max_headers(MAX_HEADERS);
-    let (sender, connection) = builder.handshake(TokioIo::new(stream)).await.map_err(|e| {
+    client::open(stream).await.map_err(|e| {
         Refusal::Upstream(UpstreamFailure::Answer {
             authority: target.authority(),
             why: e.to_string(),
         })
-    })?;
-    let task = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok((sender, task))
+    })
 }
 
 /// The upstream's body on its way to the client, holding what the request
@@ -195,7 +185,8 @@ pub struct Relayed {
     /// When the upstream has been silent for `idle`.
     timer: Pin<Box<Sleep>>,
     connecting: Instant,
-    connection: tokio::task::JoinHandle<()>,
+    /// Its upstream connection, closed when the body is dropped.
+    _connection: Connection,
     finish: Finish,
     /// Its permit and holds, given back when the body is dropped.
     _admitted: Admitted,
@@ -284,7 +275,6 @@ impl HttpBody for Relayed {
 
 impl Drop for Relayed {
     fn drop(&mut self) {
-        self.connection.abort();
         if !self.ended {
             self.finish.outcome.detail = "client stopped reading".into();
         }

@@ -17,7 +17,6 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::wire;
@@ -100,18 +99,10 @@ impl HttpRobots {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let mut builder = hyper::client::conn::http1::Builder::new();
-        builder
-            .max_buf_size(64 * 1024)
-            .max_headers(wire::MAX_HEADERS);
-        let (mut sender, connection) = match builder.handshake(TokioIo::new(stream)).await {
+        let (mut sender, _connection) = match super::client::open(stream).await {
             Ok(pair) => pair,
             Err(e) => return Asked::Done(FetchOutcome::unreachable(e.to_string())),
         };
-        let connection = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let _abort = AbortOnDrop(connection);
         let path = match &target.resource {
             crate::target::Resource::Path(p) => p.as_str(),
             _ => "/robots.txt",
@@ -201,15 +192,6 @@ fn max_age(headers: &hyper::HeaderMap) -> Option<Duration> {
 enum Asked {
     Done(FetchOutcome),
     Redirect(String),
-}
-
-/// Aborts the connection's task when the fetch is done with it.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// The body, up to the parse limit and a byte (more would only cost
