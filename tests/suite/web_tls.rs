@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rcgen::{CertificateParams, KeyPair};
 use robots_proxy::egress::{PortSet, Reach};
 use robots_proxy::tls::web::read_roots;
 use robots_proxy::upstream::{Trust, Upstream, UpstreamError};
@@ -14,6 +14,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::state_dir;
+use crate::common::web::LocalCa;
 
 /// A directory of its own for a test's files.
 fn scratch() -> std::path::PathBuf {
@@ -22,60 +23,27 @@ fn scratch() -> std::path::PathBuf {
     dir
 }
 
-/// A CA of our own, as a test site's operator would make one.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: KeyPair,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "robots-proxy test CA");
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        Ca { cert, key }
-    }
-
-    /// A leaf for `names`, signed by this CA.
-    fn leaf(&self, names: &[&str]) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        let params =
-            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        (vec![cert.der().clone()], key_der(&key))
-    }
-
-    /// Its certificate as a PEM file, as `extra_roots` names one.
-    fn pem_file(&self) -> std::path::PathBuf {
-        let path = scratch().join("local-ca.pem");
-        std::fs::write(&path, self.cert.pem()).unwrap();
-        path
-    }
-}
-
-fn key_der(key: &KeyPair) -> PrivateKeyDer<'static> {
-    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()))
-}
-
-/// A TLS server on loopback that shows `chain` and says "hello" to each
-/// client that completes a handshake.
-async fn tls_server(
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-) -> SocketAddr {
-    let mut config = rustls::ServerConfig::builder_with_provider(robots_proxy::tls::provider())
+/// A TLS acceptor showing a self-signed certificate for localhost, as a
+/// Gemini capsule's is.
+fn self_signed() -> tokio_rustls::TlsAcceptor {
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let config = rustls::ServerConfig::builder_with_provider(robots_proxy::tls::provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(chain, key)
+        .with_single_cert(vec![cert.der().clone()], key)
         .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// A TLS server on loopback that shows `acceptor`'s certificate and says
+/// "hello" to each client that completes a handshake.
+async fn tls_server(acceptor: tokio_rustls::TlsAcceptor) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -127,10 +95,9 @@ async fn hello(
 
 #[tokio::test]
 async fn a_server_chaining_to_an_extra_root_is_trusted_by_name() {
-    let ca = Ca::new();
-    let (chain, key) = ca.leaf(&["localhost"]);
-    let server = tls_server(chain, key).await;
-    let roots = read_roots(&[ca.pem_file()]).unwrap();
+    let ca = LocalCa::new();
+    let server = tls_server(ca.acceptor(&["localhost"])).await;
+    let roots = read_roots(&[ca.pem_file(&scratch())]).unwrap();
     let trusting = upstream(roots);
     assert_eq!(
         hello(&trusting, "localhost", server, Trust::Roots)
@@ -155,14 +122,9 @@ async fn a_server_chaining_to_an_extra_root_is_trusted_by_name() {
 
 #[tokio::test]
 async fn a_self_signed_server_is_refused_for_the_web_and_pinned_for_gemini() {
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let server = tls_server(vec![cert.der().clone()], key_der(&key)).await;
-    let ca = Ca::new();
-    let upstream = upstream(read_roots(&[ca.pem_file()]).unwrap());
+    let server = tls_server(self_signed()).await;
+    let ca = LocalCa::new();
+    let upstream = upstream(read_roots(&[ca.pem_file(&scratch())]).unwrap());
     let web = hello(&upstream, "localhost", server, Trust::Roots).await;
     assert!(matches!(web, Err(UpstreamError::Tls { .. })), "{web:?}");
     // Gemini's way over the same upstream: trusted on first use.
