@@ -4,10 +4,12 @@
 //! relayed ([`relay`]), and robots.txt fetched over HTTP(S) ([`robots`],
 //! RFC 9309). Two rows of the table of protocols: `http` and `https`.
 
+pub mod answer;
 pub mod client;
 pub mod relay;
 pub mod robots;
 pub mod serve;
+pub mod tunnel;
 pub mod wire;
 
 use std::sync::Arc;
@@ -109,7 +111,7 @@ impl OverTls for Https {
         ctx: &'a Arc<Context>,
         (authority, (host, port)): (&'a Arc<crate::tls::Authority>, Dest<'a>),
     ) -> BoxFuture<'a, ()> {
-        Box::pin(serve::serve_dropin_tls(
+        Box::pin(tunnel::serve_dropin_tls(
             start,
             conn,
             ctx,

@@ -18,8 +18,9 @@ use hyper::{Request, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, Sleep};
 
+use super::answer::Body;
 use super::client::{self, Connection};
-use super::serve::{pseudonym, Body, Finish};
+use super::serve::{pseudonym, Finish};
 use super::wire;
 use crate::admission::Admitted;
 use crate::bots::Bot;

@@ -5,34 +5,32 @@
 //! `Host` naming another is answered `421`. Each request: its target, its
 //! method, a loop through `Via`; admission (robots.txt, the bot's limits,
 //! the host's turn); the relay ([`super::relay`]) or the refusal's answer
-//! ([`super::wire::answer_for`]); then its count and its log line.
+//! ([`super::answer`]); then its count and its log line. `CONNECT` opens a
+//! tunnel ([`super::tunnel`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
 
-use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
-use hyper::header::{self, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::header;
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
+use super::answer::{refused, Body};
 use super::wire::{self, Asked, BadRequest, MAX_HEADERS, MAX_HEADER_BYTES};
 use crate::access::Denied;
 use crate::bots::{BotId, Presented};
 use crate::context::Context;
 use crate::fate::Fate;
-use crate::metrics::{Listener, TlsSide};
+use crate::metrics::Listener;
 use crate::protocol::Protocol;
 use crate::proxy::stalled::WriteDeadline;
 use crate::proxy::{count, log, Conn, Outcome};
 use crate::refusal::{Malformed, ProxyRule, Refusal};
-use crate::target::canonical_host;
 use crate::target::{Scheme, Target};
-use crate::tls::leaves::LeafError;
 use crate::tls::Authority;
 
 /// Where a connection's requests go.
@@ -66,24 +64,24 @@ pub fn pseudonym() -> &'static str {
 }
 
 /// One connection's requests, as each is served.
-struct Requests {
-    ctx: Arc<Context>,
-    peer: SocketAddr,
-    listener: Listener,
-    bound: Bound,
+pub(super) struct Requests {
+    pub(super) ctx: Arc<Context>,
+    pub(super) peer: SocketAddr,
+    pub(super) listener: Listener,
+    pub(super) bound: Bound,
     /// Picked at its first request (by its `Proxy-Authorization` where
     /// `[socks5] users` are configured, else its address) and kept: its
     /// requests are one bot's, a tunnel's too. A refused pick is not kept:
     /// the client may send its credentials on the next request.
-    bot: std::sync::OnceLock<BotId>,
+    pub(super) bot: std::sync::OnceLock<BotId>,
     /// Who the client is, as far as its connection says (its address; the
     /// SOCKS5 user it logged in as, for a drop-in).
-    socks5_user: Option<String>,
+    pub(super) socks5_user: Option<String>,
     /// The CA that ends a tunnel's TLS (the HTTP listener's connections).
-    authority: Option<Arc<Authority>>,
+    pub(super) authority: Option<Arc<Authority>>,
     /// The tunnel this connection became (`CONNECT`), served to its end
     /// before the connection lets go of its slot.
-    tunnel: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(super) tunnel: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Serves one HTTP/1.1 connection: its requests, one after another, until
@@ -150,103 +148,6 @@ pub async fn serve(
         ctx.admission.config.limits.request_timeout,
     );
     serve_connection(stream, conn, &ctx, (Bound::Anywhere, Some(authority), None)).await
-}
-
-/// A drop-in's TLS connection that is plainly the web's (SOCKS5, the
-/// transparent listener): ended with the web leaf for `host`, then served
-/// as a tunnel's, its bot picked as the connection says (its SOCKS5 user,
-/// its address).
-pub async fn serve_dropin_tls(
-    start: tokio_rustls::StartHandshake<tokio::net::TcpStream>,
-    conn: Conn<'_>,
-    ctx: &Arc<Context>,
-    authority: &Arc<Authority>,
-    (host, port): (&str, u16),
-) {
-    let peer = conn.peer;
-    // A client that connected by address names the host by SNI (it
-    // resolved the name itself): that host is what it asks for, and what
-    // its certificate must name.
-    let sni = start
-        .client_hello()
-        .server_name()
-        .map(|n| canonical_host(n).unwrap_or_else(|_| n.to_string()));
-    let (host, sni) = match (sni, crate::addr::ip_literal(host).is_some()) {
-        (Some(named), true) => (named, None),
-        (sni, _) => (host.to_string(), sni),
-    };
-    let tls = match authority.web_server_config(&host, peer.ip()) {
-        Ok(tls) => tls,
-        Err(e) => {
-            tracing::info!(%peer, host = %host, error = %e, "HTTPS drop-in: no certificate; closed");
-            return;
-        }
-    };
-    let accept = start.into_stream(tls);
-    let tls = match tokio::time::timeout_at(conn.deadline, accept).await {
-        Ok(Ok(tls)) => tls,
-        _ => {
-            tracing::debug!(%peer, host = %host, "HTTPS drop-in: the client's TLS failed");
-            return;
-        }
-    };
-    ctx.admission
-        .metrics
-        .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
-    let bound = Bound::To {
-        scheme: Scheme::Https,
-        host,
-        port,
-        sni,
-    };
-    serve_connection(tls, conn, ctx, (bound, None, None)).await
-}
-
-/// A tunnel (`CONNECT host:port`), once its `200` has been sent: its TLS
-/// ended with the web leaf for `host`, then HTTP/1.1 inside, each request
-/// decided as one on the listener is.
-/// (Boxed, and `Send` by its signature: a tunnel serves a connection whose
-/// requests may open a tunnel.)
-fn tunnel(
-    upgrade: hyper::upgrade::OnUpgrade,
-    tls: Arc<rustls::ServerConfig>,
-    (ctx, peer, bot): (Arc<Context>, SocketAddr, BotId),
-    (host, port): (String, u16),
-) -> futures_util::future::BoxFuture<'static, ()> {
-    Box::pin(async move {
-        let Ok(upgraded) = upgrade.await else {
-            return;
-        };
-        let deadline = ctx.admission.config.limits.request_timeout;
-        let accept = tokio_rustls::TlsAcceptor::from(tls).accept(TokioIo::new(upgraded));
-        let tls = match tokio::time::timeout(deadline, accept).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                tracing::info!(%peer, host = %host, error = %e, "CONNECT: the client's TLS failed");
-                return;
-            }
-            Err(_) => {
-                tracing::info!(%peer, host = %host, "CONNECT: no TLS handshake in time");
-                return;
-            }
-        };
-        ctx.admission
-            .metrics
-            .tls_handshake(TlsSide::Listener, tls.get_ref().1.handshake_kind());
-        let sni = tls
-            .get_ref()
-            .1
-            .server_name()
-            .map(|n| canonical_host(n).unwrap_or_else(|_| n.to_string()));
-        let conn = Conn::accepted((peer, Listener::Http), deadline);
-        let bound = Bound::To {
-            scheme: Scheme::Https,
-            host,
-            port,
-            sni,
-        };
-        serve_connection(tls, conn, &ctx, (bound, None, Some(bot))).await
-    })
 }
 
 /// Answers a client outside `access.allow_from` on the HTTP listener: `403`
@@ -377,61 +278,11 @@ impl Requests {
         }
     }
 
-    /// `CONNECT host:port`: refused at once where the proxy would never
-    /// connect (the address rules, the ports), else `200` and the tunnel.
-    async fn connect(&self, mut request: Request<Incoming>, conn: &Conn<'_>) -> Response<Body> {
-        let picked = self.pick_bot(&request);
-        let bot = picked.as_ref().ok().copied();
-        let (host, port) = match wire::asked(request.method(), request.uri()) {
-            Ok(Asked::Connect { host, port }) => (host, port),
-            Ok(Asked::Url(_)) => unreachable!("a CONNECT asks for a tunnel"),
-            Err(e) => {
-                let refusal = Refusal::Malformed(e.into());
-                return self.refuse(conn, (bot, None), &refusal, true);
-            }
-        };
-        let target = Target::with_path(Scheme::Https, host.clone(), port, "/")
-            .expect("a canonical host and the root path");
-        let refused = |refusal: Refusal| self.refuse(conn, (bot, Some(&target)), &refusal, true);
-        let bot = match picked {
-            Ok(bot) => bot,
-            Err(denied) => return refused(Refusal::Denied(denied)),
-        };
-        if let Err(e) = self.ctx.admission.upstream.resolve(&host, port).await {
-            return refused(Refusal::from(e));
-        }
-        let Some(authority) = &self.authority else {
-            return refused(Refusal::Malformed(BadRequest::Upgrade("CONNECT").into()));
-        };
-        let tls = match authority.web_server_config(&host, self.peer.ip()) {
-            Ok(tls) => tls,
-            Err(LeafError::TooMany) => {
-                return refused(Refusal::SlowDown(crate::refusal::SlowDown {
-                    retry_after: std::time::Duration::from_secs(60),
-                    why: crate::refusal::Busy::Certificates,
-                }))
-            }
-            Err(LeafError::Tls(e)) => {
-                tracing::warn!(host = %host, error = %e, "a web certificate could not be issued");
-                return refused(Refusal::Malformed(BadRequest::Upgrade("CONNECT").into()));
-            }
-        };
-        let upgrade = hyper::upgrade::on(&mut request);
-        let tunnel = tunnel(
-            upgrade,
-            tls,
-            (self.ctx.clone(), self.peer, bot),
-            (host, port),
-        );
-        *self.tunnel.lock().unwrap_or_else(|e| e.into_inner()) = Some(tokio::spawn(tunnel));
-        Response::new(Body::Full(None))
-    }
-
     /// The connection's bot: kept from its first request, else picked now
     /// as `access` says, from this request's `Proxy-Authorization` when
     /// `[socks5] users` are configured (each check throttled as a SOCKS5
     /// login is), else from the client's address.
-    fn pick_bot<B>(&self, request: &Request<B>) -> Result<BotId, Denied> {
+    pub(super) fn pick_bot<B>(&self, request: &Request<B>) -> Result<BotId, Denied> {
         if let Some(bot) = self.bot.get() {
             return Ok(*bot);
         }
@@ -498,7 +349,7 @@ impl Requests {
     }
 
     /// Answers a refusal, and counts and logs the request.
-    fn refuse(
+    pub(super) fn refuse(
         &self,
         conn: &Conn,
         (bot, target): (Option<BotId>, Option<&Target>),
@@ -543,42 +394,6 @@ fn has_body<B>(request: &Request<B>) -> bool {
         || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0")
-}
-
-/// The answer to a refusal: its status, `Proxy-Status`, `Retry-After`
-/// where it says when, and its text; `Connection: close` when the request's
-/// body is left unread.
-pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
-    let answer = wire::answer_for(refusal);
-    let text = refusal.detail();
-    let mut response = Response::new(Body::full(format!("{text}\n")));
-    *response.status_mut() = answer.status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&wire::proxy_status(pseudonym(), answer.error, &text)) {
-        headers.insert("proxy-status", v);
-    }
-    if let Refusal::Denied(Denied::ProxyAuth) = refusal {
-        headers.insert(
-            header::PROXY_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"robots-proxy\""),
-        );
-    }
-    if let Refusal::ProxyRule(ProxyRule::Method { allowed, .. }) = refusal {
-        if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {
-            headers.insert(header::ALLOW, v);
-        }
-    }
-    if let Some(secs) = answer.retry_after {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    if close || answer.status == StatusCode::BAD_REQUEST {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
 }
 
 /// What ends a relayed request: its count, when its answer has been
@@ -631,47 +446,5 @@ impl Drop for Finish {
             (Some(self.bot), Some(&self.target)),
             &self.outcome,
         );
-    }
-}
-
-/// An answer's body: the proxy's own text, or the upstream's, relayed.
-pub enum Body {
-    Full(Option<Bytes>),
-    Relayed(Box<super::relay::Relayed>),
-}
-
-impl Body {
-    pub fn full(text: impl Into<Bytes>) -> Body {
-        Body::Full(Some(text.into()))
-    }
-}
-
-impl HttpBody for Body {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        match self.get_mut() {
-            Body::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            Body::Relayed(relayed) => Pin::new(relayed.as_mut()).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            Body::Full(data) => data.is_none(),
-            Body::Relayed(relayed) => relayed.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            Body::Full(Some(data)) => SizeHint::with_exact(data.len() as u64),
-            Body::Full(None) => SizeHint::with_exact(0),
-            Body::Relayed(relayed) => relayed.size_hint(),
-        }
     }
 }
