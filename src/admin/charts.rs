@@ -6,9 +6,8 @@
 
 use std::fmt::Write;
 
-use serde_json::Value;
-
-use super::html::{esc, seconds};
+use super::html::{esc, seconds, whole_seconds};
+use super::model::{Budgets, Minute, Timeline};
 
 /// Drawing width, in SVG units (the picture scales to the page).
 const W: f64 = 760.0;
@@ -43,10 +42,6 @@ fn plural(n: usize, what: &str) -> String {
         1 => format!("1 {what}"),
         n => format!("{n} {what}s"),
     }
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
 }
 
 /// The stretch of time a plot shows, in seconds before now: `from` at its
@@ -84,7 +79,7 @@ impl Span {
         for (ago, anchor) in [(self.from, "start"), (mid, "middle"), (self.to, "end")] {
             let label = match ago < 0.0005 {
                 true => "now".to_string(),
-                false => format!("−{}", seconds(ago)),
+                false => format!("−{}", whole_seconds(ago)),
             };
             let _ = write!(
                 svg,
@@ -121,37 +116,36 @@ fn legend(items: &[(&str, String)]) -> String {
 /// A server's recent starts (`timeline.starts`), each a tick in its bot's
 /// colour, and before each the spacing it had to keep after the start
 /// before it, shaded: a tick inside a shade would be a start too soon.
-/// `id` names the picture (one per scheme on a host page).
-pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
-    let starts = timeline["starts"].as_array().cloned().unwrap_or_default();
+/// What it says of the spacing counts only enforced starts: a bot in report
+/// mode is not held (its ticks are dashed). `id` names the picture (one per
+/// scheme on a host page).
+pub fn starts(timeline: &Timeline, bots: &[String], id: &str) -> String {
+    let starts = &timeline.starts;
     let (h, top, bottom) = (96.0, 8.0, 64.0);
     // From the first start remembered to the last, and a spacing's room on
     // either side: a burst long ago is as readable as one now.
-    let ago_of = |s: &Value| f(&s["seconds_ago"]);
     let pad = starts
         .iter()
-        .map(|s| f(&s["spacing_seconds"]))
+        .map(|s| s.spacing_seconds)
         .fold(0.0, f64::max);
     let span = match (starts.first(), starts.last()) {
         (Some(first), Some(last)) => {
-            let (from, to) = (ago_of(first), ago_of(last));
+            let (from, to) = (first.seconds_ago, last.seconds_ago);
             let pad = pad.max((from - to) * 0.05).max(0.05);
             Span {
                 from: from + pad,
                 to: (to - pad).max(0.0),
             }
         }
-        _ => Span::last(f(&timeline["window_seconds"])),
+        _ => Span::last(timeline.window_seconds),
     };
-    let title = format!("Request starts in the last {}", seconds(span.from));
+    let title = format!("Request starts in the last {}", whole_seconds(span.from));
     let mut svg = svg_open(&format!("starts-{id}"), h, &title);
-    let mut prev: Option<f64> = None;
-    for s in &starts {
-        let ago = f(&s["seconds_ago"]);
-        if let Some(p) = prev {
+    for s in starts {
+        if let Some(gap) = s.gap_seconds {
             // The spacing this start had to keep after the one before it.
-            let spacing = f(&s["spacing_seconds"]);
-            let (x0, x1) = (span.x(p), span.x(p - spacing));
+            let before = s.seconds_ago + gap;
+            let (x0, x1) = (span.x(before), span.x(before - s.spacing_seconds));
             if x1 > x0 {
                 let _ = write!(
                     svg,
@@ -161,64 +155,64 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
                 );
             }
         }
-        prev = Some(ago);
     }
     let mut early = 0;
     let mut reported = 0;
+    let mut enforced = 0;
     let mut closest: Option<(f64, f64)> = None;
-    for s in &starts {
-        let ago = f(&s["seconds_ago"]);
-        let bot = s["bot"].as_str().unwrap_or("");
-        let is_early = s["early"].as_bool().unwrap_or(false);
-        let is_reported = s["reported"].as_bool().unwrap_or(false);
-        let spacing = f(&s["spacing_seconds"]);
-        let gap = s["gap_seconds"].as_f64();
-        if let Some(g) = gap {
-            if closest.is_none_or(|(cg, cs)| g - spacing < cg - cs) {
-                closest = Some((g, spacing));
+    for s in starts {
+        match s.reported {
+            true => reported += 1,
+            false => {
+                enforced += 1;
+                if s.early {
+                    early += 1;
+                }
+                if let Some(g) = s.gap_seconds {
+                    if closest.is_none_or(|(cg, cs)| g - s.spacing_seconds < cg - cs) {
+                        closest = Some((g, s.spacing_seconds));
+                    }
+                }
             }
         }
-        match (is_early, is_reported) {
-            (true, true) => reported += 1,
-            (true, false) => early += 1,
-            _ => {}
-        }
-        let x = span.x(ago);
-        let colour = match is_early && !is_reported {
+        let x = span.x(s.seconds_ago);
+        let colour = match s.early && !s.reported {
             true => "#d00",
-            false => bot_colour(bots, bot),
+            false => bot_colour(bots, &s.bot),
         };
-        let dash = if is_reported {
-            " stroke-dasharray=\"3 2\""
-        } else {
-            ""
+        let dash = match s.reported {
+            true => " stroke-dasharray=\"3 2\"",
+            false => "",
         };
-        let after = match gap {
+        let after = match s.gap_seconds {
             Some(g) => format!(", {} after the start before it", seconds(g)),
             None => String::new(),
         };
         let _ = write!(
             svg,
-            "<line class=\"start\" data-bot=\"{}\" data-early=\"{is_early}\" x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"{colour}\" stroke-width=\"2\"{dash}><title>{} started {} ago{after} (its spacing {})</title></line>",
-            esc(bot),
-            esc(bot),
-            seconds(ago),
-            seconds(spacing)
+            "<line class=\"start\" data-bot=\"{}\" data-early=\"{}\" data-reported=\"{}\" x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"{colour}\" stroke-width=\"2\"{dash}><title>{} started {} ago{after} (its spacing {})</title></line>",
+            esc(&s.bot),
+            s.early,
+            s.reported,
+            esc(&s.bot),
+            seconds(s.seconds_ago),
+            seconds(s.spacing_seconds)
         );
     }
     span.axis(&mut svg, bottom + 4.0);
     svg.push_str("</svg>");
-    let mut said = match (starts.len(), closest) {
-        (0, _) => "No request started here lately.".to_string(),
-        (n, None) => format!("{} here lately.", plural(n, "start")),
+    let mut said = match (enforced, closest) {
+        (0, _) if reported == 0 => "No request started here lately.".to_string(),
+        (0, _) => "No enforced start here lately.".to_string(),
+        (n, None) => format!("{} here lately.", plural(n, "enforced start")),
         (n, Some((gap, spacing))) => format!(
-            "{n} starts; the closest two were {} apart, against a spacing of {}.",
+            "{n} enforced starts; the closest two were {} apart, against a spacing of {}.",
             seconds(gap),
             seconds(spacing)
         ),
     };
     match early {
-        0 if starts.len() > 1 => said.push_str(" The spacing held."),
+        0 if enforced > 1 => said.push_str(" The spacing held."),
         0 => {}
         n => {
             let _ = write!(said, " <b>{n} started sooner than their spacing.</b>");
@@ -227,19 +221,19 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
     if reported > 0 {
         let _ = write!(
             said,
-            " {reported} of a bot in report mode were not held (dashed)."
+            " {} of a bot in report mode were not held (dashed), and are not counted here.",
+            plural(reported, "start")
         );
     }
-    let mut in_it: Vec<String> = Vec::new();
-    for s in &starts {
-        let bot = s["bot"].as_str().unwrap_or("").to_string();
-        if !in_it.contains(&bot) {
-            in_it.push(bot);
+    let mut in_it: Vec<&str> = Vec::new();
+    for s in starts {
+        if !in_it.contains(&s.bot.as_str()) {
+            in_it.push(&s.bot);
         }
     }
     let mut items: Vec<(&str, String)> = in_it
         .iter()
-        .map(|b| (bot_colour(bots, b), b.clone()))
+        .map(|b| (bot_colour(bots, b), b.to_string()))
         .collect();
     items.push(("#dde6f3", "spacing kept after a start".into()));
     format!(
@@ -250,20 +244,20 @@ pub fn starts(timeline: &Value, bots: &[String], id: &str) -> String {
 }
 
 /// A server's queue length over the last `window_seconds`: a step line.
-pub fn queue(timeline: &Value, id: &str) -> String {
-    let window = f(&timeline["window_seconds"]).max(1.0);
+pub fn queue(timeline: &Timeline, id: &str) -> String {
+    let window = timeline.window_seconds.max(1.0);
     let span = Span::last(window);
-    let points = timeline["queue"].as_array().cloned().unwrap_or_default();
+    let points = &timeline.queue;
     let (h, top, bottom) = (84.0, 8.0, 56.0);
-    let most = points.iter().map(|p| f(&p["waiting"])).fold(0.0, f64::max);
+    let most = points.iter().map(|p| f64::from(p.waiting)).fold(0.0, f64::max);
     let scale = most.max(1.0);
     let y_at = |n: f64| bottom - (bottom - top) * n / scale;
-    let title = format!("Requests waiting in the last {}", seconds(window));
+    let title = format!("Requests waiting in the last {}", whole_seconds(window));
     let mut svg = svg_open(&format!("queue-{id}"), h, &title);
     let mut path = String::new();
-    for p in &points {
-        let x = span.x(f(&p["seconds_ago"]));
-        let y = y_at(f(&p["waiting"]));
+    for p in points {
+        let x = span.x(p.seconds_ago);
+        let y = y_at(f64::from(p.waiting));
         match path.is_empty() {
             true => {
                 let _ = write!(path, "M{x:.1},{y:.1}");
@@ -290,33 +284,32 @@ pub fn queue(timeline: &Value, id: &str) -> String {
     }
     span.axis(&mut svg, bottom + 4.0);
     svg.push_str("</svg>");
-    let now = points.last().map_or(0.0, |p| f(&p["waiting"]));
+    let now = points.last().map_or(0, |p| p.waiting);
     format!(
-        "{svg}<p class=\"said\" id=\"queue-{}-said\">{now:.0} waiting now; at most {most:.0} in the last {}.</p>",
+        "{svg}<p class=\"said\" id=\"queue-{}-said\">{now} waiting now; at most {most:.0} in the last {}.</p>",
         esc(id),
-        seconds(window)
+        whole_seconds(window)
     )
 }
 
 /// A bot's requests per minute over the last hour (`per_minute`), a bar per
 /// minute stacked by decision.
-pub fn per_minute(rows: &Value, bot: &str, id: &str) -> String {
-    let rows = rows.as_array().cloned().unwrap_or_default();
+pub fn per_minute(rows: &[Minute], bot: &str, id: &str) -> String {
     const DECISIONS: [&str; 4] = ["allowed", "disallowed", "slowed", "error"];
     let (h, top, bottom) = (110.0, 8.0, 80.0);
-    let total = |r: &Value| DECISIONS.iter().map(|d| f(&r[*d])).sum::<f64>();
+    let total = |r: &Minute| r.by_decision().iter().map(|(_, n)| f64::from(*n)).sum::<f64>();
     let most = rows.iter().map(total).fold(0.0, f64::max).max(1.0);
     let span = Span::last(3600.0);
     let bar = (W - LEFT - RIGHT) / 60.0;
     let title = format!("Requests per minute by {bot}, the last hour");
     let mut svg = svg_open(&format!("minutes-{id}"), h, &title);
     let mut sums = [0.0; 4];
-    for r in &rows {
-        let ago = f(&r["minutes_ago"]);
+    for r in rows {
+        let ago = r.minutes_ago as f64;
         let x = span.x((ago + 1.0) * 60.0);
         let mut y = bottom;
-        for (i, d) in DECISIONS.iter().enumerate() {
-            let n = f(&r[*d]);
+        for (i, (d, n)) in r.by_decision().into_iter().enumerate() {
+            let n = f64::from(n);
             sums[i] += n;
             if n == 0.0 {
                 continue;
@@ -356,10 +349,10 @@ pub fn per_minute(rows: &Value, bot: &str, id: &str) -> String {
 
 /// A bot's daily budget per server (`budgets`): a bar each, the part used
 /// filled; the most used first, at most `rows`.
-pub fn budgets(b: &Value, id: &str, rows: usize) -> String {
-    let limit = f(&b["per_server"]).max(1.0);
-    let mut servers = b["servers"].as_array().cloned().unwrap_or_default();
-    servers.sort_by(|x, y| f(&y["used"]).total_cmp(&f(&x["used"])));
+pub fn budgets(b: &Budgets, id: &str, rows: usize) -> String {
+    let limit = f64::from(b.per_server).max(1.0);
+    let mut servers: Vec<_> = b.servers.iter().collect();
+    servers.sort_by_key(|s| std::cmp::Reverse(s.used));
     servers.truncate(rows);
     let row_h = 18.0;
     let h = 8.0 + row_h * servers.len().max(1) as f64;
@@ -369,9 +362,15 @@ pub fn budgets(b: &Value, id: &str, rows: usize) -> String {
     let mut svg = svg_open(&format!("budgets-{id}"), h, &title);
     for (i, s) in servers.iter().enumerate() {
         let y = 4.0 + row_h * i as f64;
-        let used = f(&s["used"]);
+        let used = f64::from(s.used);
         let part = (used / limit).clamp(0.0, 1.0);
-        let colour = if part >= 1.0 { "#c33" } else { "#3a3" };
+        // Spent is red only where it is enforced: a bot in report mode was
+        // not refused, and its bar says "would have been".
+        let colour = match (part >= 1.0, b.enforced) {
+            (true, true) => "#c33",
+            (true, false) => "#e90",
+            (false, _) => "#3a3",
+        };
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"axis\">{}</text>\
@@ -380,19 +379,26 @@ pub fn budgets(b: &Value, id: &str, rows: usize) -> String {
              <text x=\"{:.1}\" y=\"{:.1}\" class=\"axis\">{used:.0} / {limit:.0}</text>",
             label_w - 6.0,
             y + 12.0,
-            esc(s["server"].as_str().unwrap_or("")),
+            esc(&s.server),
             row_h - 4.0,
             plot * part,
             row_h - 4.0,
-            esc(s["server"].as_str().unwrap_or("")),
+            esc(&s.server),
             label_w + plot + 6.0,
             y + 12.0
         );
     }
     svg.push_str("</svg>");
-    let spent = servers.iter().filter(|s| f(&s["used"]) >= limit).count();
+    let spent = servers.iter().filter(|s| f64::from(s.used) >= limit).count();
+    let (title, spent) = match b.enforced {
+        true => ("Daily budget per server", format!("{spent} of them spent")),
+        false => (
+            "Daily budget per server (report mode: not enforced)",
+            format!("{spent} of them would have been spent, had it been enforced"),
+        ),
+    };
     format!(
-        "<h4>Daily budget per server</h4>{svg}<p class=\"said\" id=\"budgets-{}-said\">{} used in the last 24 hours; {spent} of them spent.</p>",
+        "<h4>{title}</h4>{svg}<p class=\"said\" id=\"budgets-{}-said\">{} used in the last 24 hours; {spent}.</p>",
         esc(id),
         plural(servers.len(), "server")
     )
@@ -401,19 +407,38 @@ pub fn budgets(b: &Value, id: &str, rows: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::admin::model::{BudgetRow, QueuePoint, StartMark};
 
     fn bots() -> Vec<String> {
         vec!["a".into(), "b".into()]
     }
 
+    fn start(ago: f64, bot: &str, spacing: f64, gap: Option<f64>, reported: bool) -> StartMark {
+        StartMark {
+            seconds_ago: ago,
+            bot: bot.into(),
+            spacing_seconds: spacing,
+            gap_seconds: gap,
+            early: gap.is_some_and(|g| g < spacing),
+            reported,
+        }
+    }
+
+    fn timeline(starts: Vec<StartMark>) -> Timeline {
+        Timeline {
+            window_seconds: 60.0,
+            starts,
+            queue: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_start_sooner_than_its_spacing_is_red_and_said() {
-        let t = json!({ "window_seconds": 60.0, "starts": [
-            { "seconds_ago": 30.0, "bot": "a", "spacing_seconds": 5.0, "gap_seconds": null, "early": false, "reported": false },
-            { "seconds_ago": 24.0, "bot": "b", "spacing_seconds": 5.0, "gap_seconds": 6.0, "early": false, "reported": false },
-            { "seconds_ago": 22.0, "bot": "a", "spacing_seconds": 5.0, "gap_seconds": 2.0, "early": true, "reported": false },
-        ], "queue": [] });
+        let t = timeline(vec![
+            start(30.0, "a", 5.0, None, false),
+            start(24.0, "b", 5.0, Some(6.0), false),
+            start(22.0, "a", 5.0, Some(2.0), false),
+        ]);
         let svg = starts(&t, &bots(), "x");
         assert_eq!(svg.matches("class=\"start\"").count(), 3);
         assert_eq!(svg.matches("stroke=\"#d00\"").count(), 1, "{svg}");
@@ -427,30 +452,97 @@ mod tests {
 
     #[test]
     fn spaced_starts_say_the_spacing_held() {
-        let t = json!({ "window_seconds": 60.0, "starts": [
-            { "seconds_ago": 10.0, "bot": "a", "spacing_seconds": 1.0, "gap_seconds": null, "early": false, "reported": false },
-            { "seconds_ago": 9.0, "bot": "a", "spacing_seconds": 1.0, "gap_seconds": 1.0, "early": false, "reported": false },
-        ]});
+        let t = timeline(vec![
+            start(10.0, "a", 1.0, None, false),
+            start(9.0, "a", 1.0, Some(1.0), false),
+        ]);
         let svg = starts(&t, &bots(), "x");
         assert!(svg.contains("The spacing held."), "{svg}");
         assert!(!svg.contains("#d00"));
     }
 
+    /// Starts of a bot in report mode are not held: they say nothing of
+    /// whether the spacing held, however many there are.
+    #[test]
+    fn reported_starts_do_not_count_for_the_spacing() {
+        let t = timeline(vec![
+            start(10.0, "a", 5.0, None, true),
+            start(9.0, "a", 5.0, Some(1.0), true),
+            start(8.0, "a", 5.0, Some(1.0), true),
+        ]);
+        let svg = starts(&t, &bots(), "x");
+        assert!(!svg.contains("The spacing held."), "{svg}");
+        assert!(!svg.contains("#d00"), "reported starts are not red: {svg}");
+        assert!(svg.contains("No enforced start here lately."), "{svg}");
+        assert!(svg.contains("3 starts of a bot in report mode were not held"));
+        // One enforced start among reported ones: nothing to say of spacing.
+        let t = timeline(vec![
+            start(10.0, "b", 5.0, None, false),
+            start(9.0, "a", 5.0, Some(1.0), true),
+        ]);
+        let svg = starts(&t, &bots(), "x");
+        assert!(!svg.contains("The spacing held."), "{svg}");
+        assert!(svg.contains("1 enforced start here lately."), "{svg}");
+    }
+
+    #[test]
+    fn axis_labels_are_whole_units() {
+        let t = timeline(vec![
+            start(37.3, "a", 1.0, None, false),
+            start(3.1, "a", 1.0, Some(34.2), false),
+        ]);
+        let svg = starts(&t, &bots(), "x");
+        let labels: Vec<&str> = svg
+            .split("class=\"axis\">")
+            .skip(1)
+            .map(|s| s.split('<').next().unwrap())
+            .collect();
+        assert_eq!(labels.len(), 3, "{svg}");
+        for l in labels {
+            assert!(!l.contains('.'), "{l} is not in whole units");
+        }
+    }
+
+    fn budget(enforced: bool) -> Budgets {
+        Budgets {
+            per_server: 2,
+            enforced,
+            servers: vec![BudgetRow {
+                server: "gemini://<img>:1965".into(),
+                used: 3,
+                left: 0,
+            }],
+        }
+    }
+
     #[test]
     fn hostile_names_are_escaped_in_pictures() {
-        let t = json!({ "window_seconds": 60.0, "starts": [
-            { "seconds_ago": 1.0, "bot": "<script>x</script>", "spacing_seconds": 1.0, "early": false, "reported": false }]});
+        let t = timeline(vec![start(1.0, "<script>x</script>", 1.0, None, false)]);
         assert!(!starts(&t, &bots(), "x").contains("<script>"));
-        let b = json!({ "per_server": 2, "servers": [{ "server": "gemini://<img>:1965", "used": 3, "left": 0 }]});
-        let svg = budgets(&b, "x", 10);
+        let svg = budgets(&budget(true), "x", 10);
         assert!(!svg.contains("<img>"));
         assert!(svg.contains("1 server used in the last 24 hours; 1 of them spent."));
     }
 
+    /// A bot in report mode was never refused: its spent budget is not
+    /// red, and the text says it would have been.
+    #[test]
+    fn a_report_mode_budget_is_not_shown_as_spent() {
+        let svg = budgets(&budget(false), "x", 10);
+        assert!(!svg.contains("#c33"), "{svg}");
+        assert!(svg.contains("(report mode: not enforced)"));
+        assert!(svg.contains("1 of them would have been spent, had it been enforced."));
+    }
+
     #[test]
     fn minutes_stack_by_decision() {
-        let rows =
-            json!([{ "minutes_ago": 0, "allowed": 3, "disallowed": 1, "slowed": 0, "error": 0 }]);
+        let rows = [Minute {
+            minutes_ago: 0,
+            allowed: 3,
+            disallowed: 1,
+            slowed: 0,
+            error: 0,
+        }];
         let svg = per_minute(&rows, "a", "0");
         assert_eq!(svg.matches("class=\"minute ").count(), 2);
         assert!(svg.contains("4 requests in the last hour, at most 4 in a minute."));
@@ -458,12 +550,19 @@ mod tests {
 
     #[test]
     fn the_queue_is_a_step_line_with_its_most() {
-        let t = json!({ "window_seconds": 60.0, "queue": [
-            { "seconds_ago": 50.0, "waiting": 0 }, { "seconds_ago": 40.0, "waiting": 4 }, { "seconds_ago": 5.0, "waiting": 1 }]});
+        let point = |ago, waiting| QueuePoint {
+            seconds_ago: ago,
+            waiting,
+        };
+        let t = Timeline {
+            window_seconds: 60.0,
+            starts: Vec::new(),
+            queue: vec![point(50.0, 0), point(40.0, 4), point(5.0, 1)],
+        };
         let svg = queue(&t, "x");
         assert!(svg.contains("class=\"queue\""));
         assert!(
-            svg.contains("1 waiting now; at most 4 in the last 60.0 s."),
+            svg.contains("1 waiting now; at most 4 in the last 60 s."),
             "{svg}"
         );
     }

@@ -27,3 +27,13 @@ pub fn seconds(s: f64) -> String {
         s => format!("{:.1} h", s / 3600.0),
     }
 }
+
+/// Seconds in whole units, for a picture's axis: `37 s`, `12 min`, `3 h`.
+pub fn whole_seconds(s: f64) -> String {
+    match s {
+        s if s < 1.0 => format!("{:.0} ms", s * 1000.0),
+        s if s < 120.0 => format!("{:.0} s", s),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s => format!("{:.0} h", s / 3600.0),
+    }
+}

@@ -21,7 +21,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -34,6 +34,7 @@ use crate::target::HostKey;
 mod charts;
 mod conns;
 mod html;
+pub mod model;
 mod page;
 mod status;
 
@@ -50,7 +51,7 @@ pub const BODY_DEADLINE: Duration = Duration::from_secs(5);
 
 type Answer = (StatusCode, &'static str, Vec<u8>);
 
-fn json_answer(status: StatusCode, v: &Value) -> Answer {
+fn json_answer(status: StatusCode, v: &impl serde::Serialize) -> Answer {
     let mut body = serde_json::to_vec_pretty(v).unwrap_or_default();
     body.push(b'\n');
     (status, "application/json", body)
@@ -275,7 +276,7 @@ async fn route(req: Request<Incoming>, ctx: &Context) -> Answer {
                 None => None,
             };
             match api {
-                true => json_answer(StatusCode::OK, &json!({ "host": h, "explain": explained })),
+                true => json_answer(StatusCode::OK, &model::HostAnswer { host: h, explain: explained }),
                 false => html(page::host(&h, explained.as_ref(), &hostport)),
             }
         }

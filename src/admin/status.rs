@@ -5,9 +5,16 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+
 use tokio::time::Instant;
 
+use super::model::{
+    self, BudgetRow, Budgets, ErrorCount, Explained, Followed, HostEntry, HostPage, HostRow,
+    LastRefusal, Left, Minute, PerBot, QueuePoint, RecentRefusal, Robots, Spacing, StartMark,
+    Status, Store, StoreNode, Timeline, Verdict,
+};
+use crate::bots::limits::{BotLimits, Mode};
 use crate::bots::BotId;
 use crate::cache::{Entry, Rules};
 use crate::context::Context;
@@ -27,44 +34,49 @@ fn ago(t: SystemTime) -> f64 {
     secs(SystemTime::now().duration_since(t).unwrap_or_default())
 }
 
+/// How many of the latest refusals the status page lists.
+pub const RECENT_REFUSALS: usize = 20;
+
 /// `/api/status`: the proxy, its bots and listeners, counts, recent hosts.
-pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
-    let per_minute: std::collections::HashMap<Arc<str>, Value> = ctx
+pub async fn status(ctx: &Context, filter: Option<&str>) -> Status {
+    let per_minute: HashMap<Arc<str>, Vec<Minute>> = ctx
         .recent
         .bot_minutes()
         .into_iter()
-        .map(|(name, minutes)| (name, minutes_json(&minutes)))
+        .map(|(name, minutes)| (name, minute_rows(&minutes)))
         .collect();
-    let bots: Vec<Value> = ctx
+    let limits = &ctx.admission.limits;
+    let bots = ctx
         .admission
         .config
         .bots
         .all()
         .iter()
         .map(|b| {
-            json!({
-                "name": b.name,
-                "agent": b.profile.token(),
-                "virtual_agents": b.profile.virtual_agents(),
-                "mode": b.limits.mode.as_str(),
-                "content_usage": b.profile.uses().iter().map(|u| u.as_str()).collect::<Vec<_>>(),
-                "limits": limits_in_force(&b.limits),
-                "budgets": budgets(ctx, b),
-                "per_minute": per_minute.get(b.name.as_str()).cloned().unwrap_or_default(),
-            })
-        })
+            let budgets = budgets(ctx, b);
+            model::Bot {
+            name: b.name.clone(),
+            agent: b.profile.token().to_string(),
+            virtual_agents: b.profile.virtual_agents().to_vec(),
+            mode: b.limits.mode.as_str().into(),
+            content_usage: b.profile.uses().iter().map(|u| u.as_str().into()).collect(),
+            limits: limits_set(&b.limits),
+            left: left(limits.left(&b.name, &b.limits), budgets.as_ref()),
+            budgets,
+            per_minute: per_minute.get(b.name.as_str()).cloned().unwrap_or_default(),
+        }})
         .collect();
-    let listeners: serde_json::Map<String, Value> = ctx
+    let listeners = ctx
         .listens
         .iter()
-        .map(|(l, addr)| (l.spec().page.to_string(), json!(addr.to_string())))
+        .map(|(l, addr)| (l.spec().page.to_string(), addr.to_string()))
         .collect();
-    let counts: serde_json::Map<String, Value> = ctx
+    let requests = ctx
         .admission
         .metrics
         .requests_by_decision()
         .into_iter()
-        .map(|(d, n)| (d.to_string(), json!(n)))
+        .map(|(d, n)| (d.to_string(), n))
         .collect();
     let mut hosts = Vec::new();
     for (key, activity) in ctx.recent.snapshot() {
@@ -73,94 +85,134 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Value {
         }
         hosts.push(host_row(ctx, &key, &activity).await);
     }
-    json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptime_seconds": ctx.started.elapsed().as_secs(),
-        "config_generation": ctx.admission.generation,
-        "bots": bots,
-        "listeners": listeners,
-        "requests": counts,
-        "pins": ctx.admission.upstream.pins().len(),
-        "store": ctx.store.as_ref().map(|s| store(&s.topology())),
-        "hosts": hosts,
-    })
+    let mut recent_refusals: Vec<RecentRefusal> = hosts
+        .iter()
+        .filter_map(|h| {
+            let last = h.last_refusal.as_ref()?;
+            Some(RecentRefusal {
+                key: h.key.clone(),
+                host_port: host_port(&h.host, h.port),
+                refusal: LastRefusal {
+                    seconds_ago: last.seconds_ago,
+                    outcome: last.outcome.clone(),
+                    detail: last.detail.clone(),
+                    robots_sha256: last.robots_sha256.clone(),
+                },
+            })
+        })
+        .collect();
+    recent_refusals.sort_by(|a, b| a.refusal.seconds_ago.total_cmp(&b.refusal.seconds_ago));
+    recent_refusals.truncate(RECENT_REFUSALS);
+    Status {
+        version: env!("CARGO_PKG_VERSION").into(),
+        uptime_seconds: ctx.started.elapsed().as_secs(),
+        config_generation: ctx.admission.generation,
+        bots,
+        listeners,
+        requests,
+        pins: ctx.admission.upstream.pins().len(),
+        store: ctx.store.as_ref().map(|s| store(&s.topology())),
+        hosts,
+        recent_refusals,
+    }
+}
+
+/// `HOST:PORT`, an IPv6 address in brackets, as the host page's path has it.
+pub(super) fn host_port(host: &str, port: u16) -> String {
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
 }
 
 /// Fleet mode's store: its shape, the masters the health check last saw,
 /// the restarts and failovers seen, how long since it was last found broken.
-fn store(t: &crate::store::Topology) -> Value {
-    json!({
-        "kind": t.kind,
-        "url": t.shown,
-        "up": t.up,
-        "on_unavailable": t.on_unavailable,
-        "masters": t.masters.iter().map(|n| json!({"addr": n.addr, "run_id": n.run_id})).collect::<Vec<_>>(),
-        "restarts_and_failovers": t.restarts,
-        "broken_seconds_ago": t.since_break.map(secs),
-    })
+fn store(t: &crate::store::Topology) -> Store {
+    Store {
+        kind: t.kind.into(),
+        url: t.shown.clone(),
+        up: t.up,
+        on_unavailable: t.on_unavailable.into(),
+        masters: t
+            .masters
+            .iter()
+            .map(|n| StoreNode {
+                addr: n.addr.clone(),
+                run_id: n.run_id.clone(),
+            })
+            .collect(),
+        restarts_and_failovers: t.restarts,
+        broken_seconds_ago: t.since_break.map(secs),
+    }
 }
 
-/// A bot's requests per minute, oldest first: `minutes_ago` and a count
-/// per decision.
-fn minutes_json(minutes: &[(u64, PerClass)]) -> Value {
-    let rows: Vec<Value> = minutes
+/// A bot's requests per minute, oldest first.
+fn minute_rows(minutes: &[(u64, PerClass)]) -> Vec<Minute> {
+    minutes
         .iter()
-        .map(|(ago, counts)| {
-            let mut row = serde_json::Map::new();
-            row.insert("minutes_ago".into(), json!(ago));
-            for class in Class::ALL {
-                row.insert(class.as_str().into(), json!(counts[class.index()]));
-            }
-            Value::Object(row)
+        .map(|(ago, counts)| Minute {
+            minutes_ago: *ago,
+            allowed: counts[Class::Allowed.index()],
+            disallowed: counts[Class::Disallowed.index()],
+            slowed: counts[Class::Slowed.index()],
+            error: counts[Class::Error.index()],
         })
-        .collect();
-    Value::Array(rows)
+        .collect()
 }
 
 /// A bot's limits as the status page shows them: those set, by their keys.
-fn limits_in_force(l: &crate::bots::limits::BotLimits) -> Value {
-    let mut set = serde_json::Map::new();
-    if !l.min_delay.is_zero() {
-        set.insert("min_delay_seconds".into(), json!(secs(l.min_delay)));
+fn limits_set(l: &BotLimits) -> model::Limits {
+    model::Limits {
+        min_delay_seconds: (!l.min_delay.is_zero()).then(|| secs(l.min_delay)),
+        concurrency: l.concurrency,
+        rate: l.rate.map(|r| r.to_string()),
+        daily_requests_per_server: l.daily_requests_per_server,
+        quiet_hours: l.quiet_hours.iter().map(|w| w.to_string()).collect(),
     }
-    if let Some(n) = l.concurrency {
-        set.insert("concurrency".into(), json!(n));
+}
+
+/// What is left of each limit a bot sets, now.
+fn left(counted: crate::admission::Left, budgets: Option<&Budgets>) -> Left {
+    Left {
+        concurrency: counted.concurrency,
+        rate: counted.rate,
+        daily_requests_per_server: budgets.map(|b| {
+            b.servers
+                .iter()
+                .map(|s| s.left)
+                .min()
+                .unwrap_or(b.per_server)
+        }),
+        quiet_for_seconds: counted.quiet_for.map(secs),
     }
-    if let Some(rate) = l.rate {
-        set.insert("rate".into(), json!(rate.to_string()));
-    }
-    if let Some(n) = l.daily_requests_per_server {
-        set.insert("daily_requests_per_server".into(), json!(n));
-    }
-    if !l.quiet_hours.is_empty() {
-        let windows: Vec<String> = l.quiet_hours.iter().map(|w| w.to_string()).collect();
-        set.insert("quiet_hours".into(), json!(windows));
-    }
-    Value::Object(set)
 }
 
 /// How many servers' budgets the status page lists per bot.
 const BUDGET_ROWS: usize = 100;
 
 /// A bot's daily budget per server: used in the last 24 hours, and left.
-fn budgets(ctx: &Context, bot: &crate::bots::Bot) -> Value {
-    let Some(limit) = bot.limits.daily_requests_per_server else {
-        return Value::Null;
-    };
-    let rows: Vec<Value> = ctx
+fn budgets(ctx: &Context, bot: &crate::bots::Bot) -> Option<Budgets> {
+    let limit = bot.limits.daily_requests_per_server?;
+    let servers = ctx
         .admission
         .limits
         .budget_used(&bot.name, BUDGET_ROWS)
         .into_iter()
-        .map(|(server, used)| {
-            json!({ "server": server, "used": used, "left": limit.saturating_sub(used) })
+        .map(|(server, used)| BudgetRow {
+            server,
+            used,
+            left: limit.saturating_sub(used),
         })
         .collect();
-    json!({ "per_server": limit, "servers": rows })
+    Some(Budgets {
+        per_server: limit,
+        enforced: bot.limits.mode == Mode::Enforce,
+        servers,
+    })
 }
 
 /// One row of the hosts table.
-async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
+async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> HostRow {
     let entry = ctx.admission.robots.peek(key).await;
     let server = Server {
         name: key.clone(),
@@ -168,46 +220,58 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> Value {
     };
     let gate = ctx.admission.politeness.peek(&server);
     let now = Instant::now();
-    json!({
-        "key": key.to_string(),
-        "scheme": key.scheme.as_str(),
-        "host": key.host,
-        "port": key.port,
-        "robots": robots_state(entry.as_deref()),
-        "crawl_delay": crawl_delays(ctx, entry.as_ref()),
-        "spacing": spacings(ctx, entry.as_ref()),
-        "queue": gate.map_or(0, |g| g.waiting),
-        "in_flight": gate.map_or(0, |g| g.in_flight),
-        "next_start_in_seconds": gate
+    HostRow {
+        key: key.to_string(),
+        scheme: key.scheme.as_str().into(),
+        host: key.host.clone(),
+        port: key.port,
+        robots: robots_state(entry.as_deref()),
+        crawl_delay: crawl_delays(ctx, entry.as_ref()),
+        spacing: spacings(ctx, entry.as_ref()),
+        queue: gate.map_or(0, |g| g.waiting),
+        in_flight: gate.map_or(0, |g| g.in_flight),
+        next_start_in_seconds: gate
             .and_then(|g| g.next_start)
             .map(|t| secs(t.saturating_duration_since(now))),
-        "slow_down_factor": gate.map_or(1, |g| g.backoff),
-        "requests": activity.requests,
-        "refusals": activity.refusals,
-        "errors": errors(activity),
-        "last_seen_seconds_ago": activity.last_seen.map(ago),
-        "last_refusal": activity.last_refusal.as_ref().map(|(at, outcome, detail)| json!({
-            "seconds_ago": ago(*at),
-            "outcome": outcome,
-            "detail": detail,
-            "robots_sha256": activity.last_refusal_robots.as_deref(),
-        })),
-    })
+        slow_down_factor: gate.map_or(1, |g| g.backoff),
+        requests: activity.requests,
+        refusals: activity.refusals,
+        errors: errors(activity),
+        last_seen_seconds_ago: activity.last_seen.map(ago),
+        last_refusal: activity
+            .last_refusal
+            .as_ref()
+            .map(|(at, outcome, detail)| LastRefusal {
+                seconds_ago: ago(*at),
+                outcome: outcome.to_string(),
+                detail: detail.clone(),
+                robots_sha256: activity.last_refusal_robots.as_deref().map(String::from),
+            }),
+    }
 }
 
-fn robots_state(entry: Option<&Entry>) -> Value {
+fn robots_state(entry: Option<&Entry>) -> Robots {
     let Some(entry) = entry else {
-        return json!({ "state": "not cached" });
+        return Robots {
+            state: "not cached".into(),
+            sha256: None,
+            fetched_unix: None,
+            age_seconds: None,
+            fresh_for_seconds: None,
+            detail: None,
+        };
     };
     let now = Instant::now();
-    json!({
-        "state": entry.state(),
-        "sha256": entry.evidence().map(|e| e.sha256.to_string()),
-        "fetched_unix": entry.evidence().map(|e| e.fetched_unix()),
-        "age_seconds": entry.robots().map(|(_, _, at)| secs(now.saturating_duration_since(at))),
-        "fresh_for_seconds": secs(entry.fresh_until().saturating_duration_since(now)),
-        "detail": entry.detail(),
-    })
+    Robots {
+        state: entry.state().into(),
+        sha256: entry.evidence().map(|e| e.sha256.to_string()),
+        fetched_unix: entry.evidence().map(|e| e.fetched_unix()),
+        age_seconds: entry
+            .robots()
+            .map(|(_, _, at)| secs(now.saturating_duration_since(at))),
+        fresh_for_seconds: Some(secs(entry.fresh_until().saturating_duration_since(now))),
+        detail: entry.detail().map(String::from),
+    }
 }
 
 /// The entry's policies for the context's bots (compiled again when a
@@ -224,71 +288,76 @@ fn policies(ctx: &Context, entry: &Arc<Entry>) -> Option<Vec<Policy>> {
 }
 
 /// A value per bot, by its name.
-fn per_bot(ctx: &Context, value: impl Fn(BotId) -> Value) -> Value {
-    let map: serde_json::Map<String, Value> = ctx
-        .admission
-        .config
-        .bots
-        .all()
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (b.name.clone(), value(i)))
-        .collect();
-    Value::Object(map)
+fn per_bot<T>(ctx: &Context, value: impl Fn(BotId) -> T) -> PerBot<T> {
+    PerBot(
+        ctx.admission
+            .config
+            .bots
+            .all()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name.clone(), value(i)))
+            .collect(),
+    )
 }
 
-fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
+fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> PerBot<Option<f64>> {
     let policies = entry.and_then(|e| policies(ctx, e)).unwrap_or_default();
-    per_bot(ctx, |i| {
-        json!(policies.get(i).and_then(|p| p.crawl_delay_secs()))
-    })
+    per_bot(ctx, |i| policies.get(i).and_then(|p| p.crawl_delay_secs()))
 }
 
 /// Each bot's spacing at the host, and what it comes from: the setting,
 /// and the robots.txt line for a Crawl-delay.
-fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Value {
-    let Some(entry) = entry.map(|e| {
+fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Option<PerBot<Spacing>> {
+    let entry = entry.map(|e| {
         e.for_generation(
             ctx.admission.generation,
             &ctx.admission.config.bots.profiles(),
         )
-    }) else {
-        return Value::Null;
-    };
+    })?;
     let policies = policies(ctx, &entry).unwrap_or_default();
-    per_bot(ctx, |i| {
+    Some(per_bot(ctx, |i| {
         let (delay, from) = crate::admission::spacing_in_force(&ctx.admission, i, &entry);
         let policy = policies.get(i);
         let line = match from {
             SpacingFrom::CrawlDelay => policy.and_then(|p| p.crawl_delay_line()),
             _ => None,
         };
-        let asked = policy.and_then(|p| p.crawl_delay_secs());
-        json!({ "seconds": secs(delay), "from": from.key(), "line": line, "crawl_delay": asked })
-    })
+        Spacing {
+            seconds: secs(delay),
+            from: from.key().into(),
+            line,
+            crawl_delay: policy.and_then(|p| p.crawl_delay_secs()),
+        }
+    }))
 }
 
 /// The requests to a host that ended in an error, by outcome (its cause).
-fn errors(activity: &Activity) -> Value {
-    let map: serde_json::Map<String, Value> = Fate::ALL
+fn errors(activity: &Activity) -> BTreeMap<String, ErrorCount> {
+    Fate::ALL
         .iter()
         .filter(|f| f.class() == Class::Error && activity.by_fate[f.index()] > 0)
         .map(|f| {
-            let n = activity.by_fate[f.index()];
+            let count = activity.by_fate[f.index()];
             (
                 f.as_str().to_string(),
-                json!({ "count": n, "cause": f.cause().as_str() }),
+                ErrorCount {
+                    count,
+                    cause: f.cause().as_str().into(),
+                },
             )
         })
-        .collect();
-    Value::Object(map)
+        .collect()
 }
 
 /// A server's recent starts against their spacing and its queue lengths,
 /// as the host page draws them: times in seconds before now; the queue over
 /// a window of at least ten seconds and at most
-/// [`WINDOW`](crate::recent::series::WINDOW) that holds its points.
-fn timeline(series: &Series) -> Value {
+/// [`WINDOW`](crate::recent::series::WINDOW) that holds its points. An
+/// enforced start is measured from the enforced start before it (a bot in
+/// report mode is not held, and holds no one back); a reported start from
+/// any start before it.
+fn timeline(series: &Series) -> Timeline {
     let now = Instant::now();
     let ago = |t: Instant| secs(now.saturating_duration_since(t));
     let window = series
@@ -296,30 +365,44 @@ fn timeline(series: &Series) -> Value {
         .front()
         .map_or(Duration::ZERO, |(t, _)| now.saturating_duration_since(*t))
         .clamp(Duration::from_secs(10), crate::recent::series::WINDOW);
-    let mut before: Option<Instant> = None;
-    let starts: Vec<Value> = series
+    let mut any_before: Option<Instant> = None;
+    let mut enforced_before: Option<Instant> = None;
+    let starts = series
         .starts
         .iter()
         .map(|s| {
+            let before = match s.reported {
+                true => any_before,
+                false => enforced_before,
+            };
             let gap = before.map(|b| s.at.saturating_duration_since(b));
-            before = Some(s.at);
-            json!({
-                "seconds_ago": ago(s.at),
-                "bot": &*s.bot,
-                "spacing_seconds": secs(s.spacing),
-                "gap_seconds": gap.map(secs),
-                // Sooner than its spacing after the start before it.
-                "early": gap.is_some_and(|g| g < s.spacing),
-                "reported": s.reported,
-            })
+            any_before = Some(s.at);
+            if !s.reported {
+                enforced_before = Some(s.at);
+            }
+            StartMark {
+                seconds_ago: ago(s.at),
+                bot: s.bot.to_string(),
+                spacing_seconds: secs(s.spacing),
+                gap_seconds: gap.map(secs),
+                early: gap.is_some_and(|g| g < s.spacing),
+                reported: s.reported,
+            }
         })
         .collect();
-    let queue: Vec<Value> = series
+    let queue = series
         .queue
         .iter()
-        .map(|(t, n)| json!({ "seconds_ago": ago(*t), "waiting": n }))
+        .map(|(t, n)| QueuePoint {
+            seconds_ago: ago(*t),
+            waiting: *n,
+        })
         .collect();
-    json!({ "window_seconds": secs(window), "starts": starts, "queue": queue })
+    Timeline {
+        window_seconds: secs(window),
+        starts,
+        queue,
+    }
 }
 
 /// `HOST:PORT` (IPv6 in brackets) as the status page's paths write it.
@@ -332,8 +415,8 @@ pub fn parse_host_port(text: &str) -> Option<(String, u16)> {
 
 /// `/api/host/HOST:PORT`: each scheme's cached robots.txt there, its lines,
 /// and which lines each bot follows.
-pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
-    let mut schemes = Vec::new();
+pub async fn host(ctx: &Context, host: &str, port: u16) -> HostPage {
+    let mut entries = Vec::new();
     for scheme in Protocol::ALL.iter().map(|p| p.scheme()) {
         let key = HostKey {
             scheme,
@@ -345,40 +428,45 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> Value {
         if entry.is_none() && activity.is_none() {
             continue;
         }
-        let row = match &activity {
-            Some(a) => host_row(ctx, &key, a).await,
-            None => json!({ "key": key.to_string(), "robots": robots_state(entry.as_deref()) }),
-        };
-        let text = entry
-            .as_deref()
-            .and_then(|e| e.robots())
-            .map(|(_, body, _)| {
-                String::from_utf8_lossy(body)
-                    .lines()
-                    .map(|l| l.to_string())
-                    .collect::<Vec<_>>()
-            });
-        let followed: Vec<Value> = match entry.as_ref().and_then(|e| policies(ctx, e)) {
+        let summary = host_row(ctx, &key, &activity.unwrap_or_default()).await;
+        let robots_txt = entry.as_deref().and_then(|e| e.robots()).map(|(_, body, _)| {
+            String::from_utf8_lossy(body)
+                .lines()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+        });
+        let bots = match entry.as_ref().and_then(|e| policies(ctx, e)) {
             Some(ps) => ctx
-                .admission.config
+                .admission
+                .config
                 .bots
                 .all()
                 .iter()
                 .zip(ps.iter())
-                .map(|(b, p)| json!({ "bot": b.name, "lines": p.source_lines(), "groups": selected(p.selected()), "crawl_delay_line": p.crawl_delay_line() }))
+                .map(|(b, p)| Followed {
+                    bot: b.name.clone(),
+                    lines: p.source_lines(),
+                    groups: selected(p.selected()).into(),
+                    crawl_delay_line: p.crawl_delay_line(),
+                })
                 .collect(),
             None => Vec::new(),
         };
         let series = ctx.recent.series(&key).unwrap_or_default();
-        schemes.push(json!({
-            "summary": row,
-            "robots_txt": text,
-            "bots": followed,
-            "timeline": timeline(&series),
-        }));
+        entries.push(HostEntry {
+            summary,
+            robots_txt,
+            bots,
+            timeline: timeline(&series),
+        });
     }
-    let bots = ctx.admission.config.bots.names();
-    json!({ "host": host, "port": port, "bots": bots, "entries": schemes })
+    HostPage {
+        host: host.to_string(),
+        port,
+        bots: ctx.admission.config.bots.names().into_iter().map(String::from).collect(),
+        fleet: ctx.store.is_some(),
+        entries,
+    }
 }
 
 fn selected(s: Selected) -> &'static str {
@@ -393,11 +481,18 @@ fn selected(s: Selected) -> &'static str {
 /// "Explain": what the proxy would decide for `url`, per bot, from the
 /// robots.txt it has cached (nothing is fetched): the verdict, the group and
 /// the rule, as `robots-proxy check --explain` prints them.
-pub async fn explain(ctx: &Context, url: &str) -> Value {
+pub async fn explain(ctx: &Context, url: &str) -> Explained {
     let target = match Target::parse(url) {
         Ok(t) => t,
         Err(e) => {
-            return json!({ "url": url, "error": format!("not a target the proxy serves: {e}") })
+            return Explained {
+                url: url.to_string(),
+                error: Some(format!("not a target the proxy serves: {e}")),
+                canonical: None,
+                key: None,
+                robots: None,
+                bots: Vec::new(),
+            }
         }
     };
     let key = HostKey {
@@ -406,24 +501,28 @@ pub async fn explain(ctx: &Context, url: &str) -> Value {
         port: target.port,
     };
     let entry = ctx.admission.robots.peek(&key).await;
-    let state = robots_state(entry.as_deref());
     let bots = ctx.admission.config.bots.all();
-    let verdicts: Vec<Value> = match entry.as_ref() {
+    let verdict = |b: &crate::bots::Bot, decision: &'static str, explanation: String| Verdict {
+        bot: b.name.clone(),
+        decision: decision.into(),
+        explanation,
+    };
+    let verdicts: Vec<Verdict> = match entry.as_ref() {
         None => bots
             .iter()
-            .map(|b| json!({ "bot": b.name, "decision": "unknown", "explanation": format!("robots.txt of {key} is not cached: the next request fetches it") }))
+            .map(|b| verdict(b, "unknown", format!("robots.txt of {key} is not cached: the next request fetches it")))
             .collect(),
         Some(e) => match policies(ctx, e) {
             Some(ps) => bots
                 .iter()
                 .zip(ps.iter())
                 .map(|(b, p)| match target.decide(p, ctx.admission.config.selector_reading) {
-                    Ok(d) => json!({
-                        "bot": b.name,
-                        "decision": if d.allowed() { "allow" } else { "disallow" },
-                        "explanation": p.explain(&d).to_string().replace('\t', "; "),
-                    }),
-                    Err(err) => json!({ "bot": b.name, "decision": "error", "explanation": err.to_string() }),
+                    Ok(d) => verdict(
+                        b,
+                        if d.allowed() { "allow" } else { "disallow" },
+                        p.explain(&d).to_string().replace('\t', "; "),
+                    ),
+                    Err(err) => verdict(b, "error", err.to_string()),
                 })
                 .collect(),
             None => {
@@ -435,17 +534,16 @@ pub async fn explain(ctx: &Context, url: &str) -> Value {
                     },
                     other => ("unknown", format!("robots.txt state: {other}")),
                 };
-                bots.iter()
-                    .map(|b| json!({ "bot": b.name, "decision": decision, "explanation": why }))
-                    .collect()
+                bots.iter().map(|b| verdict(b, decision, why.clone())).collect()
             }
         },
     };
-    json!({
-        "url": url,
-        "canonical": target.url(),
-        "key": key.to_string(),
-        "robots": state,
-        "bots": verdicts,
-    })
+    Explained {
+        url: url.to_string(),
+        error: None,
+        canonical: Some(target.url()),
+        key: Some(key.to_string()),
+        robots: Some(robots_state(entry.as_deref())),
+        bots: verdicts,
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use crate::bots::limits::BotLimits;
 use crate::bots::BotId;
 use crate::cache::Entry;
 use crate::refusal::Refusal;
@@ -57,6 +58,21 @@ pub trait Usage: Send + Sync {
     /// Where `bot` has spent its daily budget: each server and its starts in
     /// the last 24 hours, at most `top`, the most used first.
     fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)>;
+
+    /// What is left now of `bot`'s limits that count (`limits`: its own).
+    fn left(&self, bot: &str, limits: &BotLimits) -> Left;
+}
+
+/// What is left of a bot's counting limits now, as this process counted
+/// them (`None`: the limit is not set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Left {
+    /// Requests that may still start at once at its busiest server.
+    pub concurrency: Option<usize>,
+    /// Starts left in the rate's window.
+    pub rate: Option<usize>,
+    /// How long its quiet hours hold it from now (zero: not quiet now).
+    pub quiet_for: Option<Duration>,
 }
 
 /// The limits of one configuration, asked in order; the first refusal wins.
@@ -77,6 +93,13 @@ impl Limits {
         self.usage
             .as_ref()
             .map_or_else(Vec::new, |u| u.budget_used(bot, top))
+    }
+
+    /// What is left of `bot`'s limits now ([`Usage::left`]).
+    pub fn left(&self, bot: &str, limits: &BotLimits) -> Left {
+        self.usage
+            .as_ref()
+            .map_or_else(Left::default, |u| u.left(bot, limits))
     }
 
     /// In report mode (`report`, with `max_wait`), a limit that would hold

@@ -38,7 +38,7 @@ use crate::target::{HostKey, Server, Target};
 use crate::upstream::Upstream;
 
 pub mod limit;
-pub use limit::{Asked, Held, Hold, Holds, Limit, Limits, Usage};
+pub use limit::{Asked, Held, Hold, Holds, Left, Limit, Limits, Usage};
 
 /// What admitting a request asks, built by each config generation: the
 /// bots and `[ports]` (its config), resolution and egress (its upstream),

@@ -15,7 +15,7 @@ use crate::refusal::{BotLimit, Refusal};
 
 /// When the windows that hold `unix` have all ended (windows may overlap or
 /// follow each other): `None` if none holds it.
-fn quiet_for(windows: &[DayWindow], unix: Duration) -> Option<Duration> {
+pub(super) fn quiet_for(windows: &[DayWindow], unix: Duration) -> Option<Duration> {
     let mut waited = Duration::ZERO;
     // Each step leaves one window; more steps than windows would be a loop
     // through the whole day (windows covering it all, refused at config).

@@ -54,6 +54,14 @@ impl Book {
         Ok(())
     }
 
+    /// The most of `bot`'s requests in flight at one server.
+    pub(super) fn busiest(&self, bot: &str) -> usize {
+        self.lock()
+            .get(bot)
+            .and_then(|held| held.values().copied().max())
+            .unwrap_or(0)
+    }
+
     fn give_back(&self, bot: &str, aliases: &[Alias]) {
         let mut book = self.lock();
         let Some(held) = book.get_mut(bot) else {

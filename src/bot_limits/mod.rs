@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::admission::{Limit, Limits, Usage};
+use crate::admission::{Left, Limit, Limits, Usage};
 use crate::bots::Bots;
 use crate::politeness::GateBy;
 use crate::refusal::{BotLimit, Busy, Refusal, SlowDown};
@@ -109,6 +109,21 @@ impl Ledger {
 impl Usage for Ledger {
     fn budget_used(&self, bot: &str, top: usize) -> Vec<(String, u32)> {
         self.budget.used_by(bot, self.clock.unix(), top)
+    }
+
+    fn left(&self, bot: &str, limits: &BotLimits) -> Left {
+        Left {
+            concurrency: limits
+                .concurrency
+                .map(|max| max.saturating_sub(self.inflight.busiest(bot))),
+            rate: limits.rate.map(|rate| {
+                let counted = self.rate.counted(bot, rate, Instant::now());
+                (rate.count as usize).saturating_sub(counted)
+            }),
+            quiet_for: (!limits.quiet_hours.is_empty()).then(|| {
+                hours::quiet_for(&limits.quiet_hours, self.clock.unix()).unwrap_or_default()
+            }),
+        }
     }
 }
 

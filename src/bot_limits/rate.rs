@@ -52,6 +52,15 @@ impl Book {
         }
     }
 
+    /// `bot`'s starts in `rate`'s window up to `now`, and those counted
+    /// that have not started yet.
+    pub(super) fn counted(&self, bot: &str, rate: Rate, now: Instant) -> usize {
+        self.lock().get(bot).map_or(0, |log| {
+            let recent = log.starts.iter().filter(|&&t| t + rate.per > now).count();
+            recent + log.pending
+        })
+    }
+
     /// A counted request started (`true`) or gave up.
     fn settle(&self, bot: &str, started: bool) {
         let mut book = self.lock();

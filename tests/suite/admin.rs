@@ -573,10 +573,13 @@ async fn report_mode_starts_are_drawn_as_not_held() {
     let (_, page) = admin_get(&proxy, &format!("/host/{hp}")).await;
     assert_eq!(page.matches("data-early=\"true\"").count(), 2, "{page}");
     assert!(
-        page.contains("2 of a bot in report mode were not held (dashed)."),
+        page.contains("3 starts of a bot in report mode were not held (dashed), and are not counted here."),
         "{page}"
     );
     assert!(!page.contains("sooner than their spacing"), "{page}");
+    // Only enforced starts can show that the spacing held.
+    assert!(!page.contains("The spacing held."), "{page}");
+    assert!(page.contains("No enforced start here lately."), "{page}");
 }
 
 /// Errors at a server are counted by outcome and cause, on the host page
