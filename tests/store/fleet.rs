@@ -123,6 +123,21 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
         Some(1),
         "{store}"
     );
+    // The page shows it too, and the host page says whose starts it draws.
+    let (_, page) = http_get(proxies[0].addr(Listener::Admin), "/").await;
+    assert!(page.contains("fleet store <span class=\"up\">up</span>"), "{page}");
+    assert!(page.contains("<h2>Fleet store</h2>"), "{page}");
+    assert!(page.contains("<tr><th>kind</th><td>single</td></tr>"), "{page}");
+    assert!(page.contains("on_unavailable = \"refuse\""), "{page}");
+    let (_, host) = http_get(
+        proxies[0].addr(Listener::Admin),
+        &format!("/host/127.0.0.1:{}", origin.addr.port()),
+    )
+    .await;
+    assert!(
+        host.contains("Fleet mode: the starts and the queue shown are this proxy's."),
+        "{host}"
+    );
 }
 
 /// A proxy that died holding a lease (its renewals stopped) holds the cap

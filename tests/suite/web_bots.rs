@@ -154,3 +154,143 @@ async fn a_web_request_s_log_line_names_protocol_listener_bot_and_evidence() {
     let digest = robots_proxy::robots::sha256_hex(robots.as_bytes());
     assert_eq!(logged["robots_sha256"], digest.as_str(), "{logged}");
 }
+
+fn basic(user: &str, pass: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+    )
+}
+
+/// A UTC window of the day starting `from_now_h` hours from now, an hour
+/// long, as `quiet_hours` writes it.
+fn window_from_now(from_now_h: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let h = (now / 3600 + from_now_h) % 24;
+    format!("{:02}:00-{:02}:00", h, (h + 1) % 24)
+}
+
+/// The status page an operator opens: each bot's mode (a report-mode bot
+/// marked, its spent budget not red as if enforced), its limits and what is
+/// left of each, the latest refusals with their rule, and the web hosts,
+/// whose host page explains with the host's own scheme.
+#[tokio::test]
+async fn the_status_page_shows_each_bot_s_mode_limits_and_what_is_left() {
+    let origin = WebOrigin::site("User-agent: *\nDisallow: /private/\n").await;
+    let config = web_config_with(&format!(
+        r#"
+[socks5]
+users = [{{ name = "alice", password = "a-pass" }}, {{ name = "rita", password = "r-pass" }}]
+
+[bot]
+name = "anon"
+agent = "anonbot"
+
+[[bots]]
+name = "crawler"
+agent = "examplebot"
+socks5_users = ["alice"]
+concurrency = 3
+rate = "10/min"
+daily_requests_per_server = 5
+quiet_hours = ["{}"]
+
+[[bots]]
+name = "watcher"
+agent = "watchbot"
+mode = "report"
+daily_requests_per_server = 1
+socks5_users = ["rita"]
+"#,
+        window_from_now(3)
+    ));
+    let proxy = start_proxy(config).await;
+    let http_addr = proxy.addr(Listener::Http);
+    let mut crawler = WebClient::connect(http_addr).await;
+    let alice = basic("alice", "a-pass");
+    assert_eq!(
+        crawler
+            .get(&origin.url("/a"), &[("proxy-authorization", &alice)])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(crawler.get(&origin.url("/private/x"), &[]).await.status, 403);
+    assert_eq!(crawler.get(&origin.url("/b"), &[]).await.status, 200);
+    let mut watcher = WebClient::connect(http_addr).await;
+    let rita = basic("rita", "r-pass");
+    for path in ["/c", "/private/y", "/d"] {
+        let answer = watcher
+            .get(&origin.url(path), &[("proxy-authorization", &rita)])
+            .await;
+        assert_eq!(answer.status, 200, "report mode relays {path}");
+    }
+    let admin = proxy.addr(Listener::Admin);
+    let (_, body) = http(admin, "GET", "/api/status", &[], "").await;
+    let s: robots_proxy::admin::model::Status = serde_json::from_str(&body).unwrap();
+    let crawler_row = &s.bots[1];
+    assert_eq!(crawler_row.mode, "enforce");
+    assert_eq!(crawler_row.left.concurrency, Some(3), "none in flight now");
+    assert_eq!(crawler_row.left.rate, Some(8), "two starts in the minute");
+    assert_eq!(
+        crawler_row.left.daily_requests_per_server,
+        Some(3),
+        "two of five at the one server"
+    );
+    assert_eq!(crawler_row.left.quiet_for_seconds, Some(0.0));
+    let watcher_row = &s.bots[2];
+    assert!(watcher_row.reports());
+    let budgets = watcher_row.budgets.as_ref().unwrap();
+    assert!(!budgets.enforced);
+    assert_eq!((budgets.servers[0].used, budgets.servers[0].left), (1, 0));
+    let refusal = &s.recent_refusals[0];
+    assert_eq!(refusal.refusal.outcome, "disallowed");
+    assert!(refusal.refusal.detail.contains("Disallow: /private/"), "{refusal:?}");
+    let web_key = format!("http://127.0.0.1:{}", origin.addr.port());
+    assert!(s.hosts.iter().any(|h| h.key == web_key), "{body}");
+
+    let (_, page) = http(admin, "GET", "/", &[], "").await;
+    let bot_row = |name: &str| {
+        let at = page.find(&format!("<tr data-bot=\"{name}\">")).unwrap();
+        page[at..at + page[at..].find("</tr>").unwrap()].to_string()
+    };
+    let crawler_html = bot_row("crawler");
+    assert!(crawler_html.contains("<td>enforce</td>"), "{crawler_html}");
+    for said in [
+        "concurrency 3 <small>(3 free at its busiest server)</small>",
+        "rate 10/min <small>(8 left in the window)</small>",
+        "daily_requests_per_server 5 <small>(at least 3 left at each server)</small>",
+        "<small>(not quiet now)</small>",
+    ] {
+        assert!(crawler_html.contains(said), "{said}: {crawler_html}");
+    }
+    let watcher_html = bot_row("watcher");
+    assert!(
+        watcher_html.contains("<span class=\"report\">report</span>"),
+        "{watcher_html}"
+    );
+    assert!(watcher_html.contains("; not enforced)"), "{watcher_html}");
+    assert!(page.contains("<h4>Daily budget per server (report mode: not enforced)</h4>"));
+    assert!(page.contains("would have been spent, had it been enforced."));
+    assert!(page.contains("<h2>Latest refusals</h2>"));
+    assert!(page.contains(&format!("<a href=\"/host/127.0.0.1:{}\">{web_key}</a></td><td>disallowed</td>", origin.addr.port())), "{page}");
+    assert!(!page.contains("<h2>Fleet store</h2>"), "no store, no store section");
+
+    let (_, host_page) = http(
+        admin,
+        "GET",
+        &format!("/host/127.0.0.1:{}", origin.addr.port()),
+        &[],
+        "",
+    )
+    .await;
+    assert!(
+        host_page.contains(&format!("placeholder=\"http://127.0.0.1:{}/some/page\"", origin.addr.port())),
+        "the explain box offers the host's own scheme: {host_page}"
+    );
+    assert!(!host_page.contains("Fleet mode:"));
+}
