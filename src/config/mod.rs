@@ -37,6 +37,35 @@ pub enum ConfigError {
     Syntax { path: String, message: String },
     #[error("{key}: {message}")]
     Invalid { key: &'static str, message: String },
+    /// More than one of the above, each said on its own line.
+    #[error("{} problems in the configuration:{}", .0.len(), list(.0))]
+    Several(Vec<ConfigError>),
+}
+
+/// Each error on its own line, a message over several lines indented.
+fn list(errors: &[ConfigError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("\n  - {}", e.to_string().replace('\n', "\n    ")))
+        .collect()
+}
+
+impl ConfigError {
+    /// One error as itself, several as [`ConfigError::Several`].
+    pub fn several(mut errors: Vec<ConfigError>) -> ConfigError {
+        match errors.len() {
+            1 => errors.remove(0),
+            _ => ConfigError::Several(errors),
+        }
+    }
+
+    /// The errors it holds, one by one.
+    pub fn into_list(self) -> Vec<ConfigError> {
+        match self {
+            ConfigError::Several(errors) => errors,
+            e => vec![e],
+        }
+    }
 }
 
 fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
@@ -114,8 +143,21 @@ pub struct Config {
 impl Config {
     /// What `run` (or a reload, or `transparent-rules`) uses: the file the
     /// flags name, or the embedded defaults, with the flags applied over it.
+    /// Every problem is reported, not only the first: each key that cannot
+    /// be read, and each section whose values are wrong.
     pub fn load(flags: &crate::cli::RunArgs) -> Result<Config, ConfigError> {
-        RawConfig::for_flags(flags)?.resolve(flags)
+        let (raw, mut errors) = RawConfig::for_flags_all(flags)?;
+        let Some(raw) = raw else {
+            return Err(ConfigError::several(errors));
+        };
+        match raw.resolve(flags) {
+            Ok(config) if errors.is_empty() => Ok(config),
+            Ok(_) => Err(ConfigError::several(errors)),
+            Err(e) => {
+                errors.extend(e.into_list());
+                Err(ConfigError::several(errors))
+            }
+        }
     }
 }
 

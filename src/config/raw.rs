@@ -335,14 +335,42 @@ pub struct RawHttp {
 impl RawConfig {
     /// Reads and parses a config file; unknown keys are errors.
     pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
+        let (raw, errors) = RawConfig::load_all(path)?;
+        match (raw, errors.is_empty()) {
+            (Some(raw), true) => Ok(raw),
+            _ => Err(ConfigError::several(errors)),
+        }
+    }
+
+    /// Reads and parses a config file, finding every key that cannot be
+    /// read (not only the first): what could be read of it, and an error
+    /// for each key that could not. A file that cannot be read is the one
+    /// error.
+    pub fn load_all(path: &Path) -> Result<(Option<RawConfig>, Vec<ConfigError>), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        RawConfig::parse(&text).map_err(|message| ConfigError::Syntax {
-            path: path.display().to_string(),
-            message,
-        })
+        let (raw, messages) = RawConfig::parse_all(&text);
+        let errors = messages
+            .into_iter()
+            .map(|message| ConfigError::Syntax {
+                path: path.display().to_string(),
+                message,
+            })
+            .collect();
+        Ok((raw, errors))
+    }
+
+    /// The file `flags` name (`--config`), or the embedded defaults without
+    /// one, as [`load_all`](Self::load_all) reads it.
+    pub fn for_flags_all(
+        flags: &crate::cli::RunArgs,
+    ) -> Result<(Option<RawConfig>, Vec<ConfigError>), ConfigError> {
+        match &flags.config {
+            Some(path) => RawConfig::load_all(path),
+            None => Ok((Some(RawConfig::default()), Vec::new())),
+        }
     }
 
     /// The file `flags` name (`--config`), or the embedded defaults without one.
@@ -356,7 +384,47 @@ impl RawConfig {
     pub fn parse(text: &str) -> Result<RawConfig, String> {
         toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
     }
+
+    /// Parses `text`, and where a key cannot be read (unknown, of the wrong
+    /// type, out of range) notes the error, sets the line aside (commented
+    /// out, so the lines keep their numbers) and reads the rest again: every
+    /// such error, each with its line, and what the rest says. A syntax
+    /// error, or one over several lines, ends the reading: what follows it
+    /// cannot be told apart from it.
+    pub fn parse_all(text: &str) -> (Option<RawConfig>, Vec<String>) {
+        let mut lines: Vec<String> = text.split('\n').map(String::from).collect();
+        let mut errors = Vec::new();
+        for _ in 0..MAX_ERRORS {
+            let current = lines.join("\n");
+            let e = match toml::from_str::<RawConfig>(&current) {
+                Ok(raw) => return (Some(raw), errors),
+                Err(e) => e,
+            };
+            errors.push(e.to_string().trim_end().to_string());
+            let Some(span) = e.span() else {
+                return (None, errors);
+            };
+            let first = current[..span.start.min(current.len())].matches('\n').count();
+            let last = current[..span.end.min(current.len())].matches('\n').count();
+            let set_aside = first == last
+                && !lines[first].trim_start().starts_with('[')
+                && !lines[first].trim_start().starts_with('#');
+            if !set_aside || toml::from_str::<toml::Table>(&current).is_err() {
+                return (None, errors);
+            }
+            lines[first] = format!("# {}", lines[first]);
+            // A value over several lines (its first line set aside) leaves
+            // the rest unreadable: nothing more is said of it.
+            if toml::from_str::<toml::Table>(&lines.join("\n")).is_err() {
+                return (None, errors);
+            }
+        }
+        (None, errors)
+    }
 }
+
+/// The most errors one reading of a file reports.
+const MAX_ERRORS: usize = 50;
 
 /// A bot's limits as the file writes them, in `[bot]` or a `[[bots]]` entry
 /// (the same keys in both; serde's `flatten` cannot deny unknown keys).

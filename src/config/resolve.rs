@@ -27,28 +27,72 @@ use crate::spelling::SelectorReading;
 impl RawConfig {
     /// Applies the flags of `run` over the file and validates the result.
     pub fn resolve(self, flags: &RunArgs) -> Result<Config, ConfigError> {
-        // Section by section, in the file's order: the first error reported is
-        // the first in the file.
-        let listen = listen(&self, flags)?;
-        let socks5_users = socks5(&self)?;
-        let ports = ports(&self)?;
-        let (gopher_public_host, gopher_public_port, selector_reading) =
-            gopher(&self, listen.get(Listener::Gopher))?;
-        let access = access(&self, &listen)?;
-        let bots = bots(&self, flags, &socks5_users, &access)?;
-        let robots = robots(&self)?;
-        let limits = limits(&self, flags, &ports)?;
-        let tls = tls(&self)?;
-        let http = http(&self)?;
-        let politeness = politeness(&self, flags)?;
-        let (log_format, log_level) = log(&self, flags)?;
-        let metrics_per_host = metrics(&self)?;
-        let admin = admin(&self, &listen)?;
-        let store = super::fleet::store(&self, flags)?;
-        let (state_dir, state_dir_origin) = match (&flags.state_dir, &self.state_dir) {
-            (Some(dir), _) => (dir.clone(), "--state-dir"),
-            (None, Some(dir)) => (PathBuf::from(dir), "state_dir"),
-            (None, None) => default_state_dir()?,
+        // Section by section, in the file's order; every section's error is
+        // kept (the first in the file first), and a section that needs one
+        // that failed is not looked at (its error would be that one's).
+        let mut errors = Vec::new();
+        let listen = keep(&mut errors, listen(&self, flags));
+        let socks5_users = keep(&mut errors, socks5(&self));
+        let ports = keep(&mut errors, ports(&self));
+        let gopher = listen
+            .as_ref()
+            .and_then(|l| keep(&mut errors, gopher(&self, l.get(Listener::Gopher))));
+        let access = listen.as_ref().and_then(|l| keep(&mut errors, access(&self, l)));
+        let bots = match (&socks5_users, &access) {
+            (Some(users), Some(access)) => keep(&mut errors, bots(&self, flags, users, access)),
+            _ => None,
+        };
+        let robots = keep(&mut errors, robots(&self));
+        let limits = ports.as_ref().and_then(|p| keep(&mut errors, limits(&self, flags, p)));
+        let tls = keep(&mut errors, tls(&self));
+        let http = keep(&mut errors, http(&self));
+        let politeness = keep(&mut errors, politeness(&self, flags));
+        let log = keep(&mut errors, log(&self, flags));
+        let metrics_per_host = keep(&mut errors, metrics(&self));
+        let admin = keep(&mut errors, admin(&self, listen.as_ref()));
+        let store = keep(&mut errors, super::fleet::store(&self, flags));
+        let state = keep(&mut errors, match (&flags.state_dir, &self.state_dir) {
+            (Some(dir), _) => Ok((dir.clone(), "--state-dir")),
+            (None, Some(dir)) => Ok((PathBuf::from(dir), "state_dir")),
+            (None, None) => default_state_dir(),
+        });
+        let (
+            Some(listen),
+            Some(socks5_users),
+            Some(ports),
+            Some((gopher_public_host, gopher_public_port, selector_reading)),
+            Some(access),
+            Some(bots),
+            Some(robots),
+            Some(limits),
+            Some(tls),
+            Some(http),
+            Some(politeness),
+            Some((log_format, log_level)),
+            Some(metrics_per_host),
+            Some(admin),
+            Some(store),
+            Some((state_dir, state_dir_origin)),
+        ) = (
+            listen,
+            socks5_users,
+            ports,
+            gopher,
+            access,
+            bots,
+            robots,
+            limits,
+            tls,
+            http,
+            politeness,
+            log,
+            metrics_per_host,
+            admin,
+            store,
+            state,
+        )
+        else {
+            return Err(ConfigError::several(errors));
         };
         Ok(Config {
             state_dir,
@@ -80,11 +124,16 @@ impl RawConfig {
     }
 }
 
+/// A section's value, or its error kept in `errors`.
+fn keep<T>(errors: &mut Vec<ConfigError>, r: Result<T, ConfigError>) -> Option<T> {
+    r.map_err(|e| errors.extend(e.into_list())).ok()
+}
+
 /// `[admin]`: the token actions need, who may connect, the names the
 /// listener answers to. A listener other machines can reach needs
 /// `allow_from` or a token: the status page lists the hosts crawled and their
 /// robots.txt, so it is never open to all by accident.
-fn admin(raw: &RawConfig, listen: &Listens) -> Result<AdminAccess, ConfigError> {
+fn admin(raw: &RawConfig, listen: Option<&Listens>) -> Result<AdminAccess, ConfigError> {
     let a = &raw.admin;
     let token = match &a.token {
         Some(token)
@@ -131,7 +180,7 @@ fn admin(raw: &RawConfig, listen: &Listens) -> Result<AdminAccess, ConfigError> 
         allow_from,
         hosts,
     };
-    let Some(admin_listen) = listen.get(Listener::Admin) else {
+    let Some(admin_listen) = listen.and_then(|l| l.get(Listener::Admin)) else {
         return Ok(admin);
     };
     if !admin.covers(admin_listen) {

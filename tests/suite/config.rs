@@ -314,6 +314,36 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
         "{stderr}"
     );
 
+    // Every problem in the file at once, not the first: keys that cannot be
+    // read (each with its line), and each section's wrong value.
+    let several = run(
+        "several.toml",
+        "[listen]\ngemini = \"not an address\"\n\n[bot]\nagent = \"examplebot\"\ncolour = \"blue\"\n\n\
+         [politeness]\ndefault_delay = \"soon\"\nmax_wait = 12\n\n[limits]\nmax_connections = 0\n\n\
+         [admin]\ntoken = \"short\"\n",
+    );
+    assert_eq!(several.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&several.stderr);
+    assert!(stderr.contains("6 problems in the configuration:"), "{stderr}");
+    for said in [
+        "TOML parse error at line 6, column 1",
+        "unknown field `colour`",
+        "TOML parse error at line 10, column 12",
+        "a duration needs its unit",
+        "- listen.gemini: invalid address \"not an address\"",
+        "- limits.max_connections: 0 is out of range",
+        "- politeness.default_delay: invalid duration \"soon\"",
+        "- admin.token: 16 to 256 printable ASCII characters",
+    ] {
+        assert!(stderr.contains(said), "{said}: {stderr}");
+    }
+    // A syntax error ends the reading: what follows cannot be told apart.
+    let broken = run("broken.toml", "[bot\nagent = \"x\"\n[limits]\nmax_connections = 0\n");
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert_eq!(broken.status.code(), Some(2));
+    assert!(!stderr.contains("problems in the configuration"), "{stderr}");
+    assert!(stderr.contains("line 1"), "{stderr}");
+
     let users = run(
         "users.toml",
         "[socks5]\nusers = [{ name = \"crawler\", password = \"hunter2-secret\" }]\n",
@@ -610,4 +640,22 @@ fn check_config_checks_files_and_the_state_directory() {
     );
     assert_eq!(code, Some(0), "{err}");
     assert!(home.join(".local/state/robots-proxy").is_dir());
+}
+
+/// A file of nothing but wrong keys is read to a bounded list of errors,
+/// each on its line; a multi-line value in error ends the reading.
+#[test]
+fn every_unreadable_key_is_reported_up_to_a_bound() {
+    let text: String = (0..200).map(|i| format!("key{i} = {i}\n")).collect();
+    let (raw, errors) = RawConfig::parse_all(&text);
+    assert!(raw.is_none());
+    assert_eq!(errors.len(), 50);
+    assert!(errors[49].contains("line 50"), "{}", errors[49]);
+    let (raw, errors) = RawConfig::parse_all("[bot]\nagent = \"a\"\nwhat = 1\n[robots]\nttl = 5\n");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    let raw = raw.expect("the rest of the file, read, for its values to be checked");
+    assert_eq!(raw.bot.unwrap().agent.as_deref(), Some("a"));
+    let (raw, errors) = RawConfig::parse_all("[bot]\nagent = \"a\"\nwhat = [\n 1,\n 2]\n");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(raw.is_none());
 }
