@@ -23,8 +23,13 @@ pub enum PreflightError {
         path: PathBuf,
         source: io::Error,
     },
-    #[error("{key}: {source}")]
-    Tls { key: &'static str, source: TlsError },
+    #[error("{key}: {source}; {help}")]
+    Tls {
+        key: &'static str,
+        source: TlsError,
+        /// What the file should be, and what to do.
+        help: String,
+    },
 }
 
 /// Every check, in the order start-up would meet them.
@@ -57,18 +62,70 @@ fn state_dir(config: &Config) -> Result<(), PreflightError> {
 
 /// `tls.cert` and `tls.key` read, parse, and make a listener certificate.
 pub fn tls_files(cert: &Path, key: &Path) -> Result<(), PreflightError> {
-    let identity = tls::load_identity(cert, key).map_err(|e| tls_error(key, e))?;
-    tls::server_config(identity).map_err(|e| tls_error(key, e))?;
-    Ok(())
+    tls_identity(cert, key).map(drop)
 }
 
-/// A TLS error while reading `[tls]`'s files, named by the key of the file it
-/// is about (`key` is `tls.key`'s path).
-pub fn tls_error(key: &Path, source: TlsError) -> PreflightError {
-    let name = match &source {
-        TlsError::Io { path, .. } | TlsError::Pem { path, .. } if path == key => "tls.key",
-        TlsError::Io { .. } | TlsError::Pem { .. } => "tls.cert",
-        _ => "tls.cert and tls.key",
+/// `tls.cert` and `tls.key`, read and checked to belong together: the
+/// listener's identity, or an error saying which file is what and what to do.
+pub fn tls_identity(cert: &Path, key: &Path) -> Result<tls::Identity, PreflightError> {
+    let fail = |e| tls_error(cert, key, e);
+    let identity = tls::load_identity(cert, key).map_err(fail)?;
+    // The pair is tried once (a key of another certificate is refused here,
+    // not at the first handshake).
+    let again = tls::Identity {
+        chain: identity.chain.clone(),
+        key: identity.key.clone_key(),
+        cert_path: identity.cert_path.clone(),
     };
-    PreflightError::Tls { key: name, source }
+    tls::server_config(again).map_err(fail)?;
+    Ok(identity)
+}
+
+/// What `[tls]`'s files are for, and the way out the operator always has.
+const TLS_FILES: &str = "tls.cert is the listener's certificate chain (PEM, \"BEGIN CERTIFICATE\"), \
+     tls.key its private key (PEM, \"BEGIN PRIVATE KEY\"); fix the path, or remove tls.cert \
+     and tls.key to use the certificate the proxy generates and keeps in the state directory";
+
+/// A TLS error while reading `[tls]`'s files, named by the key of the file it
+/// is about, with what that file should hold and what to do.
+pub fn tls_error(cert: &Path, key: &Path, source: TlsError) -> PreflightError {
+    let (name, help) = match &source {
+        TlsError::Io { path, .. } if path == key => ("tls.key", TLS_FILES.to_string()),
+        TlsError::Io { .. } => ("tls.cert", TLS_FILES.to_string()),
+        TlsError::Pem { path, .. } if path == key => (
+            "tls.key",
+            format!("{}{TLS_FILES}", holds_instead(path, "a certificate")),
+        ),
+        TlsError::Pem { path, .. } => (
+            "tls.cert",
+            format!("{}{TLS_FILES}", holds_instead(path, "a private key")),
+        ),
+        _ => (
+            "tls.cert and tls.key",
+            format!(
+                "the key in {} must be the private key of the first certificate in {}; {TLS_FILES}",
+                key.display(),
+                cert.display()
+            ),
+        ),
+    };
+    PreflightError::Tls {
+        key: name,
+        source,
+        help,
+    }
+}
+
+/// "it holds a private key: are tls.cert and tls.key swapped? " when the
+/// file holds `other` instead of what it should.
+fn holds_instead(path: &Path, other: &str) -> String {
+    let marker = match other {
+        "a certificate" => "-----BEGIN CERTIFICATE-----",
+        _ => "PRIVATE KEY-----",
+    };
+    let text = crate::state::read(path, crate::state::SMALL_FILE).unwrap_or_default();
+    match String::from_utf8_lossy(&text).contains(marker) {
+        true => format!("it holds {other}: are tls.cert and tls.key swapped? "),
+        false => String::new(),
+    }
 }

@@ -75,7 +75,7 @@ impl Built {
             .collect();
         let identity = match &config.tls.cert_and_key {
             Some((cert, key)) => {
-                tls::load_identity(cert, key).map_err(|e| crate::preflight::tls_error(key, e))?
+                crate::preflight::tls_identity(cert, key)?
             }
             None => tls::load_or_generate(
                 &config.state_dir,

@@ -118,7 +118,13 @@ pub fn load_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
         });
     }
     let key_pem = crate::state::read(key, crate::state::SMALL_FILE).map_err(io(key))?;
-    let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(pem_err(key))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::Pem {
+            path: key.to_path_buf(),
+            message: "no private key in the file".into(),
+        },
+        e => pem_err(key)(e),
+    })?;
     Ok(Identity {
         chain,
         key: key_der,

@@ -610,6 +610,39 @@ fn check_config_checks_files_and_the_state_directory() {
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("tls.cert and tls.key: "), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the key in {} must be the private key of the first certificate in {}",
+            dir.join("other-key.pem").display(),
+            dir.join("cert.pem").display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("or remove tls.cert and tls.key to use the certificate the proxy generates"),
+        "{err}"
+    );
+    // The two files swapped: each error says what the file holds instead.
+    let swapped = dir.join("tls-swapped.toml");
+    std::fs::write(
+        &swapped,
+        format!(
+            "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            dir.join("other-key.pem").display(),
+            dir.join("cert.pem").display()
+        ),
+    )
+    .unwrap();
+    let (code, err) = check(
+        &["--state-dir", state, "--config", swapped.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("tls.cert: ")
+            && err.contains("no certificate in the file; it holds a private key: are tls.cert and tls.key swapped?"),
+        "{err}"
+    );
 
     // A state directory that cannot be made (a file is in its way).
     let blocked = dir.join("a-file");
