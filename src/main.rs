@@ -132,6 +132,9 @@ fn run(args: RunArgs) -> ExitCode {
             eprintln!("robots-proxy run: {e}");
             return ExitCode::from(2);
         }
+        for warning in config.warnings() {
+            eprintln!("robots-proxy run: warning: {warning}");
+        }
         print!("{}", config.to_toml_redacted());
         return ExitCode::SUCCESS;
     }
@@ -279,12 +282,8 @@ fn announce(proxy: &Proxy) {
             "HTTP listener: point crawlers' HTTP_PROXY and HTTPS_PROXY at http://{addr}, and have them trust this CA (curl --cacert, REQUESTS_CA_BUNDLE); it ends the TLS of every CONNECT"
         );
     }
-    for (key, instead) in &config.deprecated {
-        tracing::warn!(
-            key,
-            instead,
-            "{key} is deprecated: write {instead} instead (read as it for now)"
-        );
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
     }
 }
 

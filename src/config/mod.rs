@@ -141,6 +141,36 @@ pub struct Config {
 }
 
 impl Config {
+    /// What an operator should hear of before the proxy runs on this
+    /// configuration (it still runs): deprecated keys, and bots without a
+    /// product token, who follow only robots.txt's `*` groups.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut said: Vec<String> = self
+            .deprecated
+            .iter()
+            .map(|(key, instead)| {
+                format!("{key} is deprecated: write {instead} instead (read as it for now)")
+            })
+            .collect();
+        for bot in self.bots.all() {
+            if bot.profile.token().is_empty() {
+                let key = match self.bots.default_bot().map(|d| &self.bots.all()[d]) {
+                    Some(default) if std::ptr::eq(default, bot) => "bot.agent (or --agent)",
+                    _ => "bots.agent",
+                };
+                said.push(format!(
+                    "bot {:?} has no agent: robots.txt groups naming your crawler are not followed, only `User-agent: *`{}; set {key} to your crawler's product token (e.g. agent = \"examplebot\")",
+                    bot.name,
+                    match bot.profile.virtual_agents().is_empty() {
+                        true => "",
+                        false => " and its virtual agents",
+                    }
+                ));
+            }
+        }
+        said
+    }
+
     /// What `run` (or a reload, or `transparent-rules`) uses: the file the
     /// flags name, or the embedded defaults, with the flags applied over it.
     /// Every problem is reported, not only the first: each key that cannot

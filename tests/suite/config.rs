@@ -344,6 +344,18 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
     assert!(!stderr.contains("problems in the configuration"), "{stderr}");
     assert!(stderr.contains("line 1"), "{stderr}");
 
+    // No agent anywhere: it runs, and says what that means.
+    let anonymous = run("anonymous.toml", "[robots]\nttl = \"1h\"\n");
+    assert_eq!(anonymous.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&anonymous.stderr);
+    assert!(
+        stderr.contains("warning: bot \"default\" has no agent: robots.txt groups naming your crawler are not followed, only `User-agent: *`; set bot.agent (or --agent)"),
+        "{stderr}"
+    );
+    let named = run("named.toml", "[bot]\nagent = \"examplebot\"\n");
+    assert_eq!(named.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&named.stderr).contains("warning"));
+
     let users = run(
         "users.toml",
         "[socks5]\nusers = [{ name = \"crawler\", password = \"hunter2-secret\" }]\n",
