@@ -19,6 +19,8 @@ label_set! {
         ProxyRule => "proxy-rule",
         /// robots.txt disallows it.
         Disallowed => "disallowed",
+        /// `limits.deny_hosts` lists the host: never contacted.
+        DenyHosts => "deny-hosts",
         /// robots.txt could not be fetched and there is no good copy.
         RobotsUnreachable => "robots-unreachable",
         /// The upstream could not be reached, or answered badly before relaying.
@@ -38,6 +40,8 @@ label_set! {
         RobotsTxt => "robots.txt",
         Upstream => "upstream",
         ProxyRule => "proxy",
+        /// The operator's list of hosts never to contact.
+        Operator => "operator",
         Politeness => "politeness",
     }
 }
@@ -63,6 +67,7 @@ impl Fate {
             Fate::Denied => Cause::Access,
             Fate::Disallowed | Fate::RobotsUnreachable => Cause::RobotsTxt,
             Fate::SlowDown => Cause::Politeness,
+            Fate::DenyHosts => Cause::Operator,
         }
     }
 
@@ -72,7 +77,7 @@ impl Fate {
     pub fn class(self) -> Class {
         match self {
             Fate::Relayed => Class::Allowed,
-            Fate::Disallowed => Class::Disallowed,
+            Fate::Disallowed | Fate::DenyHosts => Class::Disallowed,
             Fate::SlowDown => Class::Slowed,
             Fate::Malformed
             | Fate::Denied

@@ -50,6 +50,7 @@ impl Refusal {
         match self {
             Refusal::Denied(_) => Fate::Denied,
             Refusal::Malformed(_) => Fate::Malformed,
+            Refusal::ProxyRule(ProxyRule::DenyHosts { .. }) => Fate::DenyHosts,
             Refusal::ProxyRule(_) => Fate::ProxyRule,
             Refusal::Disallowed(_) => Fate::Disallowed,
             Refusal::RobotsUnreachable(_) => Fate::RobotsUnreachable,
@@ -92,7 +93,7 @@ impl Refusal {
         }
         match self.fate() {
             Fate::Malformed => Family::Malformed,
-            Fate::ProxyRule | Fate::Disallowed | Fate::Denied => Family::Refused,
+            Fate::ProxyRule | Fate::Disallowed | Fate::Denied | Fate::DenyHosts => Family::Refused,
             Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
                 Family::Unavailable
             }
@@ -211,6 +212,10 @@ pub enum ProxyRule {
         method: String,
         allowed: Vec<String>,
     },
+    /// `limits.deny_hosts` lists the host (`entry`: the name, `*.` name or
+    /// range that matched): never contacted, robots.txt included.
+    #[error("{host} is never contacted through this proxy (limits.deny_hosts: {entry})")]
+    DenyHosts { host: String, entry: String },
     /// A request that came through this proxy already (its `Via` names
     /// this proxy): relayed, it would come back again.
     #[error("this request came through this proxy already (Via names it): a proxy loop")]
@@ -418,6 +423,9 @@ impl From<UpstreamError> for Refusal {
         match e {
             UpstreamError::Refused { host, why } => {
                 Refusal::ProxyRule(ProxyRule::Egress { host, why })
+            }
+            UpstreamError::DenyHosts { host, entry } => {
+                Refusal::ProxyRule(ProxyRule::DenyHosts { host, entry })
             }
             e => Refusal::Upstream(UpstreamFailure::Connect(e)),
         }

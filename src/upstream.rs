@@ -26,6 +26,9 @@ pub enum UpstreamError {
     Resolve { host: String, detail: String },
     #[error("{host}: the proxy does not connect there: {why}")]
     Refused { host: String, why: String },
+    /// `limits.deny_hosts` lists it (`entry`: the name, `*.` name or range).
+    #[error("{host} is never contacted: limits.deny_hosts lists {entry}")]
+    DenyHosts { host: String, entry: String },
     #[error("cannot connect to {addr}: {detail}")]
     Connect { addr: String, detail: String },
     #[error("no answer from {what} within {after:?}")]
@@ -173,6 +176,13 @@ impl Upstream {
             why,
         };
         self.reach.check_port(port).map_err(refused)?;
+        let denied = |entry| UpstreamError::DenyHosts {
+            host: host.to_string(),
+            entry,
+        };
+        if let Some(entry) = self.reach.deny.name(host) {
+            return Err(denied(entry));
+        }
         let found: Vec<SocketAddr> = match ip_literal(host) {
             Some(ip) => vec![SocketAddr::new(ip, port)],
             None => self
@@ -182,6 +192,22 @@ impl Upstream {
                 .map(|ip| SocketAddr::new(*ip, port))
                 .collect(),
         };
+        // A name whose every address is in a denied range is denied; one
+        // with others keeps those.
+        let mut in_denied = None;
+        let found: Vec<SocketAddr> = found
+            .into_iter()
+            .filter(|a| match self.reach.deny.address(a.ip()) {
+                Some(entry) => {
+                    in_denied = Some(entry);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        if let (true, Some(entry)) = (found.is_empty(), in_denied) {
+            return Err(denied(entry));
+        }
         let mut why = Vec::new();
         let allowed: Vec<SocketAddr> = found
             .iter()
@@ -428,6 +454,7 @@ mod tests {
             allow_private,
             ports: PortSet::default_set(),
             own,
+            deny: Default::default(),
         };
         Upstream::new(reach, Duration::from_secs(1)).unwrap()
     }

@@ -258,6 +258,7 @@ fn limits(config: &Config) -> RawLimits {
         shutdown_grace: d(l.shutdown_grace),
         allow_private_upstreams: Some(l.allow_private_upstreams),
         upstream_ports: Some(l.upstream_ports.items()),
+        deny_hosts: (!l.deny_hosts.is_empty()).then(|| l.deny_hosts.items().to_vec()),
         upstream_mark: l.upstream_mark.map(i64::from),
     }
 }

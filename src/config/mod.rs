@@ -217,6 +217,8 @@ pub struct Limits {
     pub allow_private_upstreams: bool,
     /// Ports upstream connections may go to.
     pub upstream_ports: PortSet,
+    /// Hosts never contacted (`deny_hosts`).
+    pub deny_hosts: crate::egress::DenyHosts,
     /// `SO_MARK` on every upstream socket, so firewall rules can let the
     /// proxy's own connections pass (transparent mode).
     pub upstream_mark: Option<u32>,

@@ -308,6 +308,8 @@ pub struct RawLimits {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_ports: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub deny_hosts: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_mark: Option<i64>,
 }
 

@@ -426,6 +426,8 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
             },
         },
         upstream_mark: upstream_mark(raw, flags)?,
+        deny_hosts: crate::egress::DenyHosts::parse(l.deny_hosts.as_deref().unwrap_or_default())
+            .map_err(|e| invalid("limits.deny_hosts", e))?,
     };
     // A port the file says speaks a protocol, but no request may go to: a
     // config that contradicts itself. (A default port that an explicit

@@ -15,6 +15,9 @@ use std::ops::RangeInclusive;
 
 use crate::addr::{ip_literal, unmapped, Prefix};
 
+mod deny;
+pub use deny::{DenyHosts, MAX_ENTRIES as MAX_DENY_ENTRIES};
+
 /// What to do with an address inside a special-purpose range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Special {
@@ -423,6 +426,8 @@ pub struct Reach {
     /// Where the proxy listens (a listener on `0.0.0.0` or `[::]` is reached
     /// through every address of this machine).
     pub own: Vec<SocketAddr>,
+    /// `limits.deny_hosts`: never contacted.
+    pub deny: std::sync::Arc<DenyHosts>,
 }
 
 impl Reach {
@@ -445,6 +450,9 @@ impl Reach {
     /// What can be told of `host:port` before any lookup: the port always,
     /// the address when `host` is an IP literal.
     pub fn check_host(&self, host: &str, port: u16) -> Result<(), String> {
+        if let Some(entry) = self.deny.name(host) {
+            return Err(format!("{host} is in limits.deny_hosts ({entry})"));
+        }
         match ip_literal(host) {
             Some(ip) => self.check(SocketAddr::new(ip, port)),
             None => self.check_port(port),

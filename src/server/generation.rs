@@ -90,6 +90,7 @@ impl Built {
             allow_private: limits.allow_private_upstreams,
             ports: limits.upstream_ports.clone(),
             own: own.iter().map(|(_, addr)| addr).collect(),
+            deny: Arc::new(limits.deny_hosts.clone()),
         };
         let tickets = tls::sessions::tickets_for(config.politeness.per_host_concurrency);
         let web_roots = tls::web::read_roots(&config.http.extra_roots)?;

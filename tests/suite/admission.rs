@@ -77,6 +77,7 @@ fn admission(config: Config, robots: FetchOutcome) -> (Admission, Arc<Fake>) {
         allow_private: config.limits.allow_private_upstreams,
         ports: config.limits.upstream_ports.clone(),
         own: Vec::new(),
+        deny: Default::default(),
     };
     let upstream = Arc::new(Upstream::new(reach, config.limits.connect_timeout).unwrap());
     let clock = Clock::new(WallClock::StartingAt(Duration::from_secs(20_000 * 86_400)));

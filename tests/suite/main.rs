@@ -12,6 +12,7 @@ mod bot_limits;
 mod cli;
 mod completions;
 mod config;
+mod deny_hosts;
 mod conformance;
 mod content_usage;
 mod docs;

@@ -65,6 +65,7 @@ fn upstream(roots: Vec<CertificateDer<'static>>) -> Upstream {
         allow_private: true,
         ports: PortSet::parse(&["1-65535"]).unwrap(),
         own: Vec::new(),
+        deny: Default::default(),
     };
     Upstream::new(reach, std::time::Duration::from_secs(5))
         .unwrap()

@@ -304,6 +304,7 @@ fn upstream_answer(failure: &UpstreamFailure) -> (StatusCode, &'static str) {
         UpstreamFailure::Connect(e) => match e {
             UpstreamError::Resolve { .. } => (S::BAD_GATEWAY, "dns_error"),
             UpstreamError::Refused { .. } => (S::FORBIDDEN, "destination_ip_prohibited"),
+            UpstreamError::DenyHosts { .. } => (S::FORBIDDEN, "http_request_denied"),
             UpstreamError::Connect { .. } => (S::BAD_GATEWAY, "connection_refused"),
             UpstreamError::Timeout { .. } => (S::GATEWAY_TIMEOUT, "connection_timeout"),
             UpstreamError::Tls { .. } | UpstreamError::CertificateChanged { .. } => {
