@@ -13,10 +13,12 @@ use crate::robots::{valid_product_token, valid_virtual_agent};
 #[command(
     name = "robots-proxy",
     version,
-    about = "A forward proxy for Gemini and Gopher crawlers that obeys robots.txt and Crawl-delay",
-    long_about = "A forward proxy for Gemini and Gopher crawlers: it fetches each host's robots.txt, \
-                  refuses what the rules for your bot disallow, and spaces requests by Crawl-delay.\n\n\
-                  `check` decides offline, with the same engine the proxy uses."
+    about = "A forward proxy for crawlers of the web and the small web (Gemini, Gopher, Spartan, Nex) that obeys robots.txt and Crawl-delay",
+    long_about = "A forward proxy for crawlers of the web and the small web (Gemini, Gopher, Spartan, \
+                  Nex): it fetches each host's robots.txt, refuses what the rules for your bot \
+                  disallow, and spaces requests by Crawl-delay.\n\n\
+                  `check` decides offline, with the same engine the proxy uses; `status` shows a \
+                  running proxy's bots, budgets and hosts."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -47,6 +49,14 @@ pub enum Command {
     /// it, only that user's are caught and the proxy runs as another user. Exit 2
     /// when the rules would loop or the listener is off.
     TransparentRules(RulesArgs),
+    /// Show a running proxy's bots (mode, limits and what is left), daily
+    /// budgets, fleet store, latest refusals and hosts, from its admin listener.
+    ///
+    /// The listener is found in STATE_DIR/listening (the state directory `run`
+    /// uses with the same --config or --state-dir) unless --admin names it. A
+    /// token ([admin] token) comes from --token or ROBOTS_PROXY_ADMIN_TOKEN. Exit
+    /// 1 when the proxy cannot be asked, 2 on bad flags or config.
+    Status(StatusArgs),
     /// Print a shell completion script, e.g.
     /// `robots-proxy completions bash > /etc/bash_completion.d/robots-proxy`.
     Completions(CompletionsArgs),
@@ -65,6 +75,31 @@ pub struct ManArgs {
     /// Write every page (robots-proxy.1, robots-proxy-run.1, …) into this directory.
     #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath, conflicts_with = "subcommand")]
     pub out_dir: Option<PathBuf>,
+}
+
+/// `robots-proxy status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The config file `run` uses (for its state directory).
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub config: Option<PathBuf>,
+
+    /// The state directory `run` uses (where it wrote `listening`).
+    #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
+    pub state_dir: Option<PathBuf>,
+
+    /// The admin listener's address, instead of finding it in the state directory.
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
+    pub admin: Option<std::net::SocketAddr>,
+
+    /// The admin token ([admin] token); default: $ROBOTS_PROXY_ADMIN_TOKEN.
+    #[arg(long, value_name = "TOKEN", value_hint = ValueHint::Other)]
+    pub token: Option<String>,
+
+    /// Print the JSON of /api/status as the proxy gave it (typed, so a field
+    /// this version does not know is an error).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `robots-proxy completions`.
@@ -375,7 +410,14 @@ fn parse_virtual_agent(value: &str) -> Result<String, String> {
 const VIRTUAL_AGENTS: &[&str] = &["archiver", "indexer", "researcher", "webproxy"];
 const USES: &[&str] = &["train-ai", "train-genai", "search", "ai-input"];
 const LOG_FORMATS: &[&str] = &["human", "json"];
-const SUBCOMMANDS: &[&str] = &["run", "check", "transparent-rules", "completions", "man"];
+const SUBCOMMANDS: &[&str] = &[
+    "run",
+    "check",
+    "status",
+    "transparent-rules",
+    "completions",
+    "man",
+];
 
 fn any(value: &str) -> Result<String, String> {
     Ok(value.to_string())

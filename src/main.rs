@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use robots_proxy::check;
-use robots_proxy::cli::{Cli, Command, ManArgs, RulesArgs, RulesSyntax, RunArgs};
+use robots_proxy::cli::{Cli, Command, ManArgs, RulesArgs, RulesSyntax, RunArgs, StatusArgs};
 use robots_proxy::config::{Config, LogFormat};
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
@@ -50,6 +50,70 @@ fn main() -> ExitCode {
             }
         }
         Command::Man(args) => man(args),
+        Command::Status(args) => status(args),
+    }
+}
+
+/// `robots-proxy status`: a running proxy's view, from its admin listener.
+fn status(args: StatusArgs) -> ExitCode {
+    use robots_proxy::admin::terminal;
+    let addr = match args.admin {
+        Some(addr) => addr,
+        None => {
+            let run = RunArgs {
+                config: args.config.clone(),
+                state_dir: args.state_dir.clone(),
+                ..RunArgs::default()
+            };
+            let config = match Config::load(&run) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("robots-proxy status: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match terminal::admin_address(&config.state_dir) {
+                Ok(addr) => addr,
+                Err(e) => {
+                    eprintln!("robots-proxy status: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
+    let token = args.token.clone().or_else(|| {
+        std::env::var(terminal::TOKEN_VARIABLE)
+            .ok()
+            .filter(|t| !t.is_empty())
+    });
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("robots-proxy status: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(terminal::fetch(addr, token.as_deref())) {
+        Ok(s) => {
+            let text = match args.json {
+                true => serde_json::to_string_pretty(&s).unwrap_or_default() + "\n",
+                false => terminal::render(&s),
+            };
+            match io::Write::write_all(&mut io::stdout(), text.as_bytes()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                    eprintln!("robots-proxy status: {e}");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => {
+            eprintln!("robots-proxy status: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

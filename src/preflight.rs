@@ -82,7 +82,8 @@ pub fn tls_identity(cert: &Path, key: &Path) -> Result<tls::Identity, PreflightE
 }
 
 /// What `[tls]`'s files are for, and the way out the operator always has.
-const TLS_FILES: &str = "tls.cert is the listener's certificate chain (PEM, \"BEGIN CERTIFICATE\"), \
+const TLS_FILES: &str =
+    "tls.cert is the listener's certificate chain (PEM, \"BEGIN CERTIFICATE\"), \
      tls.key its private key (PEM, \"BEGIN PRIVATE KEY\"); fix the path, or remove tls.cert \
      and tls.key to use the certificate the proxy generates and keeps in the state directory";
 

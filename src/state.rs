@@ -102,6 +102,11 @@ pub fn read_optional(path: &Path, cap: u64) -> io::Result<Option<String>> {
 /// The most bytes a key, certificate or name list is read.
 pub const SMALL_FILE: u64 = 1024 * 1024;
 
+/// The file in the state directory where `run` writes each listener's key
+/// and address, one per line (`listen.metrics 127.0.0.1:9770`): for scripts,
+/// and for `robots-proxy status` to find the admin listener.
+pub const LISTENING: &str = "listening";
+
 /// A fresh name beside `path`, unique in this process and across processes.
 fn temp_name(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);

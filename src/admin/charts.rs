@@ -124,10 +124,7 @@ pub fn starts(timeline: &Timeline, bots: &[String], id: &str) -> String {
     let (h, top, bottom) = (96.0, 8.0, 64.0);
     // From the first start remembered to the last, and a spacing's room on
     // either side: a burst long ago is as readable as one now.
-    let pad = starts
-        .iter()
-        .map(|s| s.spacing_seconds)
-        .fold(0.0, f64::max);
+    let pad = starts.iter().map(|s| s.spacing_seconds).fold(0.0, f64::max);
     let span = match (starts.first(), starts.last()) {
         (Some(first), Some(last)) => {
             let (from, to) = (first.seconds_ago, last.seconds_ago);
@@ -249,7 +246,10 @@ pub fn queue(timeline: &Timeline, id: &str) -> String {
     let span = Span::last(window);
     let points = &timeline.queue;
     let (h, top, bottom) = (84.0, 8.0, 56.0);
-    let most = points.iter().map(|p| f64::from(p.waiting)).fold(0.0, f64::max);
+    let most = points
+        .iter()
+        .map(|p| f64::from(p.waiting))
+        .fold(0.0, f64::max);
     let scale = most.max(1.0);
     let y_at = |n: f64| bottom - (bottom - top) * n / scale;
     let title = format!("Requests waiting in the last {}", whole_seconds(window));
@@ -297,7 +297,12 @@ pub fn queue(timeline: &Timeline, id: &str) -> String {
 pub fn per_minute(rows: &[Minute], bot: &str, id: &str) -> String {
     const DECISIONS: [&str; 4] = ["allowed", "disallowed", "slowed", "error"];
     let (h, top, bottom) = (110.0, 8.0, 80.0);
-    let total = |r: &Minute| r.by_decision().iter().map(|(_, n)| f64::from(*n)).sum::<f64>();
+    let total = |r: &Minute| {
+        r.by_decision()
+            .iter()
+            .map(|(_, n)| f64::from(*n))
+            .sum::<f64>()
+    };
     let most = rows.iter().map(total).fold(0.0, f64::max).max(1.0);
     let span = Span::last(3600.0);
     let bar = (W - LEFT - RIGHT) / 60.0;
@@ -389,7 +394,10 @@ pub fn budgets(b: &Budgets, id: &str, rows: usize) -> String {
         );
     }
     svg.push_str("</svg>");
-    let spent = servers.iter().filter(|s| f64::from(s.used) >= limit).count();
+    let spent = servers
+        .iter()
+        .filter(|s| f64::from(s.used) >= limit)
+        .count();
     let (title, spent) = match b.enforced {
         true => ("Daily budget per server", format!("{spent} of them spent")),
         false => (

@@ -37,6 +37,7 @@ mod html;
 pub mod model;
 mod page;
 mod status;
+pub mod terminal;
 
 pub use conns::MAX_CONNECTIONS;
 
@@ -276,7 +277,13 @@ async fn route(req: Request<Incoming>, ctx: &Context) -> Answer {
                 None => None,
             };
             match api {
-                true => json_answer(StatusCode::OK, &model::HostAnswer { host: h, explain: explained }),
+                true => json_answer(
+                    StatusCode::OK,
+                    &model::HostAnswer {
+                        host: h,
+                        explain: explained,
+                    },
+                ),
                 false => html(page::host(&h, explained.as_ref(), &hostport)),
             }
         }

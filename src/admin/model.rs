@@ -35,7 +35,10 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for PerBot<T> {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an object of values by bot name")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<PerBot<T>, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<PerBot<T>, A::Error> {
                 let mut out = Vec::new();
                 while let Some((k, v)) = map.next_entry()? {
                     out.push((k, v));

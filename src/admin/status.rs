@@ -55,16 +55,17 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Status {
         .map(|b| {
             let budgets = budgets(ctx, b);
             model::Bot {
-            name: b.name.clone(),
-            agent: b.profile.token().to_string(),
-            virtual_agents: b.profile.virtual_agents().to_vec(),
-            mode: b.limits.mode.as_str().into(),
-            content_usage: b.profile.uses().iter().map(|u| u.as_str().into()).collect(),
-            limits: limits_set(&b.limits),
-            left: left(limits.left(&b.name, &b.limits), budgets.as_ref()),
-            budgets,
-            per_minute: per_minute.get(b.name.as_str()).cloned().unwrap_or_default(),
-        }})
+                name: b.name.clone(),
+                agent: b.profile.token().to_string(),
+                virtual_agents: b.profile.virtual_agents().to_vec(),
+                mode: b.limits.mode.as_str().into(),
+                content_usage: b.profile.uses().iter().map(|u| u.as_str().into()).collect(),
+                limits: limits_set(&b.limits),
+                left: left(limits.left(&b.name, &b.limits), budgets.as_ref()),
+                budgets,
+                per_minute: per_minute.get(b.name.as_str()).cloned().unwrap_or_default(),
+            }
+        })
         .collect();
     let listeners = ctx
         .listens
@@ -429,12 +430,15 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> HostPage {
             continue;
         }
         let summary = host_row(ctx, &key, &activity.unwrap_or_default()).await;
-        let robots_txt = entry.as_deref().and_then(|e| e.robots()).map(|(_, body, _)| {
-            String::from_utf8_lossy(body)
-                .lines()
-                .map(|l| l.to_string())
-                .collect::<Vec<_>>()
-        });
+        let robots_txt = entry
+            .as_deref()
+            .and_then(|e| e.robots())
+            .map(|(_, body, _)| {
+                String::from_utf8_lossy(body)
+                    .lines()
+                    .map(|l| l.to_string())
+                    .collect::<Vec<_>>()
+            });
         let bots = match entry.as_ref().and_then(|e| policies(ctx, e)) {
             Some(ps) => ctx
                 .admission
@@ -463,7 +467,14 @@ pub async fn host(ctx: &Context, host: &str, port: u16) -> HostPage {
     HostPage {
         host: host.to_string(),
         port,
-        bots: ctx.admission.config.bots.names().into_iter().map(String::from).collect(),
+        bots: ctx
+            .admission
+            .config
+            .bots
+            .names()
+            .into_iter()
+            .map(String::from)
+            .collect(),
         fleet: ctx.store.is_some(),
         entries,
     }
@@ -510,20 +521,28 @@ pub async fn explain(ctx: &Context, url: &str) -> Explained {
     let verdicts: Vec<Verdict> = match entry.as_ref() {
         None => bots
             .iter()
-            .map(|b| verdict(b, "unknown", format!("robots.txt of {key} is not cached: the next request fetches it")))
+            .map(|b| {
+                verdict(
+                    b,
+                    "unknown",
+                    format!("robots.txt of {key} is not cached: the next request fetches it"),
+                )
+            })
             .collect(),
         Some(e) => match policies(ctx, e) {
             Some(ps) => bots
                 .iter()
                 .zip(ps.iter())
-                .map(|(b, p)| match target.decide(p, ctx.admission.config.selector_reading) {
-                    Ok(d) => verdict(
-                        b,
-                        if d.allowed() { "allow" } else { "disallow" },
-                        p.explain(&d).to_string().replace('\t', "; "),
-                    ),
-                    Err(err) => verdict(b, "error", err.to_string()),
-                })
+                .map(
+                    |(b, p)| match target.decide(p, ctx.admission.config.selector_reading) {
+                        Ok(d) => verdict(
+                            b,
+                            if d.allowed() { "allow" } else { "disallow" },
+                            p.explain(&d).to_string().replace('\t', "; "),
+                        ),
+                        Err(err) => verdict(b, "error", err.to_string()),
+                    },
+                )
                 .collect(),
             None => {
                 let (decision, why) = match e.state() {
@@ -534,7 +553,9 @@ pub async fn explain(ctx: &Context, url: &str) -> Explained {
                     },
                     other => ("unknown", format!("robots.txt state: {other}")),
                 };
-                bots.iter().map(|b| verdict(b, decision, why.clone())).collect()
+                bots.iter()
+                    .map(|b| verdict(b, decision, why.clone()))
+                    .collect()
             }
         },
     };

@@ -406,7 +406,9 @@ impl RawConfig {
             let Some(span) = e.span() else {
                 return (None, errors);
             };
-            let first = current[..span.start.min(current.len())].matches('\n').count();
+            let first = current[..span.start.min(current.len())]
+                .matches('\n')
+                .count();
             let last = current[..span.end.min(current.len())].matches('\n').count();
             let set_aside = first == last
                 && !lines[first].trim_start().starts_with('[')

@@ -37,13 +37,17 @@ impl RawConfig {
         let gopher = listen
             .as_ref()
             .and_then(|l| keep(&mut errors, gopher(&self, l.get(Listener::Gopher))));
-        let access = listen.as_ref().and_then(|l| keep(&mut errors, access(&self, l)));
+        let access = listen
+            .as_ref()
+            .and_then(|l| keep(&mut errors, access(&self, l)));
         let bots = match (&socks5_users, &access) {
             (Some(users), Some(access)) => keep(&mut errors, bots(&self, flags, users, access)),
             _ => None,
         };
         let robots = keep(&mut errors, robots(&self));
-        let limits = ports.as_ref().and_then(|p| keep(&mut errors, limits(&self, flags, p)));
+        let limits = ports
+            .as_ref()
+            .and_then(|p| keep(&mut errors, limits(&self, flags, p)));
         let tls = keep(&mut errors, tls(&self));
         let http = keep(&mut errors, http(&self));
         let politeness = keep(&mut errors, politeness(&self, flags));
@@ -51,11 +55,14 @@ impl RawConfig {
         let metrics_per_host = keep(&mut errors, metrics(&self));
         let admin = keep(&mut errors, admin(&self, listen.as_ref()));
         let store = keep(&mut errors, super::fleet::store(&self, flags));
-        let state = keep(&mut errors, match (&flags.state_dir, &self.state_dir) {
-            (Some(dir), _) => Ok((dir.clone(), "--state-dir")),
-            (None, Some(dir)) => Ok((PathBuf::from(dir), "state_dir")),
-            (None, None) => default_state_dir(),
-        });
+        let state = keep(
+            &mut errors,
+            match (&flags.state_dir, &self.state_dir) {
+                (Some(dir), _) => Ok((dir.clone(), "--state-dir")),
+                (None, Some(dir)) => Ok((PathBuf::from(dir), "state_dir")),
+                (None, None) => default_state_dir(),
+            },
+        );
         let (
             Some(listen),
             Some(socks5_users),

@@ -124,11 +124,22 @@ mod tests {
 
     #[test]
     fn names_trees_and_ranges() {
-        let d = deny(&["Quiet.Example.", "*.private.example", "192.0.2.0/24", "2001:db8::1"]);
+        let d = deny(&[
+            "Quiet.Example.",
+            "*.private.example",
+            "192.0.2.0/24",
+            "2001:db8::1",
+        ]);
         assert_eq!(d.name("quiet.example").as_deref(), Some("quiet.example"));
         assert_eq!(d.name("www.quiet.example"), None, "an exact name only");
-        assert_eq!(d.name("private.example").as_deref(), Some("*.private.example"));
-        assert_eq!(d.name("a.b.private.example").as_deref(), Some("*.private.example"));
+        assert_eq!(
+            d.name("private.example").as_deref(),
+            Some("*.private.example")
+        );
+        assert_eq!(
+            d.name("a.b.private.example").as_deref(),
+            Some("*.private.example")
+        );
         assert_eq!(d.name("notprivate.example"), None);
         assert_eq!(d.name("192.0.2.7").as_deref(), Some("192.0.2.0/24"));
         assert_eq!(d.name("[2001:db8::1]").as_deref(), Some("2001:db8::1/128"));
@@ -146,11 +157,24 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_naming_the_entry() {
-        for bad in ["", "*.", "a..b", "10.0.0.1/8", "*.10.0.0.1", "exa mple.com", "::/129"] {
+        for bad in [
+            "",
+            "*.",
+            "a..b",
+            "10.0.0.1/8",
+            "*.10.0.0.1",
+            "exa mple.com",
+            "::/129",
+        ] {
             let err = DenyHosts::parse(&[bad.to_string()]).unwrap_err();
-            assert!(err.contains(&format!("{bad:?}")) || err.contains("prefix"), "{bad}: {err}");
+            assert!(
+                err.contains(&format!("{bad:?}")) || err.contains("prefix"),
+                "{bad}: {err}"
+            );
         }
-        let many: Vec<String> = (0..=MAX_RANGES).map(|i| format!("10.{}.{}.0/24", i / 256, i % 256)).collect();
+        let many: Vec<String> = (0..=MAX_RANGES)
+            .map(|i| format!("10.{}.{}.0/24", i / 256, i % 256))
+            .collect();
         assert!(DenyHosts::parse(&many).is_err());
     }
 }

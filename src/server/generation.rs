@@ -74,9 +74,7 @@ impl Built {
             .into_iter()
             .collect();
         let identity = match &config.tls.cert_and_key {
-            Some((cert, key)) => {
-                crate::preflight::tls_identity(cert, key)?
-            }
+            Some((cert, key)) => crate::preflight::tls_identity(cert, key)?,
             None => tls::load_or_generate(
                 &config.state_dir,
                 &tls::certificate_names(&config.tls.hostnames, &gemini_ips),

@@ -288,7 +288,7 @@ fn write_listening(state_dir: &std::path::Path, listens: &Listens) {
 }
 
 /// The file [`write_listening`] writes in the state directory.
-pub const LISTENING: &str = "listening";
+pub use crate::state::LISTENING;
 
 /// `limits.max_connections`, lowered to what the open-files limit allows
 /// (raised first as far as it may be).

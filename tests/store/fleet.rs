@@ -125,9 +125,15 @@ async fn two_proxies_share_one_spacing_and_one_robots_fetch() {
     );
     // The page shows it too, and the host page says whose starts it draws.
     let (_, page) = http_get(proxies[0].addr(Listener::Admin), "/").await;
-    assert!(page.contains("fleet store <span class=\"up\">up</span>"), "{page}");
+    assert!(
+        page.contains("fleet store <span class=\"up\">up</span>"),
+        "{page}"
+    );
     assert!(page.contains("<h2>Fleet store</h2>"), "{page}");
-    assert!(page.contains("<tr><th>kind</th><td>single</td></tr>"), "{page}");
+    assert!(
+        page.contains("<tr><th>kind</th><td>single</td></tr>"),
+        "{page}"
+    );
     assert!(page.contains("on_unavailable = \"refuse\""), "{page}");
     let (_, host) = http_get(
         proxies[0].addr(Listener::Admin),

@@ -573,7 +573,9 @@ async fn report_mode_starts_are_drawn_as_not_held() {
     let (_, page) = admin_get(&proxy, &format!("/host/{hp}")).await;
     assert_eq!(page.matches("data-early=\"true\"").count(), 2, "{page}");
     assert!(
-        page.contains("3 starts of a bot in report mode were not held (dashed), and are not counted here."),
+        page.contains(
+            "3 starts of a bot in report mode were not held (dashed), and are not counted here."
+        ),
         "{page}"
     );
     assert!(!page.contains("sooner than their spacing"), "{page}");
@@ -618,4 +620,83 @@ async fn errors_are_broken_down_by_cause() {
     );
     let (_, page) = admin_get(&proxy, "/").await;
     assert!(page.contains("<td>upstream 1</td>"), "{page}");
+}
+
+/// `robots-proxy status` for a terminal: it finds the admin listener in the
+/// state directory `run` wrote it to, presents the token from the
+/// environment, and prints the bots with their mode and limits, the latest
+/// refusal with its rule, and the hosts. Without the token it says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_subcommand_prints_what_the_admin_api_shows() {
+    let capsule = capsule(
+        text("20 text/plain", "User-agent: *\nDisallow: /private\n"),
+        text("20 text/gemini", "page"),
+    )
+    .await;
+    let token = "a-token-of-32-characters-0123456";
+    let config = test_config_with(&format!(
+        "[bot]\nagent = \"examplebot\"\nconcurrency = 2\n\
+         [[bots]]\nname = \"watcher\"\nagent = \"watchbot\"\nmode = \"report\"\nclients = [\"127.0.0.2/32\"]\n\
+         [admin]\ntoken = \"{token}\"\n"
+    ));
+    let state = config.state_dir.clone();
+    let proxy = start_proxy(config).await;
+    let addr = proxy.addr(Listener::Gemini);
+    assert_eq!(gemini(addr, &capsule.url("/a")).await.0, "20 text/gemini");
+    assert!(gemini(addr, &capsule.url("/private/x"))
+        .await
+        .0
+        .starts_with("53"));
+    let run = move |token: Option<&'static str>| {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"));
+            cmd.args(["status", "--state-dir"]).arg(&state);
+            cmd.env_remove("ROBOTS_PROXY_ADMIN_TOKEN");
+            if let Some(t) = token {
+                cmd.env("ROBOTS_PROXY_ADMIN_TOKEN", t);
+            }
+            cmd.output().unwrap()
+        })
+    };
+    let out = run(Some(token)).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = format!("gemini://127.0.0.1:{}", capsule.addr.port());
+    for said in [
+        "robots-proxy 0.",
+        "requests: allowed 1, disallowed 1, error 0, slowed 0",
+        "  default (agent \"examplebot\")\n    concurrency 2: 2 free at its busiest server",
+        "  watcher (agent \"watchbot\"), REPORT MODE: relayed at once",
+        &format!("{key}  disallowed: robots.txt of 127.0.0.1:{} disallows this for examplebot: Disallow: /private (line 2)", capsule.addr.port()),
+        &format!("  {key}  found"),
+    ] {
+        assert!(stdout.contains(said), "{said}:\n{stdout}");
+    }
+    // A loopback client reads without the token ([admin]'s rules); the
+    // same view comes back.
+    let out = run(None).await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("watcher (agent \"watchbot\")"));
+    // A state directory no proxy runs with: said, with what to try.
+    let out = tokio::task::spawn_blocking(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_robots-proxy"))
+            .args(["status", "--state-dir", "/nonexistent/state"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/nonexistent/state/listening")
+            && stderr.contains("is the proxy running with this state directory?"),
+        "{stderr}"
+    );
 }

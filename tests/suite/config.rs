@@ -324,7 +324,10 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
     );
     assert_eq!(several.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&several.stderr);
-    assert!(stderr.contains("6 problems in the configuration:"), "{stderr}");
+    assert!(
+        stderr.contains("6 problems in the configuration:"),
+        "{stderr}"
+    );
     for said in [
         "TOML parse error at line 6, column 1",
         "unknown field `colour`",
@@ -338,10 +341,16 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
         assert!(stderr.contains(said), "{said}: {stderr}");
     }
     // A syntax error ends the reading: what follows cannot be told apart.
-    let broken = run("broken.toml", "[bot\nagent = \"x\"\n[limits]\nmax_connections = 0\n");
+    let broken = run(
+        "broken.toml",
+        "[bot\nagent = \"x\"\n[limits]\nmax_connections = 0\n",
+    );
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert_eq!(broken.status.code(), Some(2));
-    assert!(!stderr.contains("problems in the configuration"), "{stderr}");
+    assert!(
+        !stderr.contains("problems in the configuration"),
+        "{stderr}"
+    );
     assert!(stderr.contains("line 1"), "{stderr}");
 
     // No agent anywhere: it runs, and says what that means.

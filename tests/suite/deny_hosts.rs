@@ -36,7 +36,9 @@ async fn a_denied_host_is_never_contacted_however_it_is_spelled() {
         let answer = client.get(url, &[]).await;
         assert_eq!(answer.status, 403, "{url}: {answer:?}");
         assert!(
-            answer.body.contains("is never contacted through this proxy (limits.deny_hosts: "),
+            answer
+                .body
+                .contains("is never contacted through this proxy (limits.deny_hosts: "),
             "{url}: {}",
             answer.body
         );
@@ -78,7 +80,9 @@ async fn every_way_in_meets_the_list() {
     )
     .await;
     let mut config = denying("\"127.0.0.1\"");
-    config.listen.set(Listener::Socks5, Some("127.0.0.1:0".parse().unwrap()));
+    config
+        .listen
+        .set(Listener::Socks5, Some("127.0.0.1:0".parse().unwrap()));
     let proxy = start_proxy(config).await;
     let raw = raw_exchange(
         proxy.addr(Listener::Http),

@@ -219,7 +219,10 @@ socks5_users = ["rita"]
             .status,
         200
     );
-    assert_eq!(crawler.get(&origin.url("/private/x"), &[]).await.status, 403);
+    assert_eq!(
+        crawler.get(&origin.url("/private/x"), &[]).await.status,
+        403
+    );
     assert_eq!(crawler.get(&origin.url("/b"), &[]).await.status, 200);
     let mut watcher = WebClient::connect(http_addr).await;
     let rita = basic("rita", "r-pass");
@@ -249,7 +252,10 @@ socks5_users = ["rita"]
     assert_eq!((budgets.servers[0].used, budgets.servers[0].left), (1, 0));
     let refusal = &s.recent_refusals[0];
     assert_eq!(refusal.refusal.outcome, "disallowed");
-    assert!(refusal.refusal.detail.contains("Disallow: /private/"), "{refusal:?}");
+    assert!(
+        refusal.refusal.detail.contains("Disallow: /private/"),
+        "{refusal:?}"
+    );
     let web_key = format!("http://127.0.0.1:{}", origin.addr.port());
     assert!(s.hosts.iter().any(|h| h.key == web_key), "{body}");
 
@@ -277,8 +283,17 @@ socks5_users = ["rita"]
     assert!(page.contains("<h4>Daily budget per server (report mode: not enforced)</h4>"));
     assert!(page.contains("would have been spent, had it been enforced."));
     assert!(page.contains("<h2>Latest refusals</h2>"));
-    assert!(page.contains(&format!("<a href=\"/host/127.0.0.1:{}\">{web_key}</a></td><td>disallowed</td>", origin.addr.port())), "{page}");
-    assert!(!page.contains("<h2>Fleet store</h2>"), "no store, no store section");
+    assert!(
+        page.contains(&format!(
+            "<a href=\"/host/127.0.0.1:{}\">{web_key}</a></td><td>disallowed</td>",
+            origin.addr.port()
+        )),
+        "{page}"
+    );
+    assert!(
+        !page.contains("<h2>Fleet store</h2>"),
+        "no store, no store section"
+    );
 
     let (_, host_page) = http(
         admin,
@@ -289,7 +304,10 @@ socks5_users = ["rita"]
     )
     .await;
     assert!(
-        host_page.contains(&format!("placeholder=\"http://127.0.0.1:{}/some/page\"", origin.addr.port())),
+        host_page.contains(&format!(
+            "placeholder=\"http://127.0.0.1:{}/some/page\"",
+            origin.addr.port()
+        )),
         "the explain box offers the host's own scheme: {host_page}"
     );
     assert!(!host_page.contains("Fleet mode:"));
