@@ -242,6 +242,19 @@ async fn route(req: Request<Incoming>, ctx: &Context) -> Answer {
             let (hosts, waiting) = ctx.admission.politeness.usage();
             ctx.admission.metrics.politeness_hosts.set(hosts as i64);
             ctx.admission.metrics.politeness_waiting.set(waiting as i64);
+            let metrics = &ctx.admission.metrics;
+            // Bots a reload removed are not shown.
+            metrics.budget_limit.reset();
+            metrics.budget_most_used.reset();
+            for bot in ctx.admission.config.bots.all() {
+                let Some(limit) = bot.limits.daily_requests_per_server else {
+                    continue;
+                };
+                let most = ctx.admission.limits.budget_used(&bot.name, 1);
+                let most = most.first().map_or(0, |(_, used)| *used);
+                metrics.budget_limit.with_label_values(&[&bot.name]).set(i64::from(limit));
+                metrics.budget_most_used.with_label_values(&[&bot.name]).set(i64::from(most));
+            }
             (
                 StatusCode::OK,
                 "text/plain; version=0.0.4",

@@ -59,6 +59,10 @@ pub struct Metrics {
     pub politeness_wait: Histogram,
     pub politeness_hosts: IntGauge,
     pub politeness_waiting: IntGauge,
+    /// By bot: its `daily_requests_per_server`, and the most starts it made
+    /// at one server in the last 24 hours (read when scraped).
+    pub budget_limit: prometheus::IntGaugeVec,
+    pub budget_most_used: prometheus::IntGaugeVec,
     pub upstream_first_byte: Histogram,
     pub upstream_duration: Histogram,
     pub bytes_to_client: IntCounter,
@@ -155,6 +159,18 @@ impl Metrics {
             politeness_waiting: reg.gauge(
                 "robots_proxy_politeness_waiting",
                 "Requests waiting for their host's turn.",
+            ),
+            budget_limit: reg.gauge_vec(
+                "robots_proxy_budget_daily_limit",
+                "A bot's daily_requests_per_server (bots that set one).",
+                &["bot"],
+            ),
+            budget_most_used: reg.gauge_vec(
+                "robots_proxy_budget_most_used",
+                "The most requests a bot started at one server in the last 24 hours, as its \
+                 daily budget counts them (this proxy's count): near robots_proxy_budget_daily_limit, \
+                 the bot is about to be refused there.",
+                &["bot"],
             ),
             truncated: upstream.truncated,
             upstream_first_byte: upstream.first_byte,

@@ -659,3 +659,36 @@ fn no_protocol_imports_another() {
         }
     }
 }
+
+/// The example alerting rules name only metrics the proxy registers (a
+/// histogram by its `_count`, `_sum` or `_bucket`), so a renamed metric
+/// cannot leave an alert that never fires. (promtool checks the rules
+/// themselves in the interop suite.)
+#[test]
+fn the_alert_rules_name_registered_metrics() {
+    let rules = read("config/prometheus-alerts.yml");
+    let metrics = robots_proxy::metrics::Metrics::with(&["default"], None);
+    let code = read("src/metrics/mod.rs");
+    let registered: Vec<String> = metrics
+        .registry
+        .gather()
+        .iter()
+        .map(|f| f.name().to_string())
+        .collect();
+    let mut named = 0;
+    for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if !word.starts_with("robots_proxy_") {
+            continue;
+        }
+        named += 1;
+        let family = ["_count", "_sum", "_bucket"]
+            .iter()
+            .find_map(|s| word.strip_suffix(s))
+            .unwrap_or(word);
+        assert!(
+            registered.iter().any(|r| r == family) || code.contains(&format!("\"{family}\"")),
+            "config/prometheus-alerts.yml names {word}, which the proxy does not register"
+        );
+    }
+    assert!(named >= 4, "the rules name the metrics they alert on");
+}
