@@ -713,3 +713,23 @@ fn every_unreadable_key_is_reported_up_to_a_bound() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(raw.is_none());
 }
+
+/// The shipped examples (config/examples/) are valid, run as written, and
+/// print back the same.
+#[test]
+fn the_shipped_example_configs_resolve() {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples"));
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let config = resolve(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(config.warnings().is_empty(), "{}: {:?}", path.display(), config.warnings());
+        let again = RawConfig::parse(&config.to_toml())
+            .unwrap()
+            .resolve(&RunArgs::default())
+            .unwrap();
+        assert_eq!(same(again), same(config), "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 1);
+}
