@@ -51,6 +51,15 @@ pub trait Limit: Send + Sync {
     }
 
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>>;
+
+    /// The refusal this limit will give however long the request waits for
+    /// the others first (its own wait would outlast the deadline), looked at
+    /// without counting anything. Every step is asked before any waits: a
+    /// request one limit would hold and a later one refuse is refused at
+    /// once. `None`: it may let the request through, or cannot tell yet.
+    fn foresee(&self, _asked: &Asked<'_>) -> Option<Refusal> {
+        None
+    }
 }
 
 /// What the limits have counted, as the status page shows it.
@@ -111,6 +120,13 @@ impl Limits {
         mut report: Option<(&mut Report, Duration)>,
     ) -> Result<Holds, Refusal> {
         let mut holds = Holds::default();
+        // Report mode waits for nothing: each step says what it would do.
+        if report.is_none() {
+            let mut steps = self.steps.iter().filter(|l| l.applies(asked));
+            if let Some(refusal) = steps.find_map(|l| l.foresee(asked)) {
+                return Err(refusal);
+            }
+        }
         for limit in self.steps.iter().filter(|l| l.applies(asked)) {
             match limit.check(asked).await {
                 Ok(Some(held)) => holds.0.push(held),

@@ -264,6 +264,26 @@ impl Book {
         used
     }
 
+    /// When `bot` has room in `budget` again at every alias, counting
+    /// nothing (`None`: it has room now, or the pending requests alone fill
+    /// it, and when they give up cannot be told).
+    fn room_at(&self, bot: &str, aliases: &[Alias], budget: u32, unix: Duration) -> Option<u64> {
+        let now = unix.as_secs();
+        let mut inner = self.lock();
+        let mut latest = None;
+        for alias in aliases {
+            let Some(c) = inner.counts.get_mut(&(bot.to_string(), alias.clone())) else {
+                continue;
+            };
+            c.prune(now);
+            let used = c.used();
+            if used >= budget {
+                latest = latest.max(Some(c.room_at(used - budget + 1)?));
+            }
+        }
+        latest
+    }
+
     /// Counts one more request if the budget has room at every alias and
     /// the book has room for the pairs it adds.
     fn take(&self, bot: &str, aliases: &[Alias], budget: u32, unix: Duration) -> Result<(), Full> {
@@ -384,6 +404,15 @@ pub(super) struct DailyBudget {
 impl Limit for DailyBudget {
     fn applies(&self, asked: &Asked<'_>) -> bool {
         self.budgets.get(asked.bot).is_some()
+    }
+
+    fn foresee(&self, asked: &Asked<'_>) -> Option<Refusal> {
+        let (name, budget) = self.budgets.get(asked.bot)?;
+        let clock = *self.ledger.clock();
+        let aliases = aliases(self.key, asked.server);
+        let room = self.ledger.budget.room_at(name, &aliases, *budget, clock.unix());
+        let room = room.map(|secs| clock.instant_at(Duration::from_secs(secs)));
+        super::beyond(asked.deadline, BotLimit::DailyBudget(*budget), room)
     }
 
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {

@@ -40,6 +40,13 @@ impl Limit for QuietHours {
         self.windows.get(asked.bot).is_some()
     }
 
+    fn foresee(&self, asked: &Asked<'_>) -> Option<Refusal> {
+        let (_, windows) = self.windows.get(asked.bot)?;
+        let clock = *self.ledger.clock();
+        let ends = quiet_for(windows, clock.unix()).map(|left| clock.instant_at(clock.unix() + left));
+        super::beyond(asked.deadline, BotLimit::QuietHours, ends)
+    }
+
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
             let Some((_, windows)) = self.windows.get(asked.bot) else {
@@ -70,6 +77,16 @@ impl Limit for VisitTimes {
     fn applies(&self, asked: &Asked<'_>) -> bool {
         matches!(&asked.robots.rules, Rules::Found { policies, .. }
             if policies.get(asked.bot).is_some_and(|p| p.has_visit_times()))
+    }
+
+    fn foresee(&self, asked: &Asked<'_>) -> Option<Refusal> {
+        let Rules::Found { policies, .. } = &asked.robots.rules else {
+            return None;
+        };
+        let clock = *self.ledger.clock();
+        let (wait, window) = policies.get(asked.bot)?.visit_wait(clock.unix())?;
+        let opens = clock.instant_at(clock.unix() + wait);
+        super::beyond(asked.deadline, BotLimit::VisitTime(window), Some(opens))
     }
 
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {

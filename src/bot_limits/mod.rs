@@ -265,6 +265,14 @@ async fn wait_for<T>(
     }
 }
 
+/// What a step foresees from when it would next let the request through
+/// (`None`: now, or when something counted is given back, which cannot be
+/// told): "slow down" at once when that is past the deadline.
+fn beyond(deadline: Instant, limit: BotLimit, until: Option<Instant>) -> Option<Refusal> {
+    let until = until?;
+    (until > deadline).then(|| slow_down(limit, until.saturating_duration_since(Instant::now())))
+}
+
 fn slow_down(limit: BotLimit, retry_after: Duration) -> Refusal {
     Refusal::SlowDown(SlowDown {
         // Exact: the answer rounds it up to whole seconds (at least 1), and

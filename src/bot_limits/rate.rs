@@ -61,6 +61,23 @@ impl Book {
         })
     }
 
+    /// When `bot` could next start under `rate` (`None`: now, or when a
+    /// counted request gives up), counting nothing.
+    fn free_at(&self, bot: &str, rate: Rate, now: Instant) -> Option<Instant> {
+        let book = self.lock();
+        let log = book.get(bot)?;
+        let recent: Vec<Instant> = log
+            .starts
+            .iter()
+            .copied()
+            .filter(|&t| t + rate.per > now)
+            .collect();
+        let counted = recent.len() + log.pending;
+        let limit = rate.count as usize;
+        let t = recent.get(counted.checked_sub(limit)?)?;
+        Some(*t + rate.per)
+    }
+
     /// A counted request started (`true`) or gave up.
     fn settle(&self, bot: &str, started: bool) {
         let mut book = self.lock();
@@ -84,6 +101,12 @@ pub(super) struct RateLimit {
 impl Limit for RateLimit {
     fn applies(&self, asked: &Asked<'_>) -> bool {
         self.rates.get(asked.bot).is_some()
+    }
+
+    fn foresee(&self, asked: &Asked<'_>) -> Option<Refusal> {
+        let (name, rate) = self.rates.get(asked.bot)?;
+        let free = self.ledger.rate.free_at(name, *rate, Instant::now());
+        super::beyond(asked.deadline, BotLimit::Rate(*rate), free)
     }
 
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {

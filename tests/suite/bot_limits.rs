@@ -476,3 +476,37 @@ async fn a_limits_wait_and_the_gates_share_one_max_wait() {
     assert_eq!(w2.await.unwrap(), "20 text/gemini");
     assert_eq!(spaced.count("/b"), 0);
 }
+
+/// A request one limit would hold (the bot's one slot is taken) and a later
+/// one refuse (its daily budget is spent) is refused at once, naming the
+/// budget, not after waiting out the first: the crawler hears "slow down"
+/// while the request that holds the slot is still in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_a_later_limit_refuses_is_refused_without_waiting_for_an_earlier_one() {
+    let origin = capsule(
+        text("20 text/plain", ""),
+        Reply::Delayed(Duration::from_secs(1), b"20 text/gemini\r\nslow".to_vec()),
+    )
+    .await;
+    let mut config = with_limits("concurrency = 1\ndaily_requests_per_server = 1");
+    config.politeness.per_host_concurrency = 4;
+    config.politeness.max_wait = Duration::from_secs(30);
+    let proxy = start_proxy(config).await;
+    let addr = proxy.addr(Listener::Gemini);
+    // The one request of the day takes the slot, and the budget.
+    let first = tokio::spawn({
+        let url = origin.url("/1");
+        async move { gemini(addr, &url).await.0 }
+    });
+    wait_until("the first request at the origin", || origin.count("/1") == 1).await;
+    let (header, _) = gemini(addr, &origin.url("/2")).await;
+    assert!(
+        !first.is_finished(),
+        "the refusal came at once, while the slot was still held"
+    );
+    assert!(slow_down(&header) > 80_000, "until the day's start leaves: {header}");
+    let why = last_refusal(&proxy, origin.addr.port()).await;
+    assert!(why.contains("daily_requests_per_server = 1"), "{why}");
+    assert_eq!(first.await.unwrap(), "20 text/gemini");
+    assert_eq!(origin.count("/2"), 0);
+}
