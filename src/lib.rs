@@ -49,6 +49,7 @@ pub mod fate;
 pub mod fetch;
 pub mod gateway;
 pub mod guesses;
+pub mod hosts;
 pub mod listener;
 pub mod manual;
 pub mod metrics;

@@ -252,8 +252,14 @@ async fn route(req: Request<Incoming>, ctx: &Context) -> Answer {
                 };
                 let most = ctx.admission.limits.budget_used(&bot.name, 1);
                 let most = most.first().map_or(0, |(_, used)| *used);
-                metrics.budget_limit.with_label_values(&[&bot.name]).set(i64::from(limit));
-                metrics.budget_most_used.with_label_values(&[&bot.name]).set(i64::from(most));
+                metrics
+                    .budget_limit
+                    .with_label_values(&[&bot.name])
+                    .set(i64::from(limit));
+                metrics
+                    .budget_most_used
+                    .with_label_values(&[&bot.name])
+                    .set(i64::from(most));
             }
             (
                 StatusCode::OK,

@@ -228,7 +228,7 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> HostRow 
         port: key.port,
         robots: robots_state(entry.as_deref()),
         crawl_delay: crawl_delays(ctx, entry.as_ref()),
-        spacing: spacings(ctx, entry.as_ref()),
+        spacing: spacings(ctx, entry.as_ref(), &key.host),
         queue: gate.map_or(0, |g| g.waiting),
         in_flight: gate.map_or(0, |g| g.in_flight),
         next_start_in_seconds: gate
@@ -309,7 +309,7 @@ fn crawl_delays(ctx: &Context, entry: Option<&Arc<Entry>>) -> PerBot<Option<f64>
 
 /// Each bot's spacing at the host, and what it comes from: the setting,
 /// and the robots.txt line for a Crawl-delay.
-fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Option<PerBot<Spacing>> {
+fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>, host: &str) -> Option<PerBot<Spacing>> {
     let entry = entry.map(|e| {
         e.for_generation(
             ctx.admission.generation,
@@ -318,7 +318,7 @@ fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>) -> Option<PerBot<Spacing>
     })?;
     let policies = policies(ctx, &entry).unwrap_or_default();
     Some(per_bot(ctx, |i| {
-        let (delay, from) = crate::admission::spacing_in_force(&ctx.admission, i, &entry);
+        let (delay, from) = crate::admission::spacing_in_force(&ctx.admission, i, &entry, host);
         let policy = policies.get(i);
         let line = match from {
             SpacingFrom::CrawlDelay => policy.and_then(|p| p.crawl_delay_line()),

@@ -134,7 +134,7 @@ pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admit
         Ok(holds) => holds,
         Err(refusal) => return Err(refused(refusal, server, robots)),
     };
-    let spacing = spacing(ctx, bot, &entry);
+    let spacing = spacing(ctx, bot, &entry, &server.name.host);
     let turn = match reporting {
         // What is left of the same deadline: a limit's wait and the gate's
         // together stay within max_wait.
@@ -304,12 +304,18 @@ pub async fn turn(
 /// This bot's spacing at the host (its Crawl-delay, at least its
 /// `min_delay`), and the longest of every bot's there (how long the gate
 /// remembers a start).
-fn spacing(ctx: &Admission, bot: BotId, entry: &Entry) -> (Duration, Duration) {
+fn spacing(ctx: &Admission, bot: BotId, entry: &Entry, host: &str) -> (Duration, Duration) {
     let spacing = ctx.politeness.config();
-    // Each bot's floor (`min_delay`) under what robots.txt asks of it.
+    // Each bot's floor (`min_delay`) under what robots.txt asks of it, and
+    // the host's (`[[hosts]] min_delay`) under every bot's.
     let bots = ctx.config.bots.all();
-    let floor = |id: BotId| bots.get(id).map_or(Duration::ZERO, |b| b.limits.min_delay);
-    let (delay, _) = spacing_in_force(ctx, bot, entry);
+    let host_floor = host_min_delay(ctx, host);
+    let floor = |id: BotId| {
+        bots.get(id)
+            .map_or(Duration::ZERO, |b| b.limits.min_delay)
+            .max(host_floor)
+    };
+    let (delay, _) = spacing_in_force(ctx, bot, entry, host);
     let hold = entry
         .crawl_delays()
         .enumerate()
@@ -319,10 +325,23 @@ fn spacing(ctx: &Admission, bot: BotId, entry: &Entry) -> (Duration, Duration) {
     (delay, hold)
 }
 
+/// `[[hosts]] min_delay` at `host`, or zero.
+fn host_min_delay(ctx: &Admission, host: &str) -> Duration {
+    ctx.config
+        .hosts
+        .for_host(host)
+        .map_or(Duration::ZERO, |r| r.min_delay)
+}
+
 /// This bot's spacing at the host: its Crawl-delay there clamped by the
 /// proxy's `politeness` settings, at least its own `min_delay`; and which
 /// of those gave it.
-pub fn spacing_in_force(ctx: &Admission, bot: BotId, entry: &Entry) -> (Duration, SpacingFrom) {
+pub fn spacing_in_force(
+    ctx: &Admission,
+    bot: BotId,
+    entry: &Entry,
+    host: &str,
+) -> (Duration, SpacingFrom) {
     let (delay, from) = ctx.politeness.config().delay_from(entry.crawl_delay(bot));
     let floor = ctx
         .config
@@ -330,9 +349,11 @@ pub fn spacing_in_force(ctx: &Admission, bot: BotId, entry: &Entry) -> (Duration
         .all()
         .get(bot)
         .map_or(Duration::ZERO, |b| b.limits.min_delay);
-    match floor > delay {
-        true => (floor, SpacingFrom::BotMinDelay),
-        false => (delay, from),
+    let host_floor = host_min_delay(ctx, host);
+    match (floor > delay, host_floor > delay.max(floor)) {
+        (_, true) => (host_floor, SpacingFrom::HostMinDelay),
+        (true, false) => (floor, SpacingFrom::BotMinDelay),
+        (false, false) => (delay, from),
     }
 }
 

@@ -394,30 +394,54 @@ impl Book {
     }
 }
 
-/// The step: each bot's budget, by bot id.
+/// The step: each bot's budget, by bot id, and the hosts' (`[[hosts]]
+/// daily_requests_per_server`, for every bot): at a host with both, the
+/// smaller.
 pub(super) struct DailyBudget {
     pub(super) budgets: PerBot<u32>,
+    /// Every bot's name, by id (what its counts are kept under).
+    pub(super) names: Vec<String>,
+    pub(super) hosts: Arc<crate::hosts::HostRules>,
     pub(super) key: GateBy,
     pub(super) ledger: Arc<Ledger>,
 }
 
+impl DailyBudget {
+    /// The bot's name and its budget at the request's server, if any.
+    fn budget(&self, asked: &Asked<'_>) -> Option<(&str, u32)> {
+        let own = self.budgets.get(asked.bot).map(|(_, b)| *b);
+        let host = self
+            .hosts
+            .for_host(&asked.server.name.host)
+            .and_then(|r| r.daily_requests_per_server);
+        let budget = match (own, host) {
+            (Some(own), Some(host)) => own.min(host),
+            (own, host) => own.or(host)?,
+        };
+        Some((self.names.get(asked.bot)?.as_str(), budget))
+    }
+}
+
 impl Limit for DailyBudget {
     fn applies(&self, asked: &Asked<'_>) -> bool {
-        self.budgets.get(asked.bot).is_some()
+        self.budget(asked).is_some()
     }
 
     fn foresee(&self, asked: &Asked<'_>) -> Option<Refusal> {
-        let (name, budget) = self.budgets.get(asked.bot)?;
+        let (name, budget) = self.budget(asked)?;
         let clock = *self.ledger.clock();
         let aliases = aliases(self.key, asked.server);
-        let room = self.ledger.budget.room_at(name, &aliases, *budget, clock.unix());
+        let room = self
+            .ledger
+            .budget
+            .room_at(name, &aliases, budget, clock.unix());
         let room = room.map(|secs| clock.instant_at(Duration::from_secs(secs)));
-        super::beyond(asked.deadline, BotLimit::DailyBudget(*budget), room)
+        super::beyond(asked.deadline, BotLimit::DailyBudget(budget), room)
     }
 
     fn check<'a>(&'a self, asked: &'a Asked<'a>) -> BoxFuture<'a, Result<Hold, Refusal>> {
         Box::pin(async move {
-            let Some((name, budget)) = self.budgets.get(asked.bot) else {
+            let Some((name, budget)) = self.budget(asked) else {
                 return Ok(None);
             };
             let aliases = aliases(self.key, asked.server);
@@ -427,9 +451,9 @@ impl Limit for DailyBudget {
             wait_for(
                 &self.ledger,
                 (Some(name), asked.deadline),
-                BotLimit::DailyBudget(*budget),
+                BotLimit::DailyBudget(budget),
                 || {
-                    book.take(name, &aliases, *budget, clock.unix())
+                    book.take(name, &aliases, budget, clock.unix())
                         .map_err(|full| match full {
                             Full::Budget(None) => Blocked::Released,
                             Full::Budget(Some(secs)) => Blocked::Until(at(secs)),
@@ -452,9 +476,9 @@ impl Limit for DailyBudget {
                 .shared
                 .take(
                     (name, Scope::Server(self.key, asked.server)),
-                    (*budget, crate::store::Window::Day),
+                    (budget, crate::store::Window::Day),
                     asked.deadline,
-                    BotLimit::DailyBudget(*budget),
+                    BotLimit::DailyBudget(budget),
                 )
                 .await?;
             Ok(Some(Box::new(held) as Box<dyn Held>))

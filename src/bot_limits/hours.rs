@@ -43,7 +43,8 @@ impl Limit for QuietHours {
     fn foresee(&self, asked: &Asked<'_>) -> Option<Refusal> {
         let (_, windows) = self.windows.get(asked.bot)?;
         let clock = *self.ledger.clock();
-        let ends = quiet_for(windows, clock.unix()).map(|left| clock.instant_at(clock.unix() + left));
+        let ends =
+            quiet_for(windows, clock.unix()).map(|left| clock.instant_at(clock.unix() + left));
         super::beyond(asked.deadline, BotLimit::QuietHours, ends)
     }
 

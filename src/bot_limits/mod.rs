@@ -131,7 +131,12 @@ impl Usage for Ledger {
 /// robots.txt's `Visit-time` (every bot), then only those some bot sets, in
 /// the order they are asked (the cheapest first, and
 /// a count reserved last so a request held by an earlier one holds nothing).
-pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
+pub fn steps(
+    bots: &Bots,
+    hosts: &Arc<crate::hosts::HostRules>,
+    key: GateBy,
+    ledger: &Arc<Ledger>,
+) -> Limits {
     let mut steps: Vec<Arc<dyn Limit>> = Vec::new();
     let ledger = || ledger.clone();
     steps.push(Arc::new(hours::VisitTimes { ledger: ledger() }));
@@ -156,9 +161,13 @@ pub fn steps(bots: &Bots, key: GateBy, ledger: &Arc<Ledger>) -> Limits {
             ledger: ledger(),
         }));
     }
-    if let Some(budgets) = PerBot::of(bots, |l| l.daily_requests_per_server) {
+    // A bot's own daily budget, or one a `[[hosts]]` entry sets for every bot.
+    let budgets = PerBot::of(bots, |l| l.daily_requests_per_server);
+    if budgets.is_some() || hosts.any_budget() {
         steps.push(Arc::new(budget::DailyBudget {
-            budgets,
+            budgets: budgets.unwrap_or(PerBot { set: Vec::new() }),
+            names: bots.all().iter().map(|b| b.name.clone()).collect(),
+            hosts: hosts.clone(),
             key,
             ledger: ledger(),
         }));

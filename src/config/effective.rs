@@ -131,6 +131,19 @@ impl RawConfig {
                     }
                 })
                 .collect(),
+            hosts: {
+                let mut hosts: Vec<RawHost> = config
+                    .hosts
+                    .all()
+                    .map(|h| RawHost {
+                        host: h.host.clone(),
+                        min_delay: (!h.min_delay.is_zero()).then(|| d(h.min_delay)).flatten(),
+                        daily_requests_per_server: h.daily_requests_per_server,
+                    })
+                    .collect();
+                hosts.sort_by(|a, b| a.host.cmp(&b.host));
+                hosts
+            },
             access: RawAccess {
                 allow_from: Some(strings(&config.access.allow_from)),
                 require_client_cert: Some(config.access.require_client_cert),

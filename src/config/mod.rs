@@ -118,6 +118,8 @@ pub struct Config {
     pub selector_reading: SelectorReading,
     /// Every bot, and the default one (`[bot]`).
     pub bots: Bots,
+    /// `[[hosts]]`: limits at particular hosts, for every bot.
+    pub hosts: std::sync::Arc<crate::hosts::HostRules>,
     /// Who may use the proxy listeners.
     pub access: Access,
     pub robots: RobotsConfig,

@@ -31,6 +31,9 @@ pub struct RawConfig {
     pub bot: Option<RawBot>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bots: Vec<RawNamedBot>,
+    /// `[[hosts]]`: limits at particular hosts, for every bot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<RawHost>,
     #[serde(default)]
     pub robots: RawRobots,
     #[serde(default)]
@@ -220,6 +223,17 @@ pub struct RawBot {
     pub user_agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_methods: Option<Vec<String>>,
+}
+
+/// One `[[hosts]]` entry.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub host: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_delay: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_requests_per_server: Option<u32>,
 }
 
 /// One `[[bots]]` entry.

@@ -44,6 +44,7 @@ impl RawConfig {
             (Some(users), Some(access)) => keep(&mut errors, bots(&self, flags, users, access)),
             _ => None,
         };
+        let hosts = keep(&mut errors, hosts(&self));
         let robots = keep(&mut errors, robots(&self));
         let limits = ports
             .as_ref()
@@ -70,6 +71,7 @@ impl RawConfig {
             Some((gopher_public_host, gopher_public_port, selector_reading)),
             Some(access),
             Some(bots),
+            Some(hosts),
             Some(robots),
             Some(limits),
             Some(tls),
@@ -87,6 +89,7 @@ impl RawConfig {
             gopher,
             access,
             bots,
+            hosts,
             robots,
             limits,
             tls,
@@ -115,6 +118,7 @@ impl RawConfig {
             gopher_public_port,
             selector_reading,
             bots,
+            hosts,
             access,
             robots,
             politeness,
@@ -129,6 +133,63 @@ impl RawConfig {
             wall_clock: crate::bots::limits::WallClock::System,
         })
     }
+}
+
+/// `[[hosts]]`: each entry's host (a name, or `*.` and a name) and limits.
+fn hosts(raw: &RawConfig) -> Result<std::sync::Arc<crate::hosts::HostRules>, ConfigError> {
+    use crate::hosts::{HostRule, HostRules, MAX_HOSTS};
+    if raw.hosts.len() > MAX_HOSTS {
+        return Err(invalid("hosts", format!("at most {MAX_HOSTS} entries")));
+    }
+    let mut rules = Vec::new();
+    for h in &raw.hosts {
+        let (tree, name) = match h.host.strip_prefix("*.") {
+            Some(name) => (true, name),
+            None => (false, h.host.as_str()),
+        };
+        let name = crate::target::canonical_host(name)
+            .ok()
+            .filter(|n| !tree || crate::addr::ip_literal(n).is_none())
+            .ok_or_else(|| {
+                invalid(
+                    "hosts.host",
+                    format!("{:?}: a host name (big.example), *. and a name (*.big.example), or an address", h.host),
+                )
+            })?;
+        let host = match tree {
+            true => format!("*.{name}"),
+            false => name,
+        };
+        let min_delay = duration(
+            "hosts.min_delay",
+            h.min_delay.as_deref(),
+            Duration::ZERO,
+            bound::DELAY,
+        )?;
+        let daily_requests_per_server = match h.daily_requests_per_server {
+            None => None,
+            Some(n) => Some(count(
+                "hosts.daily_requests_per_server",
+                Some(n),
+                n,
+                (1, crate::bots::limits::MAX_BUDGET),
+            )?),
+        };
+        if min_delay.is_zero() && daily_requests_per_server.is_none() {
+            return Err(invalid(
+                "hosts",
+                format!("{host}: set min_delay or daily_requests_per_server (or remove the entry)"),
+            ));
+        }
+        rules.push(HostRule {
+            host,
+            min_delay,
+            daily_requests_per_server,
+        });
+    }
+    HostRules::new(rules)
+        .map(std::sync::Arc::new)
+        .map_err(|host| invalid("hosts.host", format!("{host} is listed twice")))
 }
 
 /// A section's value, or its error kept in `errors`.

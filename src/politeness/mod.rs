@@ -155,6 +155,8 @@ pub enum SpacingFrom {
     MaxDelay,
     /// The bot's own `min_delay` floor is above the rest.
     BotMinDelay,
+    /// The host's `[[hosts]] min_delay` floor is above the rest.
+    HostMinDelay,
 }
 
 impl SpacingFrom {
@@ -166,6 +168,7 @@ impl SpacingFrom {
             SpacingFrom::MinDelay => "politeness.min_delay",
             SpacingFrom::MaxDelay => "politeness.max_delay",
             SpacingFrom::BotMinDelay => "the bot's min_delay",
+            SpacingFrom::HostMinDelay => "the host's min_delay ([[hosts]])",
         }
     }
 }

@@ -260,8 +260,12 @@ impl Lasting {
         // is under it; the pairs counted stay.
         self.ledger
             .set_max_budget_pairs(config.limits.max_budget_pairs);
-        let limits =
-            crate::bot_limits::steps(&config.bots, self.politeness.config().key, &self.ledger);
+        let limits = crate::bot_limits::steps(
+            &config.bots,
+            &config.hosts,
+            self.politeness.config().key,
+            &self.ledger,
+        );
         let config = Arc::new(config);
         let admission = crate::admission::Admission {
             config,

@@ -82,7 +82,12 @@ fn admission(config: Config, robots: FetchOutcome) -> (Admission, Arc<Fake>) {
     let upstream = Arc::new(Upstream::new(reach, config.limits.connect_timeout).unwrap());
     let clock = Clock::new(WallClock::StartingAt(Duration::from_secs(20_000 * 86_400)));
     let ledger = Ledger::new(clock, None, Box::new(bot_limits::Alone));
-    let limits = bot_limits::steps(&config.bots, politeness.config().key, &ledger);
+    let limits = bot_limits::steps(
+        &config.bots,
+        &config.hosts,
+        politeness.config().key,
+        &ledger,
+    );
     let admission = Admission {
         config,
         upstream,

@@ -498,13 +498,19 @@ async fn a_request_a_later_limit_refuses_is_refused_without_waiting_for_an_earli
         let url = origin.url("/1");
         async move { gemini(addr, &url).await.0 }
     });
-    wait_until("the first request at the origin", || origin.count("/1") == 1).await;
+    wait_until("the first request at the origin", || {
+        origin.count("/1") == 1
+    })
+    .await;
     let (header, _) = gemini(addr, &origin.url("/2")).await;
     assert!(
         !first.is_finished(),
         "the refusal came at once, while the slot was still held"
     );
-    assert!(slow_down(&header) > 80_000, "until the day's start leaves: {header}");
+    assert!(
+        slow_down(&header) > 80_000,
+        "until the day's start leaves: {header}"
+    );
     let why = last_refusal(&proxy, origin.addr.port()).await;
     assert!(why.contains("daily_requests_per_server = 1"), "{why}");
     assert_eq!(first.await.unwrap(), "20 text/gemini");

@@ -723,7 +723,12 @@ fn the_shipped_example_configs_resolve() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let config = resolve(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(config.warnings().is_empty(), "{}: {:?}", path.display(), config.warnings());
+        assert!(
+            config.warnings().is_empty(),
+            "{}: {:?}",
+            path.display(),
+            config.warnings()
+        );
         let again = RawConfig::parse(&config.to_toml())
             .unwrap()
             .resolve(&RunArgs::default())

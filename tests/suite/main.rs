@@ -22,6 +22,7 @@ mod gateway;
 mod gemini_proxy;
 mod gopher_proxy;
 mod holes;
+mod host_rules;
 mod logging;
 mod metrics;
 mod parsers;

@@ -261,9 +261,19 @@ socks5_users = ["rita"]
 
     // The same counts for Prometheus: the most used at one server, of the limit.
     let metrics = settled_metrics(admin).await;
-    assert_eq!(sample(&metrics, "robots_proxy_budget_most_used{bot=\"crawler\"}"), Some(2.0));
-    assert_eq!(sample(&metrics, "robots_proxy_budget_daily_limit{bot=\"crawler\"}"), Some(5.0));
-    assert_eq!(sample(&metrics, "robots_proxy_budget_most_used{bot=\"anon\"}"), None, "no budget, no series");
+    assert_eq!(
+        sample(&metrics, "robots_proxy_budget_most_used{bot=\"crawler\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&metrics, "robots_proxy_budget_daily_limit{bot=\"crawler\"}"),
+        Some(5.0)
+    );
+    assert_eq!(
+        sample(&metrics, "robots_proxy_budget_most_used{bot=\"anon\"}"),
+        None,
+        "no budget, no series"
+    );
 
     let (_, page) = http(admin, "GET", "/", &[], "").await;
     let bot_row = |name: &str| {
