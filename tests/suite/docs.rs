@@ -692,3 +692,22 @@ fn the_alert_rules_name_registered_metrics() {
     }
     assert!(named >= 4, "the rules name the metrics they alert on");
 }
+
+/// `docs/guide/check.md` has a row for every flag `check` takes.
+#[test]
+fn the_check_page_lists_every_flag() {
+    use clap::CommandFactory;
+    let doc = read("docs/guide/check.md");
+    let cli = robots_proxy::cli::Cli::command();
+    let check = cli.find_subcommand("check").expect("a check subcommand");
+    for arg in check.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if long == "help" {
+            continue;
+        }
+        assert!(
+            doc.contains(&format!("| `--{long}")),
+            "docs/guide/check.md has no row for --{long}"
+        );
+    }
+}
