@@ -240,6 +240,17 @@ pub async fn capsule(robots: Reply, page: Reply) -> Origin {
     .await
 }
 
+/// A Gemini origin at `addr` (another machine: `machine(n)`) with an empty
+/// robots.txt, every other URL a page.
+pub async fn open_capsule_on(addr: SocketAddr) -> Origin {
+    let (robots, page) = (text("20 text/plain", ""), text("20 text/gemini", "page"));
+    Origin::start_on(addr, move |url| match url.ends_with("/robots.txt") {
+        true => robots.clone(),
+        false => page.clone(),
+    })
+    .await
+}
+
 /// A Gopher origin whose `robots.txt` answers `robots` and every other selector `page`.
 pub async fn hole(robots: Reply, page: Reply) -> GopherOrigin {
     hole_on(machine(1), robots, page).await

@@ -16,16 +16,6 @@ async fn open_capsule() -> Origin {
     open_capsule_on(machine(1)).await
 }
 
-/// [`open_capsule`] on `addr`: another machine at `127.0.0.n`.
-async fn open_capsule_on(addr: std::net::SocketAddr) -> Origin {
-    let (robots, page) = (text("20 text/plain", ""), text("20 text/gemini", "page"));
-    Origin::start_on(addr, move |url| match url.ends_with("/robots.txt") {
-        true => robots.clone(),
-        false => page.clone(),
-    })
-    .await
-}
-
 /// The default bot `examplebot` with `limits` (TOML keys of `[bot]`).
 fn with_limits(limits: &str) -> Config {
     test_config_with(&format!("[bot]\nagent = \"examplebot\"\n{limits}\n"))

@@ -610,16 +610,18 @@ fn check_config_checks_files_and_the_state_directory() {
     let other = rcgen::KeyPair::generate().unwrap();
     std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
     std::fs::write(dir.join("other-key.pem"), other.serialize_pem()).unwrap();
-    let mismatched = dir.join("tls-mismatched.toml");
-    std::fs::write(
-        &mismatched,
-        format!(
+    // A config naming `cert` and `key` in `dir` for [tls].
+    let tls_config = |name: &str, cert: &str, key: &str| {
+        let path = dir.join(name);
+        let text = format!(
             "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
-            dir.join("cert.pem").display(),
-            dir.join("other-key.pem").display()
-        ),
-    )
-    .unwrap();
+            dir.join(cert).display(),
+            dir.join(key).display()
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let mismatched = tls_config("tls-mismatched.toml", "cert.pem", "other-key.pem");
     let (code, err) = check(
         &[
             "--state-dir",
@@ -644,16 +646,7 @@ fn check_config_checks_files_and_the_state_directory() {
         "{err}"
     );
     // The two files swapped: each error says what the file holds instead.
-    let swapped = dir.join("tls-swapped.toml");
-    std::fs::write(
-        &swapped,
-        format!(
-            "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
-            dir.join("other-key.pem").display(),
-            dir.join("cert.pem").display()
-        ),
-    )
-    .unwrap();
+    let swapped = tls_config("tls-swapped.toml", "other-key.pem", "cert.pem");
     let (code, err) = check(
         &["--state-dir", state, "--config", swapped.to_str().unwrap()],
         &[],

@@ -8,15 +8,6 @@ use robots_proxy::listener::Listener;
 
 use crate::common::*;
 
-async fn open_capsule_on(addr: std::net::SocketAddr) -> Origin {
-    let (robots, page) = (text("20 text/plain", ""), text("20 text/gemini", "page"));
-    Origin::start_on(addr, move |url| match url.ends_with("/robots.txt") {
-        true => robots.clone(),
-        false => page.clone(),
-    })
-    .await
-}
-
 /// Page starts at `origin`, robots.txt left out, in order.
 fn page_gaps(origin: &Origin) -> Vec<f64> {
     let starts: Vec<std::time::Instant> = origin
