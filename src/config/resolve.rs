@@ -192,6 +192,33 @@ fn hosts(raw: &RawConfig) -> Result<std::sync::Arc<crate::hosts::HostRules>, Con
         .map_err(|host| invalid("hosts.host", format!("{host} is listed twice")))
 }
 
+/// The errors of one section's values, each kept while the rest are read:
+/// a wrong value stands in as its type's default until the section is done.
+#[derive(Default)]
+struct Checks(Vec<ConfigError>);
+
+impl Checks {
+    /// `r`'s value, or (its error kept) the default.
+    fn take<T: Default>(&mut self, r: Result<T, ConfigError>) -> T {
+        r.unwrap_or_else(|e| {
+            self.fail(e);
+            T::default()
+        })
+    }
+
+    fn fail(&mut self, e: ConfigError) {
+        self.0.extend(e.into_list());
+    }
+
+    /// `value`, or every error kept.
+    fn done<T>(self, value: T) -> Result<T, ConfigError> {
+        match self.0.is_empty() {
+            true => Ok(value),
+            false => Err(ConfigError::several(self.0)),
+        }
+    }
+}
+
 /// A section's value, or its error kept in `errors`.
 fn keep<T>(errors: &mut Vec<ConfigError>, r: Result<T, ConfigError>) -> Option<T> {
     r.map_err(|e| errors.extend(e.into_list())).ok()
@@ -343,6 +370,8 @@ fn gopher(
 
 /// `[robots]`.
 fn robots(raw: &RawConfig) -> Result<RobotsConfig, ConfigError> {
+    // Every wrong value of the section is reported, not only the first.
+    let mut c = Checks::default();
     let r = &raw.robots;
     let on_unreachable = match r.on_unreachable.as_deref() {
         None | Some("disallow") => OnUnreachable::Disallow,
@@ -354,43 +383,42 @@ fn robots(raw: &RawConfig) -> Result<RobotsConfig, ConfigError> {
             ))
         }
     };
-    let cache_bytes = count(
+    let cache_bytes = c.take(count(
         "robots.cache_bytes",
         r.cache_bytes,
         64 * 1024 * 1024,
         bound::CACHE_BYTES,
-    )?;
+    ));
     let robots = RobotsConfig {
-        ttl: duration(
+        ttl: c.take(duration(
             "robots.ttl",
             r.ttl.as_deref(),
             Duration::from_secs(DAY),
             bound::TTL,
-        )?,
+        )),
         cache_bytes,
-        max_stale: duration(
+        max_stale: c.take(duration(
             "robots.max_stale",
             r.max_stale.as_deref(),
             Duration::from_secs(7 * DAY),
             bound::MAX_STALE,
-        )?,
-        unreachable_retry: duration(
+        )),
+        unreachable_retry: c.take(duration(
             "robots.unreachable_retry",
             r.unreachable_retry.as_deref(),
             Duration::from_secs(60),
             bound::UNREACHABLE_RETRY,
-        )?,
+        )),
         on_unreachable,
-        fetch_timeout: duration(
+        fetch_timeout: c.take(duration(
             "robots.fetch_timeout",
             r.fetch_timeout.as_deref(),
             Duration::from_secs(15),
             bound::TIMEOUT,
-        )?,
+        )),
         name_bot_in_request: r.name_bot_in_request.unwrap_or(false),
     };
-
-    Ok(robots)
+    c.done(robots)
 }
 
 /// `limits.upstream_mark` or `--upstream-mark` (decimal or `0x` hex): 1 to
@@ -436,66 +464,70 @@ fn upstream_mark(raw: &RawConfig, flags: &RunArgs) -> Result<Option<u32>, Config
 
 /// `[limits]`, `--allow-private-upstreams` and `--upstream-mark`.
 fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits, ConfigError> {
+    // Every wrong value of the section is reported, not only the first.
+    let mut c = Checks::default();
     let l = &raw.limits;
     let limits = Limits {
-        max_connections: count(
+        max_connections: c.take(count(
             "limits.max_connections",
             l.max_connections,
             1024,
             bound::MAX_CONNECTIONS,
-        )?,
-        max_connections_per_client: count(
+        )),
+        max_connections_per_client: c.take(count(
             "limits.max_connections_per_client",
             l.max_connections_per_client,
             256,
             bound::MAX_CONNECTIONS,
-        )?,
-        max_budget_pairs: count(
+        )),
+        max_budget_pairs: c.take(count(
             "limits.max_budget_pairs",
             l.max_budget_pairs,
             crate::bots::limits::BUDGET_PAIRS,
             bound::BUDGET_PAIRS,
-        )?,
-        request_timeout: duration(
+        )),
+        request_timeout: c.take(duration(
             "limits.request_timeout",
             l.request_timeout.as_deref(),
             Duration::from_secs(10),
             bound::TIMEOUT,
-        )?,
-        connect_timeout: duration(
+        )),
+        connect_timeout: c.take(duration(
             "limits.connect_timeout",
             l.connect_timeout.as_deref(),
             Duration::from_secs(10),
             bound::TIMEOUT,
-        )?,
-        idle_timeout: duration(
+        )),
+        idle_timeout: c.take(duration(
             "limits.idle_timeout",
             l.idle_timeout.as_deref(),
             Duration::from_secs(60),
             bound::IDLE_TIMEOUT,
-        )?,
-        shutdown_grace: duration(
+        )),
+        shutdown_grace: c.take(duration(
             "limits.shutdown_grace",
             l.shutdown_grace.as_deref(),
             Duration::from_secs(10),
             bound::SHUTDOWN_GRACE,
-        )?,
+        )),
         allow_private_upstreams: flags.allow_private_upstreams
             || l.allow_private_upstreams.unwrap_or(false),
         upstream_ports: match &l.upstream_ports {
             // The default admits every port of `[ports]`.
             None => PortSet::default_set().allowing(&table.all()),
-            Some(items) => match PortSet::parse(items) {
+            Some(items) => c.take(match PortSet::parse(items) {
                 Ok(set) if set.is_empty() => {
-                    return Err(invalid("limits.upstream_ports", "allows no port"))
+                    Err(invalid("limits.upstream_ports", "allows no port"))
                 }
-                Ok(set) => set,
-                Err(e) => return Err(invalid("limits.upstream_ports", e)),
-            },
+                Ok(set) => Ok(set),
+                Err(e) => Err(invalid("limits.upstream_ports", e)),
+            }),
         },
-        upstream_mark: upstream_mark(raw, flags)?,
-        deny_hosts: crate::egress::DenyHosts::parse(l.deny_hosts.as_deref().unwrap_or_default())
-            .map_err(|e| invalid("limits.deny_hosts", e))?,
+        upstream_mark: c.take(upstream_mark(raw, flags)),
+        deny_hosts: c.take(
+            crate::egress::DenyHosts::parse(l.deny_hosts.as_deref().unwrap_or_default())
+                .map_err(|e| invalid("limits.deny_hosts", e)),
+        ),
     };
     // A port the file says speaks a protocol, but no request may go to: a
     // config that contradicts itself. (A default port that an explicit
@@ -509,14 +541,13 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
             .iter()
             .find(|&&p| !limits.upstream_ports.contains(p))
         {
-            return Err(invalid(
+            c.fail(invalid(
                 "ports",
                 format!("{name}: port {port} is refused by limits.upstream_ports"),
             ));
         }
     }
-
-    Ok(limits)
+    c.done(limits)
 }
 
 /// `[ports]`: each protocol's list replaces its default (all given lists
@@ -625,6 +656,8 @@ fn tls(raw: &RawConfig) -> Result<TlsConfig, ConfigError> {
 
 /// `[politeness]`, `--default-delay` and `--max-wait`.
 fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, ConfigError> {
+    // Every wrong value of the section is reported, not only the first.
+    let mut c = Checks::default();
     let p = &raw.politeness;
     let (default_key, default_text) = flag_or_key(
         ("--default-delay", &flags.default_delay),
@@ -635,66 +668,66 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
         ("politeness.max_wait", &p.max_wait),
     );
     let politeness = PolitenessConfig {
-        default_delay: duration(
+        default_delay: c.take(duration(
             default_key,
             default_text,
             Duration::from_secs(1),
             bound::DELAY,
-        )?,
-        min_delay: duration(
+        )),
+        min_delay: c.take(duration(
             "politeness.min_delay",
             p.min_delay.as_deref(),
             Duration::ZERO,
             bound::DELAY,
-        )?,
+        )),
         max_delay: match p.max_delay.as_deref() {
             None | Some("") => None,
-            Some(text) => Some(duration(
+            Some(text) => Some(c.take(duration(
                 "politeness.max_delay",
                 Some(text),
                 Duration::ZERO,
                 bound::DELAY,
-            )?),
+            ))),
         },
-        per_host_concurrency: count(
+        per_host_concurrency: c.take(count(
             "politeness.per_host_concurrency",
             p.per_host_concurrency,
             1,
             bound::PER_HOST_CONCURRENCY,
-        )?,
-        max_wait: duration(
+        )),
+        max_wait: c.take(duration(
             wait_key,
             wait_text,
             Duration::from_secs(60),
             bound::MAX_WAIT,
-        )?,
-        max_slow_down: duration(
+        )),
+        max_slow_down: c.take(duration(
             "politeness.max_slow_down",
             p.max_slow_down.as_deref(),
             crate::politeness::MAX_SLOW_DOWN,
             bound::MAX_SLOW_DOWN,
-        )?,
+        )),
         key: match p.key.as_deref() {
             None | Some("address") => GateBy::Address,
             Some("host") => GateBy::Host,
             Some(other) => {
-                return Err(invalid(
+                c.fail(invalid(
                     "politeness.key",
                     format!("{other:?}: use \"address\" or \"host\""),
-                ))
+                ));
+                GateBy::Address
             }
         },
     };
     if let Some(max) = politeness.max_delay {
         if max < politeness.min_delay {
-            return Err(invalid(
+            c.fail(invalid(
                 "politeness.max_delay",
                 "must not be less than politeness.min_delay",
             ));
         }
     }
-
-    Ok(politeness)
+    c.done(politeness)
 }
 
 /// `[log]` and `--log-format`.

@@ -340,6 +340,26 @@ fn check_config_refuses_absurd_values_and_redacts_passwords() {
     ] {
         assert!(stderr.contains(said), "{said}: {stderr}");
     }
+    // Several wrong values in one section: each said.
+    let section = run(
+        "section.toml",
+        "[politeness]\ndefault_delay = \"soon\"\nmax_wait = \"2000d\"\nkey = \"street\"\n\
+         [limits]\nmax_connections = 0\nidle_timeout = \"x\"\n",
+    );
+    let stderr = String::from_utf8_lossy(&section.stderr);
+    assert!(
+        stderr.contains("5 problems in the configuration:"),
+        "{stderr}"
+    );
+    for key in [
+        "politeness.default_delay",
+        "politeness.max_wait",
+        "politeness.key",
+        "limits.max_connections",
+        "limits.idle_timeout",
+    ] {
+        assert!(stderr.contains(&format!("- {key}: ")), "{key}: {stderr}");
+    }
     // A syntax error ends the reading: what follows cannot be told apart.
     let broken = run(
         "broken.toml",
