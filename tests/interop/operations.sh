@@ -24,7 +24,7 @@ for sh in bash zsh fish; do
 json text 
 iptables nft 
 archiver indexer researcher webproxy 
-$(if [ "$sh" = bash ]; then echo -n '--help --out-dir -h '; fi)check completions man run transparent-rules "
+$(if [ "$sh" = bash ]; then echo -n '--help --out-dir -h '; fi)check completions man run status transparent-rules "
 done
 # --check-config on what `run` would refuse, each naming the key or flag to change.
 cc() { # cc EXPECTED TOML [ARGS...]: --check-config exits 2 and says EXPECTED
