@@ -344,8 +344,10 @@ pub fn per_minute(rows: &[Minute], bot: &str, id: &str) -> String {
         .zip(sums)
         .map(|(d, n)| (decision_colour(d), format!("{d} {n:.0}")))
         .collect();
+    // The scale's top is at least 1; what is said is what was counted.
+    let peak = rows.iter().map(total).fold(0.0, f64::max);
     format!(
-        "<h4>Requests per minute</h4>{svg}{}<p class=\"said\" id=\"minutes-{}-said\">{:.0} requests in the last hour, at most {most:.0} in a minute.</p>",
+        "<h4>Requests per minute</h4>{svg}{}<p class=\"said\" id=\"minutes-{}-said\">{:.0} requests in the last hour, at most {peak:.0} in a minute.</p>",
         legend(&items),
         esc(id),
         sums.iter().sum::<f64>()
@@ -554,6 +556,15 @@ mod tests {
         let svg = per_minute(&rows, "a", "0");
         assert_eq!(svg.matches("class=\"minute ").count(), 2);
         assert!(svg.contains("4 requests in the last hour, at most 4 in a minute."));
+    }
+
+    #[test]
+    fn no_requests_say_none_at_most() {
+        let svg = per_minute(&[], "a", "0");
+        assert!(
+            svg.contains("0 requests in the last hour, at most 0 in a minute."),
+            "{svg}"
+        );
     }
 
     #[test]

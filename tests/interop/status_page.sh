@@ -96,3 +96,7 @@ check "host page (chromium): the web host's explain box offers an http:// URL, a
    grep -q 'Fleet mode: the starts and the queue shown are this proxy' '$sp/host.dom'"
 check "host page (chromium): only enforced starts count for the spacing" bash -c \
   "grep -q 'starts of a bot in report mode were not held (dashed), and are not counted here' '$sp/host.dom'"
+# (shot is operations.sh's.)
+check "status page (chromium): a screenshot, bots with their modes and limits, the fleet store" \
+  shot / "$sp/status.png" 1700 "$sp_admin"
+[ -z "${UPDATE_SCREENSHOT:-}" ] || cp "$sp/status.png" docs/status-page.png
