@@ -21,6 +21,8 @@ label_set! {
         Disallowed => "disallowed",
         /// `limits.deny_hosts` lists the host: never contacted.
         DenyHosts => "deny-hosts",
+        /// The upstream's answer refused a use the bot declares: not relayed.
+        Preference => "response-preference",
         /// robots.txt could not be fetched and there is no good copy.
         RobotsUnreachable => "robots-unreachable",
         /// The upstream could not be reached, or answered badly before relaying.
@@ -42,6 +44,8 @@ label_set! {
         ProxyRule => "proxy",
         /// The operator's list of hosts never to contact.
         Operator => "operator",
+        /// A preference the site stated on its answer.
+        Site => "site",
         Politeness => "politeness",
     }
 }
@@ -68,6 +72,7 @@ impl Fate {
             Fate::Disallowed | Fate::RobotsUnreachable => Cause::RobotsTxt,
             Fate::SlowDown => Cause::Politeness,
             Fate::DenyHosts => Cause::Operator,
+            Fate::Preference => Cause::Site,
         }
     }
 
@@ -77,7 +82,7 @@ impl Fate {
     pub fn class(self) -> Class {
         match self {
             Fate::Relayed => Class::Allowed,
-            Fate::Disallowed | Fate::DenyHosts => Class::Disallowed,
+            Fate::Disallowed | Fate::DenyHosts | Fate::Preference => Class::Disallowed,
             Fate::SlowDown => Class::Slowed,
             Fate::Malformed
             | Fate::Denied

@@ -36,6 +36,10 @@ pub enum Refusal {
     /// robots.txt could not be fetched and there is no good copy.
     #[error("{0}")]
     RobotsUnreachable(RobotsUnreachable),
+    /// The upstream's answer states a preference against a use the bot
+    /// declares (`Content-Usage`, `X-Robots-Tag: noai`, TDMRep): not relayed.
+    #[error("{0}")]
+    Preference(ResponsePreference),
     /// The upstream could not be reached, or answered badly before relaying.
     #[error("{0}")]
     Upstream(UpstreamFailure),
@@ -54,6 +58,7 @@ impl Refusal {
             Refusal::ProxyRule(_) => Fate::ProxyRule,
             Refusal::Disallowed(_) => Fate::Disallowed,
             Refusal::RobotsUnreachable(_) => Fate::RobotsUnreachable,
+            Refusal::Preference(_) => Fate::Preference,
             Refusal::Upstream(_) => Fate::UpstreamFailed,
             Refusal::SlowDown(_) => Fate::SlowDown,
         }
@@ -93,7 +98,11 @@ impl Refusal {
         }
         match self.fate() {
             Fate::Malformed => Family::Malformed,
-            Fate::ProxyRule | Fate::Disallowed | Fate::Denied | Fate::DenyHosts => Family::Refused,
+            Fate::ProxyRule
+            | Fate::Disallowed
+            | Fate::Denied
+            | Fate::DenyHosts
+            | Fate::Preference => Family::Refused,
             Fate::RobotsUnreachable | Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => {
                 Family::Unavailable
             }
@@ -281,6 +290,18 @@ impl fmt::Display for Disallowed {
 }
 
 impl std::error::Error for Disallowed {}
+
+/// An answer that refuses one of the bot's declared uses, by a field of
+/// its own ([`crate::robots::response`]): the body never reaches the bot.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("the answer of {host}:{port} refuses {} for {bot}: {}", .refused.declared, .refused.field)]
+pub struct ResponsePreference {
+    pub host: String,
+    pub port: u16,
+    /// The bot's product token, or "this bot".
+    pub bot: String,
+    pub refused: crate::robots::response::Refused,
+}
 
 /// robots.txt could not be fetched, and `on_unreachable = "disallow"`.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]

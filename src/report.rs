@@ -41,6 +41,7 @@ pub fn reason(refusal: &Refusal) -> &'static str {
         Refusal::Disallowed(d) if d.usage.is_some() => "content_usage",
         Refusal::Disallowed(_) => "disallowed",
         Refusal::RobotsUnreachable(_) => "robots_unreachable",
+        Refusal::Preference(_) => "response_preference",
         Refusal::SlowDown(s) => match s.why {
             Busy::Limit(limit) => limit.key(),
             _ => "crawl_delay",
@@ -53,7 +54,7 @@ pub fn reason(refusal: &Refusal) -> &'static str {
 /// and the bot's limits; never the proxy's own rules.
 pub fn reportable(refusal: &Refusal) -> bool {
     match refusal {
-        Refusal::Disallowed(_) | Refusal::RobotsUnreachable(_) => true,
+        Refusal::Disallowed(_) | Refusal::RobotsUnreachable(_) | Refusal::Preference(_) => true,
         Refusal::SlowDown(s) => matches!(s.why, Busy::Limit(_) | Busy::Turn),
         _ => false,
     }

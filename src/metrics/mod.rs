@@ -119,8 +119,9 @@ impl Metrics {
         );
         let outcomes_vec = reg.counter_vec(
             "robots_proxy_request_outcomes_total",
-            "Requests by bot, protocol and outcome: allowed, disallowed and deny-hosts \
-             (limits.deny_hosts; both decision=\"disallowed\"), slow-down, and the \
+            "Requests by bot, protocol and outcome: allowed, disallowed, deny-hosts \
+             (limits.deny_hosts) and response-preference (a web answer's own fields refusing a \
+             declared use; all three decision=\"disallowed\"), slow-down, and the \
              causes of decision=\"error\": malformed, access, proxy-rule, robots-unreachable, \
              upstream, client-left.",
             &["bot", "protocol", "outcome"],

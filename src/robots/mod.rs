@@ -19,6 +19,7 @@ mod lines;
 mod matcher;
 mod parse;
 mod policy;
+pub mod response;
 pub mod usage;
 
 pub use parse::{normalize_pattern, AgentKind, RobotsTxt, RuleKind, VisitTime, PARSE_LIMIT};

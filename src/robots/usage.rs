@@ -148,6 +148,14 @@ impl Stated {
         }
     }
 
+    /// A preference that refuses `use_` alone.
+    pub fn refusing(use_: Use) -> Stated {
+        Stated {
+            yes: 0,
+            no: use_.bit(),
+        }
+    }
+
     fn set(&mut self, use_: Use, allowed: bool) {
         // A dictionary's later member replaces an earlier one (RFC 9651 §4.2.2).
         self.yes &= !use_.bit();

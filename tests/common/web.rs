@@ -92,7 +92,7 @@ impl WebOrigin {
                                 let mut response = Response::new(Full::new(Bytes::from(body)));
                                 *response.status_mut() = status.try_into().unwrap();
                                 for (name, value) in headers {
-                                    response.headers_mut().insert(name, value.parse().unwrap());
+                                    response.headers_mut().append(name, value.parse().unwrap());
                                 }
                                 Ok::<_, Infallible>(response)
                             }

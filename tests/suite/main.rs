@@ -31,6 +31,7 @@ mod politeness;
 mod properties;
 mod reload;
 mod report_mode;
+mod response_preferences;
 mod resumption;
 mod small_web;
 mod socks5;

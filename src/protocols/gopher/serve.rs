@@ -29,7 +29,9 @@ use crate::target::Target;
 fn kind_for(refusal: &Refusal) -> &'static str {
     match refusal.fate() {
         Fate::Malformed => "400 Bad Request",
-        Fate::ProxyRule | Fate::Disallowed | Fate::Denied | Fate::DenyHosts => "403 Forbidden",
+        Fate::ProxyRule | Fate::Disallowed | Fate::Denied | Fate::DenyHosts | Fate::Preference => {
+            "403 Forbidden"
+        }
         Fate::RobotsUnreachable | Fate::SlowDown => "503 Service Unavailable",
         Fate::UpstreamFailed | Fate::Relayed | Fate::ClientLeft => "502 Bad Gateway",
     }

@@ -139,9 +139,23 @@ pub async fn relay(
         }
         _ => admitted.permit.recovered(&admitted.server.name).await,
     }
+    let mut admitted = admitted;
+    // The answer's own word on the bot's declared uses: a refusal is not
+    // relayed (the body is never read), or, in report mode, is reported.
+    if let Some(refusal) = preference(&ctx, &finish, &parts.headers) {
+        let bot = ctx.admission.config.bots.get(finish.bot);
+        match bot.limits.mode {
+            crate::bots::limits::Mode::Report => {
+                admitted.report.add(crate::report::Would::Refuse(refusal))
+            }
+            crate::bots::limits::Mode::Enforce => {
+                drop(connection);
+                return Err((refusal, finish));
+            }
+        }
+    }
     wire::strip_hop_by_hop(&mut parts.headers);
     wire::add_via(&mut parts.headers, pseudonym());
-    let mut admitted = admitted;
     finish.outcome.status = Some(parts.status.as_u16());
     finish.outcome.waited = admitted.waited;
     finish.outcome.report = std::mem::take(&mut admitted.report);
@@ -160,6 +174,35 @@ pub async fn relay(
         parts,
         Body::Relayed(Box::new(relayed)),
     ))
+}
+
+/// The refusal an answer's preference fields give one of the bot's
+/// declared uses, if any ([`crate::robots::response`]).
+fn preference(
+    ctx: &crate::context::Context,
+    finish: &Finish,
+    headers: &hyper::HeaderMap,
+) -> Option<Refusal> {
+    let bot = ctx.admission.config.bots.get(finish.bot);
+    let uses = bot.profile.uses();
+    if uses.is_empty() {
+        return None;
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let token = bot.profile.token().to_ascii_lowercase();
+    let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let refused = crate::robots::response::read(fields, content_type, &token).refused(uses)?;
+    Some(Refusal::Preference(crate::refusal::ResponsePreference {
+        host: finish.target.host.clone(),
+        port: finish.target.port,
+        bot: match bot.profile.token() {
+            "" => "this bot".into(),
+            token => token.into(),
+        },
+        refused,
+    }))
 }
 
 /// HTTP/1.1 over an upstream connection, or the refusal saying why not.

@@ -279,7 +279,7 @@ pub fn answer_for(refusal: &Refusal) -> Answer {
         // 508: the loop is the proxy's to report, not the client's mistake.
         Refusal::ProxyRule(ProxyRule::Loop) => (S::LOOP_DETECTED, "proxy_loop_detected"),
         Refusal::ProxyRule(_) => (S::FORBIDDEN, "http_request_denied"),
-        Refusal::Disallowed(_) => (S::FORBIDDEN, "http_request_denied"),
+        Refusal::Disallowed(_) | Refusal::Preference(_) => (S::FORBIDDEN, "http_request_denied"),
         Refusal::RobotsUnreachable(_) => (S::SERVICE_UNAVAILABLE, "destination_unavailable"),
         Refusal::SlowDown(s) => match s.why {
             Busy::ShuttingDown | Busy::StoreDown => {
