@@ -31,6 +31,9 @@ page e.html /a.html
 page private/secret.html /a.html
 page private/other.html /a.html
 allowed_pages="/ /index.html /a.html /b.html /c.html /d.html /e.html"
+mkdir -p "$web/site/pref"
+for f in content-usage noai mine theirs tdm page-noimageai allowed; do printf 'PREF-BODY %s\n' "$f" > "$web/site/pref/$f.html"; done
+printf '\x89PNG\r\n\x1a\nPREF-BODY image\n' > "$web/site/pref/image.png"
 
 # A local CA and nginx's certificate for localhost and 127.0.0.1.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
@@ -58,8 +61,20 @@ http {
   fastcgi_temp_path $web/tmp/fastcgi;
   uwsgi_temp_path $web/tmp/uwsgi;
   scgi_temp_path $web/tmp/scgi;
-  types { text/html html; text/plain txt; }
-  server { listen 127.0.0.1:$np; root $web/site; }
+  types { text/html html; text/plain txt; image/png png; }
+  server {
+    listen 127.0.0.1:$np;
+    root $web/site;
+    # Answers stating preferences (web_preferences.sh); linked from no page.
+    location = /pref/content-usage.html { add_header Content-Usage "train-ai=n"; }
+    location = /pref/noai.html { add_header X-Robots-Tag "noindex, noai"; }
+    location = /pref/mine.html { add_header X-Robots-Tag "prefbot: noai"; }
+    location = /pref/theirs.html { add_header X-Robots-Tag "otherbot: noai"; }
+    location = /pref/tdm.html { add_header tdm-reservation "1"; }
+    location = /pref/image.png { add_header X-Robots-Tag "noimageai"; }
+    location = /pref/page-noimageai.html { add_header X-Robots-Tag "noimageai"; }
+    location = /pref/allowed.html { add_header Content-Usage "train-ai=y"; }
+  }
   server {
     listen 127.0.0.1:$nsp ssl;
     ssl_certificate $web/site.pem;

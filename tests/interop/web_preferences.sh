@@ -1,0 +1,64 @@
+# Preferences stated on web answers, sourced by tests/interop/run after
+# web.sh (its nginx site answers /pref/* with Content-Usage, X-Robots-Tag
+# and tdm-reservation fields, as add_header writes them): a bot declaring
+# train-ai, through the proxy, gets 403 naming the field, and never the
+# body, where a field refuses it; the answer whole where none does; a bot in
+# report mode gets every answer, counted.
+
+wp=$web/pref-proxy
+mkdir -p "$wp/state"
+wp_http=$(free_port)
+wp_admin=$(free_port)
+cat > "$wp/proxy.toml" <<EOF2
+[limits]
+upstream_ports = ["10000-65535"]
+
+[socks5]
+users = [{ name = "p", password = "p-pass" }, { name = "r", password = "r-pass" }]
+
+[bot]
+name = "anon"
+agent = "anonbot"
+
+[[bots]]
+name = "pref"
+agent = "prefbot"
+content_usage = ["train-ai"]
+socks5_users = ["p"]
+
+[[bots]]
+name = "watch"
+agent = "prefbot"
+content_usage = ["train-ai"]
+mode = "report"
+socks5_users = ["r"]
+EOF2
+RUST_LOG=info "$proxy_bin" run --config "$wp/proxy.toml" --http-listen "127.0.0.1:$wp_http" \
+  --gemini-listen "127.0.0.1:$(free_port)" --gopher-listen "127.0.0.1:$(free_port)" \
+  --metrics-listen "127.0.0.1:$wp_admin" --allow-private-upstreams \
+  --state-dir "$wp/state" --default-delay 0s > "$wp/proxy.log" 2>&1 &
+pids+=($!)
+wait_port "$wp_http" "$wp/proxy.log"
+wp_get() { # wp_get USER:PASS PATH: "CODE BODY-MARKER" through the proxy
+  local body
+  body=$(curl -s -o "$wp/body" -w '%{http_code}' -x "http://$1@127.0.0.1:$wp_http" "$http_site$2"; echo " $(grep -ao 'PREF-BODY' "$wp/body" | head -1)")
+  echo "$body"
+}
+for f in content-usage.html noai.html mine.html tdm.html image.png; do
+  got=$(wp_get p:p-pass "/pref/$f")
+  check "web preferences: /pref/$f is refused (403), its body never relayed ($got)" test "$got" = "403 "
+done
+for f in theirs.html page-noimageai.html allowed.html; do
+  got=$(wp_get p:p-pass "/pref/$f")
+  check "web preferences: /pref/$f is relayed whole ($got)" test "$got" = "200 PREF-BODY"
+done
+curl -s -D "$wp/head" -o "$wp/noai.body" -x "http://p:p-pass@127.0.0.1:$wp_http" "$http_site/pref/noai.html" > /dev/null
+check "web preferences: the refusal names the field, in Proxy-Status too" bash -c \
+  "grep -q 'refuses train-ai for prefbot: X-Robots-Tag: noindex, noai' '$wp/noai.body' &&
+   grep -qi '^proxy-status: .*error=http_request_denied.*X-Robots-Tag: noindex, noai' '$wp/head'"
+got=$(wp_get r:r-pass /pref/noai.html)
+check "web preferences: a bot in report mode gets the answer whole ($got)" test "$got" = "200 PREF-BODY"
+curl -s "http://127.0.0.1:$wp_admin/metrics" > "$wp/metrics"
+check "web preferences: refusals and reports counted" bash -c \
+  "grep -qE '^robots_proxy_request_outcomes_total\\{bot=\"pref\",outcome=\"response-preference\",protocol=\"http\"\\} 6\$' '$wp/metrics' &&
+   grep -qE '^robots_proxy_report_only_total\\{bot=\"watch\",reason=\"response_preference\"\\} 1\$' '$wp/metrics'"
