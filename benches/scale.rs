@@ -145,6 +145,7 @@ fn run(part: &str, total: usize) {
             max_wait: Duration::from_secs(60),
             max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
             key: GateBy::Address,
+            web_backoff: Default::default(),
         });
         let before = resident_bytes();
         let mut filled = 0;

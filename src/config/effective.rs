@@ -286,5 +286,8 @@ fn politeness(config: &Config) -> RawPoliteness {
         per_host_concurrency: Some(p.per_host_concurrency),
         max_wait: d(p.max_wait),
         max_slow_down: d(p.max_slow_down),
+        web_backoff: d(p.web_backoff.first),
+        web_backoff_forgive: d(p.web_backoff.forgive),
+        web_backoff_jitter: Some((p.web_backoff.jitter * 100.0).round() as u32),
     }
 }

@@ -116,6 +116,12 @@ pub struct RawPoliteness {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_slow_down: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_backoff: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_backoff_forgive: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_backoff_jitter: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }
 

@@ -707,6 +707,27 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
             crate::politeness::MAX_SLOW_DOWN,
             bound::MAX_SLOW_DOWN,
         )),
+        web_backoff: crate::politeness::WebBackoff {
+            first: c.take(duration(
+                "politeness.web_backoff",
+                p.web_backoff.as_deref(),
+                Duration::from_secs(60),
+                bound::WEB_BACKOFF,
+            )),
+            forgive: c.take(duration(
+                "politeness.web_backoff_forgive",
+                p.web_backoff_forgive.as_deref(),
+                Duration::from_secs(30 * 60),
+                bound::WEB_BACKOFF_FORGIVE,
+            )),
+            // A percentage of each hold, either way.
+            jitter: f64::from(c.take(count(
+                "politeness.web_backoff_jitter",
+                p.web_backoff_jitter,
+                10,
+                bound::WEB_BACKOFF_JITTER,
+            ))) / 100.0,
+        },
         key: match p.key.as_deref() {
             None | Some("address") => GateBy::Address,
             Some("host") => GateBy::Host,

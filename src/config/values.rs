@@ -105,6 +105,10 @@ pub(super) mod bound {
     pub const DELAY: Span = span(0, DAY);
     pub const MAX_WAIT: Span = span(0, DAY);
     pub const MAX_SLOW_DOWN: Span = span(1000, 30 * DAY);
+    pub const WEB_BACKOFF: Span = span(1000, DAY);
+    pub const WEB_BACKOFF_FORGIVE: Span = span(1000, 7 * DAY);
+    /// Percent; `politeness::MAX_BACKOFF_JITTER` as a percentage.
+    pub const WEB_BACKOFF_JITTER: (u32, u32) = (0, 50);
     pub const CACHE_BYTES: (u64, u64) = (1 << 20, 1 << 40);
     pub const MAX_CONNECTIONS: (usize, usize) = (1, 1 << 20);
     pub const BUDGET_PAIRS: (usize, usize) = (1, crate::bots::limits::MAX_BUDGET_PAIRS);

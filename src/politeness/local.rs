@@ -189,6 +189,8 @@ pub struct Local {
     pub(super) config: arc_swap::ArcSwap<PolitenessConfig>,
     pub(super) gates: Mutex<Gates>,
     tickets: std::sync::atomic::AtomicU64,
+    /// The web's back-off levels, by site.
+    web_levels: Mutex<super::backoff::Levels>,
 }
 
 impl Local {
@@ -197,6 +199,7 @@ impl Local {
             config: arc_swap::ArcSwap::from_pointee(config),
             gates: Mutex::new(Gates::default()),
             tickets: std::sync::atomic::AtomicU64::new(0),
+            web_levels: Mutex::new(Default::default()),
         }
     }
 
@@ -416,17 +419,41 @@ impl Local {
         }
     }
 
-    /// An upstream `server` answered "slow down" (Gemini `44`) to a request
-    /// through `gate`: nothing starts there before `seconds` have passed when
-    /// given, else its spacing doubles; either at most `max_slow_down`. The
+    /// An upstream `server` answered "slow down" (Gemini `44`, the web's
+    /// `429` or `503`) to a request through `gate`: nothing starts there
+    /// before `seconds` have passed when given; else a web server is held by
+    /// the web's back-off (the hold is returned, for the fleet), and a
+    /// Gemini server's spacing doubles; each at most `max_slow_down`. The
     /// other servers on its machine keep their turns.
-    pub fn slow_down(&self, gate: GateId, server: &HostKey, seconds: Option<Duration>) {
+    pub fn slow_down(
+        &self,
+        gate: GateId,
+        server: &HostKey,
+        seconds: Option<Duration>,
+    ) -> Option<Duration> {
         let config = self.config.load();
+        let now = Instant::now();
+        // The web without a usable Retry-After: the back-off's hold, counted
+        // by site whether or not this process's gate admitted the request.
+        let (seconds, held) = match seconds {
+            None if server.scheme.is_web() => {
+                let level = self
+                    .web_levels
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .next((&server.host, server.port), &config.web_backoff, now);
+                let hold =
+                    config
+                        .web_backoff
+                        .hold(level, config.max_slow_down, super::backoff::noise());
+                (Some(hold), Some(hold))
+            }
+            seconds => (seconds, None),
+        };
         let mut gates = self.lock();
         let Some(host) = gates.hosts.get_mut(&gate) else {
-            return;
+            return held;
         };
-        let now = Instant::now();
         let at = match host.slowed.iter().position(|s| s.is(server)) {
             Some(at) => at,
             None => {
@@ -455,9 +482,12 @@ impl Local {
                 }
             }
         }
+        held
     }
 
-    /// An upstream `server` answered normally: its exponential back-off ends.
+    /// An upstream `server` answered normally: a Gemini server's doubled
+    /// spacing ends (a web server's back-off is forgiven only after
+    /// `web_backoff_forgive` without another `429` or `503`).
     pub fn recovered(&self, gate: GateId, server: &HostKey) {
         let config = self.config.load();
         if let Some(host) = self.lock().hosts.get_mut(&gate) {

@@ -30,11 +30,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::target::{HostKey, Server};
 
+mod backoff;
 mod fleet;
 mod local;
 mod slowed;
 mod sweep;
 mod turns;
+pub use backoff::{WebBackoff, MAX_JITTER as MAX_BACKOFF_JITTER};
 pub use fleet::{fleet_tag, Fleet};
 pub use local::Local;
 pub use sweep::{Sweep, SWEEP_SLICE};
@@ -105,6 +107,8 @@ pub struct PolitenessConfig {
     pub max_slow_down: Duration,
     /// What a gate stands for.
     pub key: GateBy,
+    /// The web's back-off on `429` and `503` without a `Retry-After`.
+    pub web_backoff: WebBackoff,
 }
 
 /// `politeness.max_slow_down` unless set.
@@ -255,14 +259,17 @@ impl Permit {
     /// for every proxy.
     /// The fleet is told before the client hears the `44`, so a client
     /// that retries at once through another proxy is held too.
+    /// A web server (`429`, `503`) without a usable `Retry-After` is held
+    /// by the web's back-off ([`WebBackoff`]) instead of a doubled spacing,
+    /// and the fleet is told the hold as if the server had named it.
     pub async fn slow_down(&self, server: &HostKey, seconds: Option<Duration>) {
-        self.gate.slow_down(self.id, server, seconds);
+        let held = self.gate.slow_down(self.id, server, seconds);
         if let Some(shared) = &self.shared {
             let config = self.gate.config.load();
             let cap = config.max_slow_down;
             let max_delay = Some(config.max_delay.map_or(cap, |m| m.min(cap)));
             shared
-                .slow_down(seconds.map(|s| s.min(cap)), max_delay)
+                .slow_down(seconds.or(held).map(|s| s.min(cap)), max_delay)
                 .await;
         }
     }
@@ -354,7 +361,12 @@ impl Politeness {
 
     /// An upstream `server` answered "slow down" to a request through
     /// `gate` (see [`Local::slow_down`]).
-    pub fn slow_down(&self, gate: GateId, server: &HostKey, seconds: Option<Duration>) {
+    pub fn slow_down(
+        &self,
+        gate: GateId,
+        server: &HostKey,
+        seconds: Option<Duration>,
+    ) -> Option<Duration> {
         self.here().slow_down(gate, server, seconds)
     }
 

@@ -25,6 +25,7 @@ fn config() -> PolitenessConfig {
         max_wait: Duration::from_secs(600),
         max_slow_down: MAX_SLOW_DOWN,
         key: GateBy::Address,
+        web_backoff: Default::default(),
     }
 }
 
@@ -185,6 +186,82 @@ async fn upstream_44_pushes_the_next_start_out() {
     let t0 = Instant::now();
     drop(gate.admit(&k, Some(d)).await.unwrap());
     assert_eq!(t0.elapsed(), Duration::from_secs(2));
+}
+
+/// A web server known by name.
+fn web(host: &str) -> Server {
+    Server {
+        name: HostKey {
+            scheme: Scheme::Https,
+            host: host.into(),
+            port: 443,
+        },
+        addrs: Vec::new(),
+    }
+}
+
+/// The web's back-off: a `429`/`503` without `Retry-After` closes the site
+/// 60 s, then 120 s, 240 s … (not a doubled spacing), up to
+/// `max_slow_down`; a normal answer does not forgive it, 30 quiet minutes
+/// do; another site on the same machine keeps its turns.
+#[tokio::test(start_paused = true)]
+async fn a_web_site_s_429_without_retry_after_closes_it_for_a_doubling_hold() {
+    let gate = Politeness::new(PolitenessConfig {
+        key: GateBy::Host,
+        max_slow_down: Duration::from_secs(300),
+        web_backoff: WebBackoff {
+            jitter: 0.0,
+            ..WebBackoff::default()
+        },
+        ..config()
+    });
+    let k = web("site");
+    let d = Duration::from_secs(1);
+    let mut holds = Vec::new();
+    for _ in 0..4 {
+        let id = gate.admit(&k, Some(d)).await.unwrap().gate();
+        holds.push(gate.slow_down(id, &k.name, None).unwrap().as_secs());
+        // A normal answer in between forgives nothing.
+        gate.recovered(id, &k.name);
+        let t0 = Instant::now();
+        drop(gate.admit(&k, Some(d)).await.unwrap());
+        assert_eq!(t0.elapsed().as_secs(), *holds.last().unwrap(), "{holds:?}");
+    }
+    assert_eq!(
+        holds,
+        [60, 120, 240, 300],
+        "doubling, capped by max_slow_down"
+    );
+    // Quiet for the forgiving time: the next hold starts over.
+    tokio::time::sleep(Duration::from_secs(30 * 60)).await;
+    let id = gate.admit(&k, Some(d)).await.unwrap().gate();
+    assert_eq!(
+        gate.slow_down(id, &k.name, None),
+        Some(Duration::from_secs(60))
+    );
+    // A Retry-After holds it until then instead, and returns no hold of its own.
+    assert_eq!(
+        gate.slow_down(id, &k.name, Some(Duration::from_secs(90))),
+        None
+    );
+}
+
+/// The jitter moves each hold by at most its fraction, and differs.
+#[tokio::test(start_paused = true)]
+async fn the_web_back_off_is_jittered() {
+    let gate = Politeness::new(PolitenessConfig {
+        key: GateBy::Host,
+        ..config()
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..20 {
+        let k = web(&format!("site{i}"));
+        let id = gate.admit(&k, Some(Duration::ZERO)).await.unwrap().gate();
+        let hold = gate.slow_down(id, &k.name, None).unwrap();
+        assert!((54_000..=66_000).contains(&hold.as_millis()), "{hold:?}");
+        seen.insert(hold.as_millis());
+    }
+    assert!(seen.len() > 10, "{seen:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -516,6 +593,7 @@ proptest::proptest! {
                 max_wait,
                 max_slow_down: MAX_SLOW_DOWN,
                 key: GateBy::Host,
+                web_backoff: Default::default(),
             });
             let mut ids = std::collections::HashMap::new();
             for step in steps {

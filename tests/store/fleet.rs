@@ -1549,3 +1549,43 @@ async fn a_web_site_is_one_visitor_across_the_fleet() {
     assert!((15..=30).contains(&retry), "{retry}");
     assert_eq!(origin.targets(), ["/robots.txt"]);
 }
+
+/// A site's `429` without `Retry-After`, seen by one proxy of the fleet,
+/// holds it for the web's back-off at every proxy: the other must wait too,
+/// and the site hears nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn one_proxy_s_429_holds_the_site_for_the_whole_fleet() {
+    use crate::common::web::{WebClient, WebOrigin};
+    let redis = RedisServer::start();
+    let origin = WebOrigin::start(|path| match path {
+        "/robots.txt" => (404, vec![], vec![]),
+        "/busy" => (429, vec![], b"busy".to_vec()),
+        _ => (200, vec![], b"page".to_vec()),
+    })
+    .await;
+    let mut proxies = Vec::new();
+    for _ in 0..2 {
+        let mut config = fleet_config(&redis, OnUnavailable::Refuse);
+        config
+            .listen
+            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+        config.politeness.default_delay = Duration::ZERO;
+        // Past the store's warm-up, short of the back-off.
+        config.politeness.max_wait = Duration::from_secs(10);
+        proxies.push(start_proxy(config).await);
+    }
+    let mut one = WebClient::connect(proxies[0].addr(Listener::Http)).await;
+    let busy = one.get(&origin.url("/busy"), &[]).await;
+    assert_eq!(busy.status, 429, "{busy:?}");
+    let mut two = WebClient::connect(proxies[1].addr(Listener::Http)).await;
+    let held = two.get(&origin.url("/page"), &[]).await;
+    assert_eq!(held.status, 429, "{held:?}");
+    let retry: u64 = held.header("retry-after").unwrap().parse().unwrap();
+    assert!((40..=66).contains(&retry), "{retry}");
+    assert!(
+        held.header("proxy-status").is_some(),
+        "the proxy's own answer"
+    );
+    assert_eq!(origin.targets(), ["/robots.txt", "/busy"]);
+}

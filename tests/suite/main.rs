@@ -40,5 +40,6 @@ mod transparent;
 mod tunnels;
 mod upstreams;
 mod web;
+mod web_backoff;
 mod web_bots;
 mod web_tls;

@@ -29,7 +29,11 @@ async fn site(content_type: &'static str, fields: Vec<(&'static str, &'static st
 }
 
 /// A content type, the answer's fields, and (per test) what is said or declared.
-type Case = (&'static str, Vec<(&'static str, &'static str)>, &'static str);
+type Case = (
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    &'static str,
+);
 
 fn bot(uses: &str, mode: &str) -> robots_proxy::config::Config {
     web_config_with(&format!(

@@ -209,25 +209,25 @@ pub fn host_header(target: &Target) -> String {
     }
 }
 
-/// A `Retry-After` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
-/// (from now by this machine's clock; a date past is no wait). Anything
-/// else says nothing the proxy uses: the server's spacing doubles instead.
-/// Its size is the gate's to cap.
+/// A `Retry-After` (RFC 9110 §10.2.3) the site can be held to:
+/// delay-seconds, or an HTTP-date (from now by this machine's clock).
+/// Anything else (a negative number, text, `0`, a date past) says nothing
+/// the proxy uses: a `429` or `503` with it is held by the web's back-off
+/// instead, never let through at once. Its size is the gate's to cap.
 pub fn retry_after(headers: &HeaderMap) -> Option<std::time::Duration> {
     let value = headers.get(header::RETRY_AFTER)?.to_str().ok()?.trim();
     if value.is_empty() {
         return None;
     }
-    if !value.bytes().all(|b| b.is_ascii_digit()) {
-        let at = httpdate::parse_http_date(value).ok()?;
-        return Some(
-            at.duration_since(std::time::SystemTime::now())
-                .unwrap_or(std::time::Duration::ZERO),
-        );
-    }
-    // Digits past what a u64 holds are "not in our lifetime".
-    let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
-    Some(std::time::Duration::from_secs(seconds))
+    let wait = match value.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits past what a u64 holds are "not in our lifetime".
+        true => std::time::Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)),
+        false => httpdate::parse_http_date(value)
+            .ok()?
+            .duration_since(std::time::SystemTime::now())
+            .ok()?,
+    };
+    (!wait.is_zero()).then_some(wait)
 }
 
 /// The user and password of a `Proxy-Authorization: Basic` header.
@@ -418,10 +418,10 @@ mod tests {
         );
         let wait = at(&soon).unwrap().as_secs();
         assert!((295..=300).contains(&wait), "{wait}");
-        assert_eq!(
-            at("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(std::time::Duration::ZERO)
-        );
+        // A date past or a zero says no time the site can be held to: the
+        // back-off holds it instead (issue 50), never "go at once".
+        assert_eq!(at("Sun, 06 Nov 1994 08:49:37 GMT"), None);
+        assert_eq!(at("0"), None);
         assert_eq!(at("soon"), None);
         assert_eq!(at("-5"), None);
     }
