@@ -74,12 +74,15 @@ http {
     location = /pref/image.png { add_header X-Robots-Tag "noimageai"; }
     location = /pref/page-noimageai.html { add_header X-Robots-Tag "noimageai"; }
     location = /pref/allowed.html { add_header Content-Usage "train-ai=y"; }
+    # Too many requests, saying nothing of when to come back (web_preferences.sh).
+    location = /status/429 { return 429; }
   }
   server {
     listen 127.0.0.1:$nsp ssl;
     ssl_certificate $web/site.pem;
     ssl_certificate_key $web/site.key;
     root $web/site;
+    location = /status/503 { add_header Retry-After 120 always; return 503; }
   }
 }
 EOF

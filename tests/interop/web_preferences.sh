@@ -1,4 +1,4 @@
-# Preferences stated on web answers, sourced by tests/interop/run after
+# Preferences stated on web answers, and the web's back-off, sourced by tests/interop/run after
 # web.sh (its nginx site answers /pref/* with Content-Usage, X-Robots-Tag
 # and tdm-reservation fields, as add_header writes them): a bot declaring
 # train-ai, through the proxy, gets 403 naming the field, and never the
@@ -12,6 +12,9 @@ wp_admin=$(free_port)
 cat > "$wp/proxy.toml" <<EOF2
 [limits]
 upstream_ports = ["10000-65535"]
+
+[http]
+extra_roots = ["$web/ca.pem"]
 
 [socks5]
 users = [{ name = "p", password = "p-pass" }, { name = "r", password = "r-pass" }]
@@ -62,3 +65,20 @@ curl -s "http://127.0.0.1:$wp_admin/metrics" > "$wp/metrics"
 check "web preferences: refusals and reports counted" bash -c \
   "grep -qE '^robots_proxy_request_outcomes_total\\{bot=\"pref\",outcome=\"response-preference\",protocol=\"http\"\\} 6\$' '$wp/metrics' &&
    grep -qE '^robots_proxy_report_only_total\\{bot=\"watch\",reason=\"response_preference\"\\} 1\$' '$wp/metrics'"
+
+# --- the web's back-off: nginx's 429 without Retry-After, 503 with one ---------
+m=$(mark)
+b429=$(curl -s -o /dev/null -w '%{http_code}' -x "http://p:p-pass@127.0.0.1:$wp_http" "$http_site/status/429")
+curl -s -D "$wp/held.head" -o /dev/null -x "http://p:p-pass@127.0.0.1:$wp_http" "$http_site/pref/allowed.html"
+curl -s -D "$wp/held2.head" -o /dev/null -x "http://r:r-pass@127.0.0.1:$wp_http" "$http_site/pref/allowed.html"
+held_retry=$(grep -i '^retry-after:' "$wp/held.head" | tr -dc 0-9)
+check "web back-off: nginx's 429 reaches the crawler, then the site is held 60 s ±10 % for every bot (429, Retry-After ${held_retry:-none})" bash -c \
+  "[ '$b429' = 429 ] && grep -q '^HTTP/1.1 429' '$wp/held.head' && grep -q '^HTTP/1.1 429' '$wp/held2.head' &&
+   [ '${held_retry:-0}' -ge 50 ] && [ '${held_retry:-0}' -le 66 ] && grep -qi '^proxy-status:' '$wp/held.head'"
+since "$m" > "$wp/since.backoff"
+check "web back-off: nginx heard nothing after its 429" bash -c "! grep -q ' /pref/allowed.html ' '$wp/since.backoff'"
+b503=$(curl -s -o /dev/null -w '%{http_code}' -x "http://p:p-pass@127.0.0.1:$wp_http" --cacert "$wp/state/ca-cert.pem" "$https_site/status/503")
+curl -s -D "$wp/held3.head" -o /dev/null -x "http://p:p-pass@127.0.0.1:$wp_http" --cacert "$wp/state/ca-cert.pem" "$https_site/a.html"
+held_retry=$(grep -i '^retry-after:' "$wp/held3.head" | tr -dc 0-9)
+check "web back-off: nginx's 503 with Retry-After: 120 over CONNECT holds that site until then (Retry-After ${held_retry:-none})" bash -c \
+  "[ '$b503' = 503 ] && grep -q '^HTTP/1.1 429' '$wp/held3.head' && [ '${held_retry:-0}' -ge 110 ] && [ '${held_retry:-0}' -le 120 ]"
