@@ -15,6 +15,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// `test_config_with(toml)` with the HTTP listener on too.
+/// `Proxy-Authorization: Basic` for `user` and `pass`.
+pub fn basic(user: &str, pass: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+    )
+}
+
 pub fn web_config_with(toml: &str) -> robots_proxy::config::Config {
     let mut config = super::test_config_with(toml);
     config.listen.set(

@@ -1518,6 +1518,27 @@ async fn a_request_longer_than_its_lease_keeps_it() {
     wait_for_leases(&mut conn, &leases, 0).await;
 }
 
+/// Two proxies of a fleet with HTTP listeners, waiting at most 10 s (past
+/// a fresh store's warm-up); `default_delay` when given.
+async fn web_fleet(
+    redis: &RedisServer,
+    default_delay: Option<Duration>,
+) -> Vec<robots_proxy::server::Proxy> {
+    let mut proxies = Vec::new();
+    for _ in 0..2 {
+        let mut config = fleet_config(redis, OnUnavailable::Refuse);
+        config
+            .listen
+            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+        if let Some(delay) = default_delay {
+            config.politeness.default_delay = delay;
+        }
+        config.politeness.max_wait = Duration::from_secs(10);
+        proxies.push(start_proxy(config).await);
+    }
+    proxies
+}
+
 /// The web in a fleet: one robots.txt fetch for the site, one spacing
 /// across proxies (a site is gated by its name, `h/host`, on the web).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1526,17 +1547,9 @@ async fn a_web_site_is_one_visitor_across_the_fleet() {
     use crate::common::web::{WebClient, WebOrigin};
     let redis = RedisServer::start();
     let origin = WebOrigin::site("User-agent: *\nCrawl-delay: 30\n").await;
-    let mut proxies = Vec::new();
-    for _ in 0..2 {
-        let mut config = fleet_config(&redis, OnUnavailable::Refuse);
-        config
-            .listen
-            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
-        // Past the store's warm-up (a store just started holds first
-        // starts a few seconds), short of the Crawl-delay.
-        config.politeness.max_wait = Duration::from_secs(10);
-        proxies.push(start_proxy(config).await);
-    }
+    // Past the store's warm-up (a store just started holds first starts a
+    // few seconds), short of the Crawl-delay.
+    let proxies = web_fleet(&redis, None).await;
     // The first proxy fetches robots.txt: that start is the site's turn.
     let mut one = WebClient::connect(proxies[0].addr(Listener::Http)).await;
     let first = one.get(&origin.url("/1"), &[]).await;
@@ -1564,17 +1577,8 @@ async fn one_proxy_s_429_holds_the_site_for_the_whole_fleet() {
         _ => (200, vec![], b"page".to_vec()),
     })
     .await;
-    let mut proxies = Vec::new();
-    for _ in 0..2 {
-        let mut config = fleet_config(&redis, OnUnavailable::Refuse);
-        config
-            .listen
-            .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
-        config.politeness.default_delay = Duration::ZERO;
-        // Past the store's warm-up, short of the back-off.
-        config.politeness.max_wait = Duration::from_secs(10);
-        proxies.push(start_proxy(config).await);
-    }
+    // Past the store's warm-up, short of the back-off.
+    let proxies = web_fleet(&redis, Some(Duration::ZERO)).await;
     let mut one = WebClient::connect(proxies[0].addr(Listener::Http)).await;
     let busy = one.get(&origin.url("/busy"), &[]).await;
     assert_eq!(busy.status, 429, "{busy:?}");

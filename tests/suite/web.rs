@@ -8,7 +8,7 @@ use robots_proxy::config::Config;
 use robots_proxy::listener::Listener;
 use robots_proxy::protocols::http::serve::pseudonym;
 
-use crate::common::web::{raw_exchange, web_config_with, WebClient, WebOrigin};
+use crate::common::web::{basic, raw_exchange, web_config_with, WebClient, WebOrigin};
 use crate::common::*;
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private/\nDisallow: /*.bin$\n";
@@ -536,14 +536,6 @@ name = "beta"
 agent = "BetaBot"
 socks5_users = ["bob"]
 "#;
-
-fn basic(user: &str, pass: &str) -> String {
-    use base64::Engine;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
-    )
-}
 
 /// With users configured, a web client says who it is by
 /// `Proxy-Authorization: Basic`, which picks its bot (and its robots.txt

@@ -8,7 +8,7 @@
 
 use robots_proxy::listener::Listener;
 
-use crate::common::web::{web_config_with, WebClient, WebOrigin};
+use crate::common::web::{basic, web_config_with, WebClient, WebOrigin};
 use crate::common::*;
 
 /// A site with no robots.txt whose `/busy` answers `status` with these
@@ -54,13 +54,6 @@ socks5_users = ["r"]
 "#,
     );
     let proxy = start_proxy(config).await;
-    let basic = |user: &str, pass: &str| {
-        use base64::Engine;
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
-        )
-    };
     let (enforced, reporting) = (basic("e", "e-pass"), basic("r", "r-pass"));
     for value in values {
         let fields = value

@@ -5,7 +5,7 @@
 
 use robots_proxy::listener::Listener;
 
-use crate::common::web::{web_config_with, WebClient, WebOrigin};
+use crate::common::web::{basic, web_config_with, WebClient, WebOrigin};
 use crate::common::*;
 
 #[tokio::test]
@@ -153,14 +153,6 @@ async fn a_web_request_s_log_line_names_protocol_listener_bot_and_evidence() {
     assert_eq!(logged["status"], 403, "{logged}");
     let digest = robots_proxy::robots::sha256_hex(robots.as_bytes());
     assert_eq!(logged["robots_sha256"], digest.as_str(), "{logged}");
-}
-
-fn basic(user: &str, pass: &str) -> String {
-    use base64::Engine;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
-    )
 }
 
 /// A UTC window of the day starting `from_now_h` hours from now, an hour
