@@ -85,6 +85,9 @@ impl DenyHosts {
     /// name, any name above it listed with `*.`, or (an address literal) a
     /// range holding it.
     pub fn name(&self, host: &str) -> Option<String> {
+        if self.items.is_empty() {
+            return None;
+        }
         if let Some(ip) = crate::addr::ip_literal(host) {
             return self.address(ip);
         }
@@ -106,6 +109,9 @@ impl DenyHosts {
     /// The range that denies `ip` (an IPv4-mapped address as the IPv4
     /// address it is), if any.
     pub fn address(&self, ip: IpAddr) -> Option<String> {
+        if self.ranges.is_empty() {
+            return None;
+        }
         let ip = unmapped(ip);
         self.ranges
             .iter()
