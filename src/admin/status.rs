@@ -118,12 +118,10 @@ pub async fn status(ctx: &Context, filter: Option<&str>) -> Status {
     }
 }
 
-/// `HOST:PORT`, an IPv6 address in brackets, as the host page's path has it.
+/// `HOST:PORT`, as the host page's path has it (a canonical IPv6 host is
+/// in brackets already).
 pub(super) fn host_port(host: &str, port: u16) -> String {
-    match host.contains(':') {
-        true => format!("[{host}]:{port}"),
-        false => format!("{host}:{port}"),
-    }
+    format!("{host}:{port}")
 }
 
 /// Fleet mode's store: its shape, the masters the health check last saw,
@@ -566,5 +564,21 @@ pub async fn explain(ctx: &Context, url: &str) -> Explained {
         key: Some(key.to_string()),
         robots: Some(robots_state(entry.as_deref())),
         bots: verdicts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host page's path reads back as the host and port it names, an
+    /// IPv6 host too (once bracketed, not twice).
+    #[test]
+    fn a_host_page_path_reads_back() {
+        for (host, port) in [("capsule.example", 1965), ("127.0.0.1", 70), ("[::1]", 443)] {
+            let canonical = crate::target::canonical_host(host).unwrap();
+            let path = host_port(&canonical, port);
+            assert_eq!(parse_host_port(&path), Some((canonical, port)), "{path}");
+        }
     }
 }
