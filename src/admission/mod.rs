@@ -315,7 +315,7 @@ fn spacing(ctx: &Admission, bot: BotId, entry: &Entry, host: &str) -> (Duration,
             .map_or(Duration::ZERO, |b| b.limits.min_delay)
             .max(host_floor)
     };
-    let (delay, _) = spacing_in_force(ctx, bot, entry, host);
+    let (delay, _) = spacing_under(ctx, bot, entry, host_floor);
     let hold = entry
         .crawl_delays()
         .enumerate()
@@ -342,6 +342,16 @@ pub fn spacing_in_force(
     entry: &Entry,
     host: &str,
 ) -> (Duration, SpacingFrom) {
+    spacing_under(ctx, bot, entry, host_min_delay(ctx, host))
+}
+
+/// [`spacing_in_force`] under the host's floor, looked up once.
+fn spacing_under(
+    ctx: &Admission,
+    bot: BotId,
+    entry: &Entry,
+    host_floor: Duration,
+) -> (Duration, SpacingFrom) {
     let (delay, from) = ctx.politeness.config().delay_from(entry.crawl_delay(bot));
     let floor = ctx
         .config
@@ -349,7 +359,6 @@ pub fn spacing_in_force(
         .all()
         .get(bot)
         .map_or(Duration::ZERO, |b| b.limits.min_delay);
-    let host_floor = host_min_delay(ctx, host);
     match (floor > delay, host_floor > delay.max(floor)) {
         (_, true) => (host_floor, SpacingFrom::HostMinDelay),
         (true, false) => (floor, SpacingFrom::BotMinDelay),
