@@ -5,8 +5,9 @@
 //! a request asks for; the most specific entry holds. Reloadable. Pure: no
 //! I/O.
 
-use std::collections::HashMap;
 use std::time::Duration;
+
+use crate::names::{ByName, Pattern};
 
 /// The most `[[hosts]]` entries.
 pub const MAX_HOSTS: usize = 10_000;
@@ -15,7 +16,7 @@ pub const MAX_HOSTS: usize = 10_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostRule {
     /// As written (`big.example`, `*.big.example`), canonical.
-    pub host: String,
+    pub host: Pattern,
     /// A floor under every bot's spacing there (`min_delay`).
     pub min_delay: Duration,
     /// Every bot's starts there in any 24 hours, at most
@@ -23,38 +24,28 @@ pub struct HostRule {
     pub daily_requests_per_server: Option<u32>,
 }
 
-/// Every entry, by the name it is for.
+/// Every entry, by the host it is for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostRules {
-    exact: HashMap<String, HostRule>,
-    /// `*.name` entries, by `name`.
-    trees: HashMap<String, HostRule>,
-}
+pub struct HostRules(ByName<HostRule>);
 
 impl HostRules {
     /// The rules; `Err(host)` names an entry given twice.
-    pub fn new(rules: Vec<HostRule>) -> Result<HostRules, String> {
-        let mut out = HostRules::default();
+    pub fn new(rules: Vec<HostRule>) -> Result<HostRules, Pattern> {
+        let mut out = ByName::default();
         for rule in rules {
-            let (map, name) = match rule.host.strip_prefix("*.") {
-                Some(name) => (&mut out.trees, name.to_string()),
-                None => (&mut out.exact, rule.host.clone()),
-            };
-            if map.contains_key(&name) {
-                return Err(rule.host);
-            }
-            map.insert(name, rule);
+            out.insert(rule.host.clone(), rule)
+                .map_err(|rule| rule.host)?;
         }
-        Ok(out)
+        Ok(HostRules(out))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.trees.is_empty()
+        self.0.is_empty()
     }
 
     /// Every entry, in no particular order.
     pub fn all(&self) -> impl Iterator<Item = &HostRule> {
-        self.exact.values().chain(self.trees.values())
+        self.0.values()
     }
 
     /// Whether some entry sets a daily budget.
@@ -65,22 +56,7 @@ impl HostRules {
     /// The entry for `host` (canonical): its own, else that of the nearest
     /// name above it listed with `*.` (`*.name` covers `name` itself too).
     pub fn for_host(&self, host: &str) -> Option<&HostRule> {
-        if self.is_empty() {
-            return None;
-        }
-        if let Some(rule) = self.exact.get(host) {
-            return Some(rule);
-        }
-        if crate::addr::ip_literal(host).is_some() {
-            return None;
-        }
-        let mut rest = host;
-        loop {
-            if let Some(rule) = self.trees.get(rest) {
-                return Some(rule);
-            }
-            rest = rest.split_once('.')?.1;
-        }
+        self.0.get(host).map(|found| found.value)
     }
 }
 
@@ -90,7 +66,7 @@ mod tests {
 
     fn rule(host: &str, secs: u64) -> HostRule {
         HostRule {
-            host: host.into(),
+            host: Pattern::parse(host).unwrap(),
             min_delay: Duration::from_secs(secs),
             daily_requests_per_server: None,
         }

@@ -53,6 +53,7 @@ pub mod hosts;
 pub mod listener;
 pub mod manual;
 pub mod metrics;
+pub mod names;
 pub mod pins;
 pub mod politeness;
 pub mod preflight;

@@ -136,7 +136,7 @@ impl RawConfig {
                     .hosts
                     .all()
                     .map(|h| RawHost {
-                        host: h.host.clone(),
+                        host: h.host.to_string(),
                         min_delay: (!h.min_delay.is_zero()).then(|| d(h.min_delay)).flatten(),
                         daily_requests_per_server: h.daily_requests_per_server,
                     })

@@ -143,23 +143,15 @@ fn hosts(raw: &RawConfig) -> Result<std::sync::Arc<crate::hosts::HostRules>, Con
     }
     let mut rules = Vec::new();
     for h in &raw.hosts {
-        let (tree, name) = match h.host.strip_prefix("*.") {
-            Some(name) => (true, name),
-            None => (false, h.host.as_str()),
-        };
-        let name = crate::target::canonical_host(name)
-            .ok()
-            .filter(|n| !tree || crate::addr::ip_literal(n).is_none())
-            .ok_or_else(|| {
-                invalid(
-                    "hosts.host",
-                    format!("{:?}: a host name (big.example), *. and a name (*.big.example), or an address", h.host),
-                )
-            })?;
-        let host = match tree {
-            true => format!("*.{name}"),
-            false => name,
-        };
+        let host = crate::names::Pattern::parse(&h.host).ok_or_else(|| {
+            invalid(
+                "hosts.host",
+                format!(
+                    "{:?}: a host name (big.example), *. and a name (*.big.example), or an address",
+                    h.host
+                ),
+            )
+        })?;
         let min_delay = duration(
             "hosts.min_delay",
             h.min_delay.as_deref(),

@@ -7,10 +7,10 @@
 //! against an address literal and against every address a name resolves
 //! to. Pure: no I/O.
 
-use std::collections::HashSet;
 use std::net::IpAddr;
 
 use crate::addr::{unmapped, Prefix};
+use crate::names::{ByName, Pattern};
 
 /// The most entries `deny_hosts` may list.
 pub const MAX_ENTRIES: usize = 100_000;
@@ -21,11 +21,8 @@ pub const MAX_RANGES: usize = 1_000;
 /// The hosts never contacted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DenyHosts {
-    /// Exact names.
-    names: HashSet<String>,
-    /// Names denied with everything under them (`*.example.com` is
-    /// `example.com` here).
-    trees: HashSet<String>,
+    /// Names, and names with everything under them.
+    names: ByName<()>,
     ranges: Vec<Prefix>,
     /// The list as written, for `--check-config`.
     items: Vec<String>,
@@ -51,23 +48,14 @@ impl DenyHosts {
                 deny.ranges.push(prefix);
                 continue;
             }
-            let (tree, name) = match text.strip_prefix("*.") {
-                Some(rest) => (true, rest),
-                None => (false, text),
-            };
-            let name = crate::target::canonical_host(name)
-                .ok()
-                .filter(|n| crate::addr::ip_literal(n).is_none())
-                .ok_or_else(|| {
-                    format!(
-                        "{item:?}: a host name (example.com), a name and everything under it \
-                         (*.example.com), or an address range (192.0.2.0/24)"
-                    )
-                })?;
-            match tree {
-                true => deny.trees.insert(name),
-                false => deny.names.insert(name),
-            };
+            let pattern = Pattern::parse(text).ok_or_else(|| {
+                format!(
+                    "{item:?}: a host name (example.com), a name and everything under it \
+                     (*.example.com), or an address range (192.0.2.0/24)"
+                )
+            })?;
+            // The same host twice denies it once.
+            let _ = deny.names.insert(pattern, ());
         }
         Ok(deny)
     }
@@ -91,19 +79,7 @@ impl DenyHosts {
         if let Some(ip) = crate::addr::ip_literal(host) {
             return self.address(ip);
         }
-        if self.names.contains(host) {
-            return Some(host.to_string());
-        }
-        let mut rest = host;
-        loop {
-            if self.trees.contains(rest) {
-                return Some(format!("*.{rest}"));
-            }
-            match rest.split_once('.') {
-                Some((_, up)) => rest = up,
-                None => return None,
-            }
-        }
+        self.names.get(host).map(|found| found.to_string())
     }
 
     /// The range that denies `ip` (an IPv4-mapped address as the IPv4
