@@ -30,40 +30,33 @@ impl RawConfig {
         // Section by section, in the file's order; every section's error is
         // kept (the first in the file first), and a section that needs one
         // that failed is not looked at (its error would be that one's).
-        let mut errors = Vec::new();
-        let listen = keep(&mut errors, listen(&self, flags));
-        let socks5_users = keep(&mut errors, socks5(&self));
-        let ports = keep(&mut errors, ports(&self));
+        let mut c = Checks::default();
+        let listen = c.ok(listen(&self, flags));
+        let socks5_users = c.ok(socks5(&self));
+        let ports = c.ok(ports(&self));
         let gopher = listen
             .as_ref()
-            .and_then(|l| keep(&mut errors, gopher(&self, l.get(Listener::Gopher))));
-        let access = listen
-            .as_ref()
-            .and_then(|l| keep(&mut errors, access(&self, l)));
+            .and_then(|l| c.ok(gopher(&self, l.get(Listener::Gopher))));
+        let access = listen.as_ref().and_then(|l| c.ok(access(&self, l)));
         let bots = match (&socks5_users, &access) {
-            (Some(users), Some(access)) => keep(&mut errors, bots(&self, flags, users, access)),
+            (Some(users), Some(access)) => c.ok(bots(&self, flags, users, access)),
             _ => None,
         };
-        let hosts = keep(&mut errors, hosts(&self));
-        let robots = keep(&mut errors, robots(&self));
-        let limits = ports
-            .as_ref()
-            .and_then(|p| keep(&mut errors, limits(&self, flags, p)));
-        let tls = keep(&mut errors, tls(&self));
-        let http = keep(&mut errors, http(&self));
-        let politeness = keep(&mut errors, politeness(&self, flags));
-        let log = keep(&mut errors, log(&self, flags));
-        let metrics_per_host = keep(&mut errors, metrics(&self));
-        let admin = keep(&mut errors, admin(&self, listen.as_ref()));
-        let store = keep(&mut errors, super::fleet::store(&self, flags));
-        let state = keep(
-            &mut errors,
-            match (&flags.state_dir, &self.state_dir) {
-                (Some(dir), _) => Ok((dir.clone(), "--state-dir")),
-                (None, Some(dir)) => Ok((PathBuf::from(dir), "state_dir")),
-                (None, None) => default_state_dir(),
-            },
-        );
+        let hosts = c.ok(hosts(&self));
+        let robots = c.ok(robots(&self));
+        let limits = ports.as_ref().and_then(|p| c.ok(limits(&self, flags, p)));
+        let tls = c.ok(tls(&self));
+        let http = c.ok(http(&self));
+        let politeness = c.ok(politeness(&self, flags));
+        let log = c.ok(log(&self, flags));
+        let metrics_per_host = c.ok(metrics(&self));
+        let admin = c.ok(admin(&self, listen.as_ref()));
+        let store = c.ok(super::fleet::store(&self, flags));
+        let state = c.ok(match (&flags.state_dir, &self.state_dir) {
+            (Some(dir), _) => Ok((dir.clone(), "--state-dir")),
+            (None, Some(dir)) => Ok((PathBuf::from(dir), "state_dir")),
+            (None, None) => default_state_dir(),
+        });
         let (
             Some(listen),
             Some(socks5_users),
@@ -102,7 +95,7 @@ impl RawConfig {
             state,
         )
         else {
-            return Err(ConfigError::several(errors));
+            return Err(c.into_error());
         };
         Ok(Config {
             state_dir,
@@ -198,8 +191,19 @@ impl Checks {
         })
     }
 
+    /// `r`'s value, or (its error kept) nothing: a section that needs it is
+    /// not looked at.
+    fn ok<T>(&mut self, r: Result<T, ConfigError>) -> Option<T> {
+        r.map_err(|e| self.fail(e)).ok()
+    }
+
     fn fail(&mut self, e: ConfigError) {
         self.0.extend(e.into_list());
+    }
+
+    /// Every error kept, as one.
+    fn into_error(self) -> ConfigError {
+        ConfigError::several(self.0)
     }
 
     /// `value`, or every error kept.
@@ -209,11 +213,6 @@ impl Checks {
             false => Err(ConfigError::several(self.0)),
         }
     }
-}
-
-/// A section's value, or its error kept in `errors`.
-fn keep<T>(errors: &mut Vec<ConfigError>, r: Result<T, ConfigError>) -> Option<T> {
-    r.map_err(|e| errors.extend(e.into_list())).ok()
 }
 
 /// `[admin]`: the token actions need, who may connect, the names the
