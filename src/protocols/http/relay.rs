@@ -191,9 +191,10 @@ fn preference(
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    let token = bot.profile.token().to_ascii_lowercase();
+    // (A profile's token is lower case already.)
+    let token = bot.profile.token();
     let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
-    let refused = crate::robots::response::read(fields, content_type, &token).refused(uses)?;
+    let refused = crate::robots::response::read(fields, content_type, token).refused(uses)?;
     Some(Refusal::Preference(crate::refusal::ResponsePreference {
         host: finish.target.host.clone(),
         port: finish.target.port,
