@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::bots::BotId;
+use crate::fetch::Validators;
 use crate::robots::{BotProfile, Policy, RobotsTxt};
 use crate::target::HostKey;
 
@@ -29,19 +30,35 @@ pub enum Rules {
     StoreDown,
 }
 
-/// A good robots.txt: parsed, when it was fetched, its text, and the text's
-/// SHA-256 (hex): what a decision made with it names.
-pub(super) type Good = (Arc<RobotsTxt>, Instant, Arc<[u8]>, Arc<str>);
+/// A good robots.txt: parsed, when it was fetched (or its server last said
+/// it had not changed), its text, the text's SHA-256 (hex): what a decision
+/// made with it names, and what its server named its version by.
+#[derive(Clone, Debug)]
+pub(super) struct Good {
+    pub robots: Arc<RobotsTxt>,
+    pub at: Instant,
+    pub body: Arc<[u8]>,
+    pub sha256: Arc<str>,
+    pub validators: Validators,
+}
 
 /// A fetched robots.txt's body as a [`Good`] copy: parsed and digested once.
-pub(super) fn good(body: Vec<u8>, fetched: Instant) -> Good {
+pub(super) fn good(body: Vec<u8>, fetched: Instant, validators: Validators) -> Good {
     let digest = crate::robots::sha256_hex(&body);
-    (
-        Arc::new(RobotsTxt::parse(&body)),
-        fetched,
-        Arc::from(body),
-        Arc::from(digest),
-    )
+    Good {
+        robots: Arc::new(RobotsTxt::parse(&body)),
+        at: fetched,
+        body: Arc::from(body),
+        sha256: Arc::from(digest),
+        validators,
+    }
+}
+
+impl Good {
+    /// The same copy, its server having said at `at` that it has not changed.
+    pub(super) fn confirmed(&self, at: Instant) -> Good {
+        Good { at, ..self.clone() }
+    }
 }
 
 /// The robots.txt a decision was made with: its digest and when it was
@@ -131,7 +148,7 @@ impl Entry {
     pub fn recompiled(&self, generation: u64, bots: &[BotProfile]) -> Entry {
         let rules = match &self.rules {
             Rules::Found { stale, .. } => match &self.good {
-                Some((robots, ..)) => Rules::Found {
+                Some(Good { robots, .. }) => Rules::Found {
                     policies: bots
                         .iter()
                         .map(|b| robots.policy(&as_named(b, self.scheme)))
@@ -180,9 +197,7 @@ impl Entry {
 
     /// The robots.txt in force (or last good), its text, and when it was fetched.
     pub fn robots(&self) -> Option<(&RobotsTxt, &[u8], Instant)> {
-        self.good
-            .as_ref()
-            .map(|(r, at, body, _)| (&**r, &**body, *at))
+        self.good.as_ref().map(|g| (&*g.robots, &*g.body, g.at))
     }
 
     /// The robots.txt the entry's decisions are made with (found, or a
@@ -191,11 +206,11 @@ impl Entry {
         if !matches!(self.rules, Rules::Found { .. }) {
             return None;
         }
-        let (_, at, _, sha256) = self.good.as_ref()?;
+        let good = self.good.as_ref()?;
         Some(Evidence {
-            sha256: sha256.clone(),
+            sha256: good.sha256.clone(),
             fetched: std::time::SystemTime::now()
-                .checked_sub(at.elapsed())
+                .checked_sub(good.at.elapsed())
                 .unwrap_or(std::time::UNIX_EPOCH),
             allowed_by: None,
         })
@@ -256,14 +271,15 @@ impl Entry {
             Rules::Unreachable { why, .. } => string(why),
             Rules::StoreDown => 0,
         };
-        if let Some((robots, _, body, _)) = &self.good {
+        if let Some(good) = &self.good {
             total += std::mem::size_of::<RobotsTxt>()
                 + 16
-                + robots.heap_size()
+                + good.robots.heap_size()
                 + 6 * PER_ALLOCATION
                 + 16
-                + body.len()
-                + PER_ALLOCATION;
+                + good.body.len()
+                + PER_ALLOCATION
+                + good.validators.heap_size();
         }
         u32::try_from(total).unwrap_or(u32::MAX)
     }
@@ -295,7 +311,7 @@ pub(super) fn as_named(
 /// The more recently fetched of two good copies.
 pub(super) fn newest(a: Option<Good>, b: Option<Good>) -> Option<Good> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(if a.1 >= b.1 { a } else { b }),
+        (Some(a), Some(b)) => Some(if a.at >= b.at { a } else { b }),
         (a, b) => a.or(b),
     }
 }

@@ -51,14 +51,19 @@ impl Fleet {
                 s.entry_from_stored(stored, (local_good, miss.server.name.scheme))
             }
             Ok(RobotsTurn::Fetch { lock, stored }) => {
-                let good = newest(local_good, stored.and_then(|st| s.good_from(st.good)));
                 let outcome = self.here.fetch_outcome(&miss).await;
                 if store.refuses() {
                     // The store went away during the fetch, which the gate
                     // therefore refused: not an outcome to keep.
                     return store_down();
                 }
-                let _ = lock.write(&s.record(&outcome)).await;
+                // A `304` renews the copy this process asked about; the
+                // fleet is told its body.
+                let good = match outcome {
+                    FetchOutcome::NotModified(_) => local_good,
+                    _ => newest(local_good, stored.and_then(|st| s.good_from(st.good))),
+                };
+                let _ = lock.write(&s.record(&outcome, good.as_ref())).await;
                 s.entry_at(
                     (outcome, miss.server.name.scheme),
                     (Instant::now(), s.config.ttl),
@@ -88,20 +93,33 @@ impl Outcomes for Fleet {
 }
 
 impl Settings {
-    /// What the fleet is told about an outcome.
-    fn record(&self, outcome: &FetchOutcome) -> Record {
+    /// What the fleet is told about an outcome (`good`: the copy a `304`
+    /// renews).
+    fn record(&self, outcome: &FetchOutcome, good: Option<&Good>) -> Record {
         let keep_good = self.config.ttl.saturating_add(self.config.max_stale);
-        let (kind, why, body, fresh_for) = match outcome {
-            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, _) => (
+        let (kind, why, body, fresh_for) = match (outcome, good) {
+            (FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, ..), _) => (
                 Kind::Found,
                 "",
                 body.clone(),
                 outcome.fresh_for(self.config.ttl),
             ),
-            FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => {
+            (FetchOutcome::NotModified(_), Some(good)) => (
+                Kind::Found,
+                "",
+                good.body.to_vec(),
+                outcome.fresh_for(self.config.ttl),
+            ),
+            (FetchOutcome::NotModified(_), None) => (
+                Kind::Unreachable,
+                "robots.txt answered 304 to an unconditional request",
+                Vec::new(),
+                self.retry(None),
+            ),
+            (FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why), _) => {
                 (Kind::Missing, why.as_str(), Vec::new(), self.config.ttl)
             }
-            FetchOutcome::Unreachable { why, retry_after } => (
+            (FetchOutcome::Unreachable { why, retry_after }, _) => (
                 Kind::Unreachable,
                 why.as_str(),
                 Vec::new(),
@@ -121,7 +139,7 @@ impl Settings {
     fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<Good> {
         let (body, age) = good?;
         let at = Instant::now().checked_sub(age)?;
-        Some(super::entry::good(body, at))
+        Some(super::entry::good(body, at, Default::default()))
     }
 
     /// The entry for what another proxy fetched.
@@ -147,5 +165,60 @@ impl Settings {
             .unwrap_or_else(Instant::now);
         let good = newest(local_good, self.good_from(stored.good));
         self.entry_at((outcome, scheme), (fetched, stored.fresh_for), good)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{OnUnreachable, RobotsConfig};
+
+    fn settings() -> Settings {
+        struct Never;
+        impl crate::fetch::RobotsFetcher for Never {
+            fn fetch<'a>(
+                &'a self,
+                _: &'a crate::target::Server,
+                _: Option<&'a str>,
+            ) -> crate::fetch::FetchFuture<'a> {
+                Box::pin(async { FetchOutcome::unreachable("never") })
+            }
+        }
+        let config = RobotsConfig {
+            ttl: Duration::from_secs(3600),
+            cache_bytes: 1 << 20,
+            max_stale: Duration::from_secs(86400),
+            unreachable_retry: Duration::from_secs(60),
+            on_unreachable: OnUnreachable::Disallow,
+            fetch_timeout: Duration::from_secs(5),
+            name_bot_in_request: false,
+        };
+        Settings::new(
+            Arc::new(Never),
+            config,
+            Vec::new(),
+            (0, Duration::from_secs(5)),
+        )
+    }
+
+    /// The fleet is told the body a `304` renewed, never an empty "found".
+    #[tokio::test(start_paused = true)]
+    async fn a_304_tells_the_fleet_the_renewed_body() {
+        let s = settings();
+        let good = super::super::entry::good(
+            b"User-agent: *\nDisallow: /p\n".to_vec(),
+            Instant::now(),
+            crate::fetch::Validators::new(Some("\"v1\""), None),
+        );
+        let kept = s.record(
+            &FetchOutcome::NotModified(Duration::from_secs(600)),
+            Some(&good),
+        );
+        assert_eq!(kept.kind, Kind::Found);
+        assert_eq!(kept.body, b"User-agent: *\nDisallow: /p\n");
+        assert_eq!(kept.fresh_for, Duration::from_secs(600));
+        let unasked = s.record(&FetchOutcome::NotModified(Duration::from_secs(600)), None);
+        assert_eq!(unasked.kind, Kind::Unreachable);
+        assert!(unasked.body.is_empty());
     }
 }

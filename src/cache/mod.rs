@@ -88,10 +88,19 @@ impl Local {
         )
     }
 
-    /// The outcome of this process's fetch, counted.
+    /// The outcome of this process's fetch, counted: conditional when this
+    /// process's last good copy names its version (a `304` renews it).
     async fn fetch_outcome(&self, miss: &Miss<'_>) -> FetchOutcome {
         self.fetches.fetch_add(1, Ordering::Relaxed);
-        miss.settings.fetcher.fetch(miss.server, miss.name).await
+        let fetcher = &miss.settings.fetcher;
+        match miss.previous.and_then(|p| p.good.as_ref()) {
+            Some(good) if !good.validators.is_empty() => {
+                fetcher
+                    .fetch_since(miss.server, miss.name, &good.validators)
+                    .await
+            }
+            _ => fetcher.fetch(miss.server, miss.name).await,
+        }
     }
 }
 
@@ -152,19 +161,29 @@ impl Settings {
         let now = Instant::now();
         let fresh_until = now + outcome.fresh_for(fresh_for);
         match outcome {
-            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, _) => {
-                let good = entry::good(body, fetched);
-                Entry {
-                    rules: Rules::Found {
-                        policies: self.policies(&good.0, scheme),
-                        stale: None,
-                    },
-                    fresh_until,
-                    good: Some(good),
-                    generation: self.generation,
-                    scheme,
-                }
+            FetchOutcome::Found(body) => self.found(
+                entry::good(body, fetched, Default::default()),
+                fresh_until,
+                scheme,
+            ),
+            FetchOutcome::FoundFor(body, _, validators) => {
+                self.found(entry::good(body, fetched, validators), fresh_until, scheme)
             }
+            // The copy asked about still stands, and counts from now; a
+            // `304` to nothing asked (no copy kept) answers nothing.
+            FetchOutcome::NotModified(_) => match good {
+                Some(good) => self.found(good.confirmed(now), fresh_until, scheme),
+                None => self.entry_at(
+                    (
+                        FetchOutcome::unreachable(
+                            "robots.txt answered 304 to an unconditional request",
+                        ),
+                        scheme,
+                    ),
+                    (fetched, fresh_for),
+                    None,
+                ),
+            },
             FetchOutcome::Missing(why) | FetchOutcome::TooManyRedirects(why) => Entry {
                 rules: Rules::Missing(why),
                 fresh_until,
@@ -174,13 +193,13 @@ impl Settings {
             },
             FetchOutcome::Unreachable { why, retry_after } => {
                 let retry_at = now + self.retry(retry_after);
-                let good = good.filter(|(_, at, _, _)| {
-                    now.duration_since(*at) <= self.config.ttl + self.config.max_stale
+                let good = good.filter(|g| {
+                    now.duration_since(g.at) <= self.config.ttl + self.config.max_stale
                 });
                 match good {
                     Some(good) => Entry {
                         rules: Rules::Found {
-                            policies: self.policies(&good.0, scheme),
+                            policies: self.policies(&good.robots, scheme),
                             stale: Some(why),
                         },
                         fresh_until: retry_at,
@@ -197,6 +216,20 @@ impl Settings {
                     },
                 }
             }
+        }
+    }
+
+    /// The entry for a good robots.txt, fresh until `fresh_until`.
+    fn found(&self, good: Good, fresh_until: Instant, scheme: crate::target::Scheme) -> Entry {
+        Entry {
+            rules: Rules::Found {
+                policies: self.policies(&good.robots, scheme),
+                stale: None,
+            },
+            fresh_until,
+            good: Some(good),
+            generation: self.generation,
+            scheme,
         }
     }
 

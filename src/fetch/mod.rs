@@ -56,7 +56,13 @@ impl Hops {
         Ok(target)
     }
 }
-pub use outcome::{FetchFuture, FetchOutcome, RobotsFetcher};
+pub use outcome::{FetchFuture, FetchOutcome, RobotsFetcher, Validators};
+
+/// No validators: an unconditional fetch.
+static NO_VALIDATORS: Validators = Validators {
+    etag: None,
+    last_modified: None,
+};
 
 /// Fetching robots.txt counts as a request to the host (docs/architecture.md): it waits its
 /// turn at the politeness gate like any other, and so takes a cold host's first slot.
@@ -68,10 +74,23 @@ pub struct Polite<F> {
 
 impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
     fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
+        self.fetch_since(server, bot, &NO_VALIDATORS)
+    }
+
+    fn fetch_since<'a>(
+        &'a self,
+        server: &'a Server,
+        bot: Option<&'a str>,
+        since: &'a Validators,
+    ) -> FetchFuture<'a> {
         Box::pin(async move {
             match self.gate.admit(server, None).await {
                 Ok(permit) => {
-                    let outcome = self.inner.fetch(server, bot).await.judged();
+                    let outcome = match since.is_empty() {
+                        true => self.inner.fetch(server, bot).await,
+                        false => self.inner.fetch_since(server, bot, since).await,
+                    }
+                    .judged();
                     drop(permit);
                     if let Some(protocol) = Protocol::of(server.name.scheme) {
                         self.metrics.robots_fetch(protocol, outcome.kind());

@@ -15,8 +15,13 @@ pub enum FetchOutcome {
     Found(Vec<u8>),
     /// A robots.txt body its server says to keep at most this long (an
     /// HTTP `Cache-Control: max-age`): kept for the shorter of it and
-    /// `robots.ttl`, never less than [`MIN_FRESH`].
-    FoundFor(Vec<u8>, Duration),
+    /// `robots.ttl`, never less than [`MIN_FRESH`]; with what the server
+    /// names its version by, to ask next time whether it changed.
+    FoundFor(Vec<u8>, Duration, Validators),
+    /// The server says the copy asked about ([`RobotsFetcher::fetch_since`])
+    /// is still its robots.txt (HTTP `304 Not Modified`): kept again, for at
+    /// most this long, as [`FetchOutcome::FoundFor`] is.
+    NotModified(Duration),
     /// There is no robots.txt: everything is allowed (RFC 9309 §2.3.1.3).
     Missing(String),
     /// A redirect loop or more than five redirects: treated as no robots.txt
@@ -47,7 +52,9 @@ impl FetchOutcome {
     /// How long this outcome's robots.txt is kept when `ttl` is the most.
     pub fn fresh_for(&self, ttl: Duration) -> Duration {
         match self {
-            FetchOutcome::FoundFor(_, max_age) => ttl.min(*max_age).max(MIN_FRESH),
+            FetchOutcome::FoundFor(_, max_age, _) | FetchOutcome::NotModified(max_age) => {
+                ttl.min(*max_age).max(MIN_FRESH)
+            }
             _ => ttl,
         }
     }
@@ -58,7 +65,7 @@ impl FetchOutcome {
     /// and its rules fail closed, never as "allow all".
     pub fn judged(self) -> FetchOutcome {
         match self {
-            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, _)
+            FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, ..)
                 if !is_text(&body) && crate::robots::RobotsTxt::parse(&body).field_lines() == 0 =>
             {
                 FetchOutcome::unreachable(format!(
@@ -134,6 +141,63 @@ pub type FetchFuture<'a> = Pin<Box<dyn Future<Output = FetchOutcome> + Send + 'a
 /// the fetch.
 pub trait RobotsFetcher: Send + Sync {
     fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a>;
+
+    /// Fetches again a robots.txt whose last copy its server named by
+    /// `since`: a server that can say "not changed" answers
+    /// [`FetchOutcome::NotModified`]. Fetchers of protocols that cannot ask
+    /// so fetch it whole.
+    fn fetch_since<'a>(
+        &'a self,
+        server: &'a Server,
+        bot: Option<&'a str>,
+        since: &'a Validators,
+    ) -> FetchFuture<'a> {
+        let _ = since;
+        self.fetch(server, bot)
+    }
+}
+
+/// What a server names a version of its robots.txt by (HTTP `ETag` and
+/// `Last-Modified`), sent back to ask whether it changed (`If-None-Match`,
+/// `If-Modified-Since`). Each at most [`Validators::MAX_LEN`] bytes of
+/// visible ASCII, else not kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: Option<Box<str>>,
+    pub last_modified: Option<Box<str>>,
+}
+
+impl Validators {
+    /// The longest validator kept: longer ones are not worth a conditional request.
+    pub const MAX_LEN: usize = 256;
+
+    /// Validators from the values a server sent; unusable ones are dropped.
+    pub fn new(etag: Option<&str>, last_modified: Option<&str>) -> Validators {
+        let usable = |v: Option<&str>| {
+            v.map(str::trim)
+                .filter(|v| {
+                    !v.is_empty()
+                        && v.len() <= Validators::MAX_LEN
+                        && v.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+                })
+                .map(Box::from)
+        };
+        Validators {
+            etag: usable(etag),
+            last_modified: usable(last_modified),
+        }
+    }
+
+    /// Whether there is anything to ask with.
+    pub fn is_empty(&self) -> bool {
+        self.etag.is_none() && self.last_modified.is_none()
+    }
+
+    /// The bytes they hold, for the cache's weight.
+    pub fn heap_size(&self) -> usize {
+        self.etag.as_ref().map_or(0, |e| e.len() + 16)
+            + self.last_modified.as_ref().map_or(0, |l| l.len() + 16)
+    }
 }
 
 impl FetchOutcome {
@@ -141,6 +205,7 @@ impl FetchOutcome {
     pub fn kind(&self) -> FetchKind {
         match self {
             FetchOutcome::Found(_) | FetchOutcome::FoundFor(..) => FetchKind::Found,
+            FetchOutcome::NotModified(_) => FetchKind::NotModified,
             FetchOutcome::Missing(_) => FetchKind::Missing,
             FetchOutcome::Unreachable { .. } => FetchKind::Unreachable,
             FetchOutcome::TooManyRedirects(_) => FetchKind::RedirectLimit,

@@ -9,6 +9,8 @@ label_set! {
     /// robots.txt fetch outcomes (the `outcome` label).
     pub enum FetchKind {
         Found => "found",
+        /// A conditional fetch the server answered `304 Not Modified`: the kept copy stands.
+        NotModified => "not-modified",
         Missing => "missing",
         Unreachable => "unreachable",
         RedirectLimit => "redirect-limit",

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::fetch::{FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::{FetchFuture, FetchOutcome, RobotsFetcher, Validators};
 use crate::protocol::Protocol;
 use crate::target::Server;
 use crate::upstream::Upstream;
@@ -28,15 +28,38 @@ impl ByProtocol {
     }
 }
 
+impl ByProtocol {
+    /// The fetcher for `server`'s scheme.
+    fn fetcher(&self, server: &Server) -> Option<&dyn RobotsFetcher> {
+        Protocol::of(server.name.scheme)
+            .and_then(|p| self.fetchers.get(p.index()))
+            .map(|f| &**f)
+    }
+}
+
+/// The proxy fetches only what its listeners serve. Fail closed should a
+/// key of another scheme ever get here.
+fn no_fetcher<'a>() -> FetchFuture<'a> {
+    Box::pin(async { FetchOutcome::unreachable("robots.txt is not fetched for this scheme") })
+}
+
 impl RobotsFetcher for ByProtocol {
     fn fetch<'a>(&'a self, server: &'a Server, bot: Option<&'a str>) -> FetchFuture<'a> {
-        match Protocol::of(server.name.scheme).and_then(|p| self.fetchers.get(p.index())) {
+        match self.fetcher(server) {
             Some(fetcher) => fetcher.fetch(server, bot),
-            // The proxy fetches only what its listeners serve.
-            // Fail closed should a key of another scheme ever get here.
-            None => {
-                Box::pin(async { FetchOutcome::unreachable("robots.txt is not fetched over HTTP") })
-            }
+            None => no_fetcher(),
+        }
+    }
+
+    fn fetch_since<'a>(
+        &'a self,
+        server: &'a Server,
+        bot: Option<&'a str>,
+        since: &'a Validators,
+    ) -> FetchFuture<'a> {
+        match self.fetcher(server) {
+            Some(fetcher) => fetcher.fetch_since(server, bot, since),
+            None => no_fetcher(),
         }
     }
 }

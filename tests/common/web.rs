@@ -57,6 +57,14 @@ impl WebOrigin {
     where
         F: Fn(&str) -> Page + Send + Sync + 'static,
     {
+        WebOrigin::serve(move |path, _: &HeaderMap| handler(path), None).await
+    }
+
+    /// Answers each request with `handler(path, its header fields)`.
+    pub async fn start_asked<F>(handler: F) -> WebOrigin
+    where
+        F: Fn(&str, &HeaderMap) -> Page + Send + Sync + 'static,
+    {
         WebOrigin::serve(handler, None).await
     }
 
@@ -65,12 +73,12 @@ impl WebOrigin {
     where
         F: Fn(&str) -> Page + Send + Sync + 'static,
     {
-        WebOrigin::serve(handler, Some(tls)).await
+        WebOrigin::serve(move |path, _: &HeaderMap| handler(path), Some(tls)).await
     }
 
     async fn serve<F>(handler: F, tls: Option<tokio_rustls::TlsAcceptor>) -> WebOrigin
     where
-        F: Fn(&str) -> Page + Send + Sync + 'static,
+        F: Fn(&str, &HeaderMap) -> Page + Send + Sync + 'static,
     {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -96,8 +104,9 @@ impl WebOrigin {
                                     headers: request.headers().clone(),
                                     at: std::time::Instant::now(),
                                 });
+                                let asked = request.headers().clone();
                                 let _ = request.into_body().collect().await;
-                                let (status, headers, body) = handler(&target);
+                                let (status, headers, body) = handler(&target, &asked);
                                 let mut response = Response::new(Full::new(Bytes::from(body)));
                                 *response.status_mut() = status.try_into().unwrap();
                                 for (name, value) in headers {

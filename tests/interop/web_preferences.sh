@@ -7,6 +7,24 @@
 
 wp=$web/pref-proxy
 mkdir -p "$wp/state"
+
+# A proxy of its own for the conditional refresh of robots.txt (checked at
+# the end of this file, once its copy is a minute old: the least a web
+# robots.txt is kept, with robots.ttl = "1s").
+rf=$web/refresh-proxy
+mkdir -p "$rf/state"
+rf_http=$(free_port)
+rf_admin=$(free_port)
+printf '[robots]\nttl = "1s"\n[http]\nrobots_user_agent = "refreshcheck"\n[limits]\nupstream_ports = ["10000-65535"]\n' > "$rf/proxy.toml"
+RUST_LOG=info "$proxy_bin" run --config "$rf/proxy.toml" --http-listen "127.0.0.1:$rf_http" \
+  --gemini-listen "127.0.0.1:$(free_port)" --gopher-listen "127.0.0.1:$(free_port)" \
+  --metrics-listen "127.0.0.1:$rf_admin" --allow-private-upstreams --agent interopbot \
+  --state-dir "$rf/state" --default-delay 0s > "$rf/proxy.log" 2>&1 &
+pids+=($!)
+wait_port "$rf_http" "$rf/proxy.log"
+rf_m=$(mark)
+rf_first=$(curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$rf_http" "$http_site/a.html")
+rf_at=$(date +%s)
 wp_http=$(free_port)
 wp_admin=$(free_port)
 cat > "$wp/proxy.toml" <<EOF2
@@ -88,3 +106,14 @@ curl -s -D "$wp/held3.head" -o /dev/null -x "http://p:p-pass@127.0.0.1:$wp_http"
 held_retry=$(grep -i '^retry-after:' "$wp/held3.head" | tr -dc 0-9 || true)
 check "web back-off: nginx's 503 with Retry-After: 120 over CONNECT holds that site until then (Retry-After ${held_retry:-none})" bash -c \
   "[ '$b503' = 503 ] && grep -q '^HTTP/1.1 429' '$wp/held3.head' && [ '${held_retry:-0}' -ge 110 ] && [ '${held_retry:-0}' -le 120 ]"
+
+# --- robots.txt asked for again conditionally: nginx's ETag, then its 304 ----
+sleep $((rf_at + 62 - $(date +%s))) 2>/dev/null || true
+rf_second=$(curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$rf_http" "$http_site/a.html")
+rf_third=$(curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$rf_http" "$http_site/private/x.html")
+since "$rf_m" | awk '$3 == "/robots.txt" && $5 == "\"refreshcheck\""' > "$rf/robots.lines"
+curl -s "http://127.0.0.1:$rf_admin/metrics" > "$rf/metrics"
+check "conditional refresh: a minute on, nginx answers the proxy's If-None-Match with 304 ($(awk '{print $4}' "$rf/robots.lines" | tr '\n' ' '))" bash -c \
+  "[ '$rf_first' = 200 ] && [ '$rf_second' = 200 ] && [ \"\$(awk '{print \$4}' '$rf/robots.lines' | tr '\n' ' ')\" = '200 304 ' ]"
+check "conditional refresh: the kept rules still refuse (403), the fetch counted not-modified" bash -c \
+  "[ '$rf_third' = 403 ] && grep -qE '^robots_proxy_robots_fetches_total\\{outcome=\"not-modified\",protocol=\"http\"\\} 1\$' '$rf/metrics'"

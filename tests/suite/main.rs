@@ -33,6 +33,7 @@ mod reload;
 mod report_mode;
 mod response_preferences;
 mod resumption;
+mod robots_refresh;
 mod small_web;
 mod socks5;
 mod state_files;

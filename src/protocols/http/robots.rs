@@ -2,14 +2,17 @@
 //!
 //! | answer | outcome |
 //! | --- | --- |
-//! | `2xx` | the body is parsed (at most 500 KiB read; an HTML page reads as no rules) |
+//! | `2xx` | the body is parsed (at most 500 KiB read; an HTML page reads as no rules); its `ETag` and `Last-Modified` kept |
+//! | `304` to a conditional request | the kept copy stands, fresh again (to an unconditional one: unreachable) |
 //! | `3xx` | followed, at most 5 hops, other hosts too (each through the proxy's address rules); a loop or a 6th hop: no robots.txt |
 //! | `4xx` but `429` | no robots.txt ("unavailable": everything allowed) |
 //! | `429`, `5xx` | unreachable (everything disallowed); `Retry-After` says when to try again |
 //! | connect, TLS or header errors, timeout | unreachable |
 //!
 //! Asked with `[http] robots_user_agent` and `Accept-Encoding: identity`,
-//! one connection per hop, closed after it.
+//! one connection per hop, closed after it. A copy kept with validators is
+//! asked for again with `If-None-Match` / `If-Modified-Since` (RFC 9110
+//! §13.1), on every hop.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +23,7 @@ use hyper::{Request, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::wire;
-use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher};
+use crate::fetch::outcome::{within, FetchFuture, FetchOutcome, RobotsFetcher, Validators};
 use crate::fetch::{Hops, MAX_REDIRECTS};
 use crate::robots::PARSE_LIMIT;
 use crate::target::{Scheme, Server, Target};
@@ -45,7 +48,7 @@ impl HttpRobots {
         }
     }
 
-    async fn fetch_url(&self, server: &Server) -> FetchOutcome {
+    async fn fetch_url(&self, server: &Server, since: Option<&Validators>) -> FetchOutcome {
         let key = &server.name;
         let mut url = format!(
             "{}://{}:{}/robots.txt",
@@ -76,11 +79,11 @@ impl HttpRobots {
                     .connect_tls(&target.host, target.port, &addrs, Trust::Roots)
                     .await
                 {
-                    Ok(tls) => self.ask(tls, &target).await,
+                    Ok(tls) => self.ask(tls, &target, since).await,
                     Err(e) => return FetchOutcome::unreachable(e.to_string()),
                 },
                 _ => match self.upstream.connect_tcp(&target.host, &addrs).await {
-                    Ok(tcp) => self.ask(tcp, &target).await,
+                    Ok(tcp) => self.ask(tcp, &target, since).await,
                     Err(e) => return FetchOutcome::unreachable(e.to_string()),
                 },
             };
@@ -94,8 +97,9 @@ impl HttpRobots {
         ))
     }
 
-    /// One `GET` over `stream`, and what its answer means.
-    async fn ask<S>(&self, stream: S, target: &Target) -> Asked
+    /// One `GET` over `stream` (conditional when `since` names a kept
+    /// copy), and what its answer means.
+    async fn ask<S>(&self, stream: S, target: &Target, since: Option<&Validators>) -> Asked
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -107,12 +111,20 @@ impl HttpRobots {
             crate::target::Resource::Path(p) => p.as_str(),
             _ => "/robots.txt",
         };
-        let request = Request::get(path)
+        let mut request = Request::get(path)
             .header(header::HOST, wire::host_header(target))
             .header(header::USER_AGENT, self.user_agent.clone())
             .header(header::ACCEPT_ENCODING, "identity")
-            .header(header::CONNECTION, "close")
-            .body(http_body_util::Empty::<hyper::body::Bytes>::new());
+            .header(header::CONNECTION, "close");
+        if let Some(since) = since {
+            if let Some(etag) = &since.etag {
+                request = request.header(header::IF_NONE_MATCH, &**etag);
+            }
+            if let Some(date) = &since.last_modified {
+                request = request.header(header::IF_MODIFIED_SINCE, &**date);
+            }
+        }
+        let request = request.body(http_body_util::Empty::<hyper::body::Bytes>::new());
         let Ok(request) = request else {
             return Asked::Done(FetchOutcome::unreachable("the request could not be built"));
         };
@@ -123,6 +135,14 @@ impl HttpRobots {
             }
         };
         let status = response.status();
+        if status == StatusCode::NOT_MODIFIED {
+            return Asked::Done(match since {
+                Some(_) => FetchOutcome::NotModified(kept_for(response.headers())),
+                None => {
+                    FetchOutcome::unreachable("robots.txt answered 304 to an unconditional request")
+                }
+            });
+        }
         if status.is_redirection() {
             return match response
                 .headers()
@@ -136,21 +156,23 @@ impl HttpRobots {
             };
         }
         if status.is_success() {
-            // RFC 9309 §2.4: kept at most 24 hours, less when the server
-            // says so by `Cache-Control: max-age`.
-            let max_age = max_age(response.headers()).unwrap_or(MAX_AGE).min(MAX_AGE);
+            let max_age = kept_for(response.headers());
+            let text = |name| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v: &HeaderValue| v.to_str().ok())
+            };
+            let validators = Validators::new(text(header::ETAG), text(header::LAST_MODIFIED));
             return Asked::Done(match read_capped(response.into_body()).await {
-                FetchOutcome::Found(body) => FetchOutcome::FoundFor(body, max_age).judged(),
+                FetchOutcome::Found(body) => {
+                    FetchOutcome::FoundFor(body, max_age, validators).judged()
+                }
                 other => other,
             });
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            let retry_after = response
-                .headers()
-                .get(header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+            let retry_after = wire::retry_after(response.headers());
             return Asked::Done(FetchOutcome::Unreachable {
                 why: format!("robots.txt answered {status}"),
                 retry_after,
@@ -161,6 +183,12 @@ impl HttpRobots {
             "robots.txt answered {status}"
         )))
     }
+}
+
+/// RFC 9309 §2.4: kept at most 24 hours, less when the server says so by
+/// `Cache-Control: max-age`.
+fn kept_for(headers: &hyper::HeaderMap) -> Duration {
+    max_age(headers).unwrap_or(MAX_AGE).min(MAX_AGE)
 }
 
 /// The longest a web robots.txt is kept (RFC 9309 §2.4), whatever
@@ -235,7 +263,16 @@ fn resolve_redirect(base: &Target, location: &str) -> String {
 
 impl RobotsFetcher for HttpRobots {
     fn fetch<'a>(&'a self, server: &'a Server, _bot: Option<&'a str>) -> FetchFuture<'a> {
-        Box::pin(within(self.timeout, self.fetch_url(server)))
+        Box::pin(within(self.timeout, self.fetch_url(server, None)))
+    }
+
+    fn fetch_since<'a>(
+        &'a self,
+        server: &'a Server,
+        _bot: Option<&'a str>,
+        since: &'a Validators,
+    ) -> FetchFuture<'a> {
+        Box::pin(within(self.timeout, self.fetch_url(server, Some(since))))
     }
 }
 
