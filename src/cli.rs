@@ -262,6 +262,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub metrics_listen: Option<String>,
 
+    /// Address of the Web Bot Auth key directory (off unless given): GET
+    /// /.well-known/http-message-signatures-directory answers the public keys
+    /// of the bots that sign (web_bot_auth), to publish behind the HTTPS
+    /// origin their signature_agent names.
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
+    pub key_directory_listen: Option<String>,
+
     /// The bot's product token, as robots.txt files name it (`examplebot`).
     #[arg(long, value_name = "NAME", value_hint = ValueHint::Other)]
     pub agent: Option<String>,
@@ -312,6 +319,7 @@ impl RunArgs {
             Listener::Transparent => &self.transparent_listen,
             Listener::Http => &self.http_listen,
             Listener::Admin => &self.metrics_listen,
+            Listener::KeyDirectory => &self.key_directory_listen,
         }
     }
 }

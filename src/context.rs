@@ -31,6 +31,8 @@ pub struct Context {
     /// Fleet mode's store (lasts across reloads): its shape and health for
     /// the status page.
     pub store: Option<std::sync::Arc<crate::store::Store>>,
+    /// The bots' Web Bot Auth signers, in the bots' order.
+    pub signers: std::sync::Arc<crate::identity::Signers>,
 }
 
 /// The current [`Context`]: each new connection takes the one in place when

@@ -50,6 +50,7 @@ pub mod fetch;
 pub mod gateway;
 pub mod guesses;
 pub mod hosts;
+pub mod identity;
 pub mod listener;
 pub mod manual;
 pub mod metrics;

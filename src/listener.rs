@@ -19,6 +19,8 @@ label_set! {
         Http => "http",
         /// `/metrics`, `/healthz`, the status page and its actions.
         Admin => "metrics",
+        /// The bots' Web Bot Auth key directory, to publish behind an HTTPS origin.
+        KeyDirectory => "key-directory",
     }
 }
 
@@ -111,6 +113,17 @@ impl Listener {
                 drop_in: false,
                 needs_linux: None,
             },
+            Listener::KeyDirectory => &Spec {
+                key: "listen.key_directory",
+                flag: "--key-directory-listen",
+                title: "key directory",
+                page: "key directory",
+                // Off unless configured: only bots that sign need it.
+                default_port: None,
+                serves_crawlers: false,
+                drop_in: false,
+                needs_linux: None,
+            },
         }
     }
 
@@ -153,7 +166,7 @@ mod tests {
         for &l in Listener::ALL {
             let s = l.spec();
             let name = s.key.strip_prefix("listen.").unwrap();
-            assert_eq!(s.flag, format!("--{name}-listen"));
+            assert_eq!(s.flag, format!("--{}-listen", name.replace('_', "-")));
             for name in [l.as_str(), s.page, s.key] {
                 assert!(!name.is_empty());
             }

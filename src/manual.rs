@@ -69,6 +69,9 @@ The certificate each capsule showed first (trust on first use). A capsule that s
 \fISTATE_DIR/budgets\fR
 Bots' daily request budgets used so far, kept across restarts.
 .TP
+\fISTATE_DIR/web\-bot\-auth/BOT.key.pem\fR
+The Ed25519 key a bot with \fBweb_bot_auth\fR signs its web requests with (PKCS#8 PEM, owner\-only), made on first start or brought by the operator. Its public half is what \fBlisten.key_directory\fR serves: keep it, or publish the new one.
+.TP
 \fISTATE_DIR/listening\fR
 Where each listener is bound (\fBlisten.metrics 127.0.0.1:9770\fR, a line each), written at every start, for what runs beside the proxy without knowing its flags: the container image's HEALTHCHECK reads the admin listener's address here.
 "#;

@@ -32,6 +32,9 @@ pub struct BotLimits {
     pub user_agent: Option<String>,
     /// The web: the methods it may use (`http_methods`); others get `405`.
     pub http_methods: HttpMethods,
+    /// The web: whether it signs its requests (Web Bot Auth), naming which
+    /// key directory (`web_bot_auth`, `signature_agent`).
+    pub signing: crate::identity::Signing,
 }
 
 /// `http_methods`: the HTTP methods a bot may use, `GET` and `HEAD` unless

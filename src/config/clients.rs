@@ -273,6 +273,8 @@ struct LimitKeys {
     content_usage: &'static str,
     user_agent: &'static str,
     http_methods: &'static str,
+    web_bot_auth: &'static str,
+    signature_agent: &'static str,
 }
 
 const BOT_KEYS: LimitKeys = LimitKeys {
@@ -285,6 +287,8 @@ const BOT_KEYS: LimitKeys = LimitKeys {
     content_usage: "bot.content_usage",
     user_agent: "bot.user_agent",
     http_methods: "bot.http_methods",
+    web_bot_auth: "bot.web_bot_auth",
+    signature_agent: "bot.signature_agent",
 };
 
 const BOTS_KEYS: LimitKeys = LimitKeys {
@@ -297,6 +301,8 @@ const BOTS_KEYS: LimitKeys = LimitKeys {
     content_usage: "bots.content_usage",
     user_agent: "bots.user_agent",
     http_methods: "bots.http_methods",
+    web_bot_auth: "bots.web_bot_auth",
+    signature_agent: "bots.signature_agent",
 };
 
 /// A bot's limits, each within its bound (`values::bound`).
@@ -369,7 +375,34 @@ fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigE
             .map(|m| HttpMethods::parse(m).map_err(|e| invalid(keys.http_methods, e)))
             .transpose()?
             .unwrap_or_default(),
+        signing: signing(keys, raw)?,
     })
+}
+
+/// A bot's Web Bot Auth: `web_bot_auth` other than "off" needs
+/// `signature_agent`, the HTTPS origin its key directory is published at.
+fn signing(keys: &LimitKeys, raw: &RawBotLimits) -> Result<crate::identity::Signing, ConfigError> {
+    use crate::identity::{agent_url, Signing, When};
+    let when = raw
+        .web_bot_auth
+        .map(|w| When::parse(w).map_err(|e| invalid(keys.web_bot_auth, e)))
+        .transpose()?
+        .unwrap_or_default();
+    let agent = raw
+        .signature_agent
+        .map(|a| agent_url(a).map_err(|e| invalid(keys.signature_agent, e)))
+        .transpose()?;
+    match (when, agent) {
+        (When::Off, _) => Ok(Signing::default()),
+        (_, None) => Err(invalid(
+            keys.web_bot_auth,
+            format!(
+                "signing needs {}: the https:// origin where the key directory is published",
+                keys.signature_agent
+            ),
+        )),
+        (when, Some(agent)) => Ok(Signing { when, agent }),
+    }
 }
 
 /// A bot's `user_agent`: one line of printable ASCII, at most 256 bytes

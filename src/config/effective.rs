@@ -42,6 +42,8 @@ struct LimitKeys {
     uploads: Option<bool>,
     user_agent: Option<String>,
     http_methods: Option<Vec<String>>,
+    web_bot_auth: Option<String>,
+    signature_agent: Option<String>,
 }
 
 fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
@@ -57,6 +59,9 @@ fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
         uploads: l.uploads.then_some(true),
         user_agent: l.user_agent.clone(),
         http_methods: Some(l.http_methods.all().to_vec()),
+        web_bot_auth: (l.signing.when != crate::identity::When::Off)
+            .then(|| l.signing.when.as_str().to_string()),
+        signature_agent: (!l.signing.agent.is_empty()).then(|| l.signing.agent.clone()),
     }
 }
 
@@ -105,6 +110,8 @@ impl RawConfig {
                     uploads: l.uploads,
                     user_agent: l.user_agent,
                     http_methods: l.http_methods,
+                    web_bot_auth: l.web_bot_auth,
+                    signature_agent: l.signature_agent,
                 }
             }),
             bots: bots
@@ -128,6 +135,8 @@ impl RawConfig {
                         uploads: l.uploads,
                         user_agent: l.user_agent,
                         http_methods: l.http_methods,
+                        web_bot_auth: l.web_bot_auth,
+                        signature_agent: l.signature_agent,
                     }
                 })
                 .collect(),

@@ -140,6 +140,8 @@ pub struct RawListen {
     pub transparent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_directory: Option<String>,
 }
 
 impl RawListen {
@@ -152,6 +154,7 @@ impl RawListen {
             Listener::Transparent => &self.transparent,
             Listener::Http => &self.http,
             Listener::Admin => &self.metrics,
+            Listener::KeyDirectory => &self.key_directory,
         }
     }
 
@@ -163,6 +166,7 @@ impl RawListen {
             Listener::Transparent => &mut self.transparent,
             Listener::Http => &mut self.http,
             Listener::Admin => &mut self.metrics,
+            Listener::KeyDirectory => &mut self.key_directory,
         }
     }
 }
@@ -229,6 +233,10 @@ pub struct RawBot {
     pub user_agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_methods: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_bot_auth: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature_agent: Option<String>,
 }
 
 /// One `[[hosts]]` entry.
@@ -276,6 +284,10 @@ pub struct RawNamedBot {
     pub user_agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_methods: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_bot_auth: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature_agent: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -463,6 +475,8 @@ pub struct RawBotLimits<'a> {
     pub uploads: Option<bool>,
     pub user_agent: Option<&'a str>,
     pub http_methods: Option<&'a [String]>,
+    pub web_bot_auth: Option<&'a str>,
+    pub signature_agent: Option<&'a str>,
 }
 
 macro_rules! raw_bot_limits {
@@ -480,6 +494,8 @@ macro_rules! raw_bot_limits {
                     uploads: self.uploads,
                     user_agent: self.user_agent.as_deref(),
                     http_methods: self.http_methods.as_deref(),
+                    web_bot_auth: self.web_bot_auth.as_deref(),
+                    signature_agent: self.signature_agent.as_deref(),
                 }
             }
         }

@@ -57,6 +57,8 @@ pub(super) struct Built {
     cert_fingerprint: String,
     upstream: Arc<Upstream>,
     pub(super) fetcher: Arc<dyn crate::fetch::RobotsFetcher>,
+    /// The bots' Web Bot Auth keys (read or made in the state directory).
+    signers: Arc<crate::identity::Signers>,
 }
 
 impl Built {
@@ -108,12 +110,21 @@ impl Built {
             gate: politeness.clone(),
             metrics: metrics.clone(),
         });
+        let signers = crate::identity::Signers::load(
+            &config.state_dir,
+            config
+                .bots
+                .all()
+                .iter()
+                .map(|b| (b.name.as_str(), &b.limits.signing)),
+        )?;
         Ok(Built {
             gemini_tls,
             cert_path,
             cert_fingerprint,
             upstream,
             fetcher,
+            signers: Arc::new(signers),
         })
     }
 }
@@ -288,6 +299,7 @@ impl Lasting {
             guesses: self.guesses.clone(),
             admission,
             store: self.store.clone(),
+            signers: built.signers,
         })
     }
 }

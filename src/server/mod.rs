@@ -52,6 +52,8 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Key(#[from] crate::identity::key::KeyError),
     #[error("state_dir: the daily budgets ({path}) cannot be read: {source}")]
     Budgets {
         path: PathBuf,
@@ -157,6 +159,17 @@ impl Proxy {
                         tracker.clone(),
                     );
                     tracker.spawn(admin);
+                    continue;
+                }
+                Listener::KeyDirectory => {
+                    let live = live.clone();
+                    let directory = crate::identity::directory::serve(
+                        socket,
+                        move || live.load().signers.clone(),
+                        shutdown.clone(),
+                        tracker.clone(),
+                    );
+                    tracker.spawn(directory);
                     continue;
                 }
             };

@@ -75,6 +75,9 @@ async fn the_proxy_never_connects_to_itself() {
     config
         .listen
         .set(Listener::Http, Some("127.0.0.1:0".parse().unwrap()));
+    config
+        .listen
+        .set(Listener::KeyDirectory, Some("127.0.0.1:0".parse().unwrap()));
     let proxy = start_proxy(config).await;
     let socks = proxy.addr(Listener::Socks5);
     // Every listener of the table, a new one included.

@@ -42,5 +42,6 @@ mod tunnels;
 mod upstreams;
 mod web;
 mod web_backoff;
+mod web_bot_auth;
 mod web_bots;
 mod web_tls;

@@ -5,6 +5,11 @@
 //! the target, `Via` added; the answer's head within `limits.idle_timeout`,
 //! its body streamed with each frame within it. The politeness slot and the
 //! bot's holds are kept until the body has been relayed.
+//!
+//! A bot that signs (Web Bot Auth, [`crate::identity`]) has each request
+//! signed ("always"), or a `GET`/`HEAD` the server challenged (`401`, `403`
+//! or `429` with `Accept-Signature`) handed back to be asked again, signed,
+//! as a new request ("challenged"): [`NotRelayed::Challenged`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,6 +32,67 @@ use crate::bots::Bot;
 use crate::refusal::{Refusal, UpstreamFailure};
 use crate::target::{Resource, Scheme, Target};
 use crate::upstream::Trust;
+
+/// A request body on its way upstream: the client's, or none (a signed
+/// retry of a challenged `GET` or `HEAD`).
+pub type RelayBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
+
+/// No body.
+pub fn no_body() -> RelayBody {
+    use http_body_util::BodyExt;
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// Which asking of a request this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// The first: signed as the bot's `web_bot_auth` says. `retryable`: a
+    /// `GET` or `HEAD` without a body, which may be asked again if challenged.
+    First { retryable: bool },
+    /// The retry of a challenged request: signed.
+    SignedRetry,
+}
+
+/// Why a request was not relayed.
+pub enum NotRelayed {
+    /// Refused, while nothing has been answered.
+    Refused(Refusal, Finish),
+    /// The server asked for a signature this bot gives when challenged: ask
+    /// again, signed, as a new request (admitted anew).
+    Challenged(Finish),
+}
+
+/// The fields signing a request for `target` with `signer` now.
+fn sign(headers: &mut hyper::HeaderMap, signer: &crate::identity::Signer, target: &Target) {
+    use crate::identity::{directory, sign};
+    let signed = sign::request(
+        &signer.key,
+        &signer.agent,
+        &wire::host_header(target),
+        directory::unix_now(),
+        &directory::nonce(),
+    );
+    // The proxy's signature replaces whatever the client sent.
+    for (name, value) in [
+        ("signature-agent", signed.signature_agent),
+        ("signature-input", signed.signature_input),
+        ("signature", signed.signature),
+    ] {
+        headers.remove(name);
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// Whether an answer challenges the client to sign (RFC 9421 §5: an
+/// `Accept-Signature` on `401`, `403` or `429`).
+fn challenges(parts: &hyper::http::response::Parts) -> bool {
+    matches!(parts.status.as_u16(), 401 | 403 | 429)
+        && parts.headers.contains_key("accept-signature")
+}
 
 /// A request for `target` as it goes upstream: origin-form, HTTP/1.1,
 /// without the hops' headers, `Host` naming the target, this hop in `Via`,
@@ -60,10 +126,12 @@ pub fn upstream_request<B>(request: Request<B>, target: &Target, bot: &Bot) -> R
 /// Relays `request` to the admitted server: the answer whose body streams
 /// as the client reads it, or a refusal while nothing has been answered.
 pub async fn relay(
-    request: Request<Incoming>,
+    request: Request<RelayBody>,
     admitted: Admitted,
     mut finish: Finish,
-) -> Result<Response<Body>, (Refusal, Finish)> {
+    attempt: Attempt,
+) -> Result<Response<Body>, NotRelayed> {
+    let signed = attempt == Attempt::SignedRetry;
     let ctx = finish.ctx.clone();
     let idle = ctx.admission.config.limits.idle_timeout;
     let target = &finish.target;
@@ -89,7 +157,11 @@ pub async fn relay(
         };
         let (mut sender, connection) = sender;
         let bot = ctx.admission.config.bots.get(finish.bot);
-        let asked = upstream_request(request, target, bot);
+        let mut asked = upstream_request(request, target, bot);
+        let signer = ctx.signers.get(finish.bot);
+        if let Some(signer) = signer.filter(|s| signed || s.when == crate::identity::When::Always) {
+            sign(asked.headers_mut(), signer, target);
+        }
         let answer = tokio::time::timeout(idle, sender.send_request(asked)).await;
         let response = match answer {
             Ok(Ok(response)) => response,
@@ -110,7 +182,7 @@ pub async fn relay(
     };
     let (response, connection) = match exchange.await {
         Ok(answered) => answered,
-        Err(refusal) => return Err((refusal, finish)),
+        Err(refusal) => return Err(NotRelayed::Refused(refusal, finish)),
     };
     ctx.admission
         .metrics
@@ -122,9 +194,20 @@ pub async fn relay(
             authority: target.authority(),
             why: "switched protocols, which was not asked".into(),
         });
-        return Err((refusal, finish));
+        return Err(NotRelayed::Refused(refusal, finish));
     }
     let (mut parts, body) = response.into_parts();
+    // A challenge this bot answers by signing: asked again, as a new
+    // request; this answer (its body unread) is not the server's word on
+    // its load.
+    let answers_challenges = ctx
+        .signers
+        .get(finish.bot)
+        .is_some_and(|s| s.when == crate::identity::When::Challenged);
+    if attempt == (Attempt::First { retryable: true }) && answers_challenges && challenges(&parts) {
+        drop(connection);
+        return Err(NotRelayed::Challenged(finish));
+    }
     // The server's own word on its load: `429` or `503` slows this server
     // down (for its `Retry-After` in seconds, else its spacing doubles),
     // at most `politeness.max_slow_down`, for every bot and, in a fleet,
@@ -150,7 +233,7 @@ pub async fn relay(
             }
             crate::bots::limits::Mode::Enforce => {
                 drop(connection);
-                return Err((refusal, finish));
+                return Err(NotRelayed::Refused(refusal, finish));
             }
         }
     }
@@ -210,7 +293,7 @@ fn preference(
 async fn handshake<S>(
     stream: S,
     target: &Target,
-) -> Result<(SendRequest<Incoming>, Connection), Refusal>
+) -> Result<(SendRequest<RelayBody>, Connection), Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::answer::{refused, Body};
+use super::relay::{Attempt, NotRelayed};
 use super::wire::{self, Asked, BadRequest, MAX_HEADERS, MAX_HEADER_BYTES};
 use crate::access::Denied;
 use crate::bots::{BotId, Presented};
@@ -29,7 +30,7 @@ use crate::metrics::Listener;
 use crate::protocol::Protocol;
 use crate::proxy::stalled::WriteDeadline;
 use crate::proxy::{count, log, Conn, Outcome};
-use crate::refusal::{Malformed, ProxyRule, Refusal};
+use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{Scheme, Target};
 use crate::tls::Authority;
 
@@ -199,40 +200,75 @@ impl Requests {
         if let Some(refusal) = self.ahead_of_admission(&request, bot) {
             return self.refuse(&conn, (Some(bot), Some(&target)), &refusal, unread_body);
         }
-        let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
-        crate::proxy::noted(&self.ctx, bot, &admitted);
-        match admitted {
-            Ok(admitted) => {
-                let finish = Finish {
-                    ctx: self.ctx.clone(),
-                    conn: (self.peer, self.listener, started),
-                    bot,
-                    target,
-                    counted: false,
-                    outcome: Outcome::new(Fate::Relayed, None, String::new()),
-                };
-                match super::relay::relay(request, admitted, finish).await {
-                    Ok(response) => response,
-                    Err((refusal, mut finish)) => {
+        // A bot that signs when challenged may ask a bodiless GET or HEAD
+        // again, signed: its head is kept for that.
+        let retryable = !unread_body
+            && matches!(*request.method(), hyper::Method::GET | hyper::Method::HEAD)
+            && self
+                .ctx
+                .signers
+                .get(bot)
+                .is_some_and(|s| s.when == crate::identity::When::Challenged);
+        let (parts, body) = request.into_parts();
+        let mut again = retryable.then(|| parts.clone());
+        let mut request = Request::from_parts(parts, http_body_util::BodyExt::boxed(body));
+        let mut attempt = Attempt::First { retryable };
+        // The challenged first asking's end, carried to the retry: one count, one log line.
+        let mut carried: Option<Finish> = None;
+        loop {
+            let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
+            crate::proxy::noted(&self.ctx, bot, &admitted);
+            let admitted = match admitted {
+                Ok(admitted) => admitted,
+                Err(mut refused_) => {
+                    let response = refused(&refused_.refusal, unread_body);
+                    let mut outcome = Outcome::new(
+                        refused_.refusal.fate(),
+                        Some(response.status().as_u16()),
+                        refused_.refusal.detail(),
+                    );
+                    outcome.robots = refused_.robots.take();
+                    match carried.take() {
                         // Counted and logged as it is dropped.
-                        let response = refused(&refusal, unread_body);
-                        finish.outcome.fate = refusal.fate();
-                        finish.outcome.status = Some(response.status().as_u16());
-                        finish.outcome.detail = refusal.detail();
-                        response
+                        Some(mut finish) => finish.outcome = outcome,
+                        None => self.ended(&conn, (Some(bot), Some(&target)), &outcome),
                     }
+                    return response;
                 }
-            }
-            Err(mut refused_) => {
-                let response = refused(&refused_.refusal, unread_body);
-                let mut outcome = Outcome::new(
-                    refused_.refusal.fate(),
-                    Some(response.status().as_u16()),
-                    refused_.refusal.detail(),
-                );
-                outcome.robots = refused_.robots.take();
-                self.ended(&conn, (Some(bot), Some(&target)), &outcome);
-                response
+            };
+            let finish = carried.take().unwrap_or_else(|| Finish {
+                ctx: self.ctx.clone(),
+                conn: (self.peer, self.listener, started),
+                bot,
+                target: target.clone(),
+                counted: false,
+                outcome: Outcome::new(Fate::Relayed, None, String::new()),
+            });
+            match super::relay::relay(request, admitted, finish, attempt).await {
+                Ok(response) => return response,
+                Err(NotRelayed::Refused(refusal, mut finish)) => {
+                    // Counted and logged as it is dropped.
+                    let response = refused(&refusal, unread_body);
+                    finish.outcome.fate = refusal.fate();
+                    finish.outcome.status = Some(response.status().as_u16());
+                    finish.outcome.detail = refusal.detail();
+                    return response;
+                }
+                Err(NotRelayed::Challenged(finish)) => {
+                    // Only a retryable request is handed back: its head was kept.
+                    let Some(parts) = again.take() else {
+                        return refused(
+                            &Refusal::Upstream(UpstreamFailure::Answer {
+                                authority: target.authority(),
+                                why: "asked for a signature".into(),
+                            }),
+                            unread_body,
+                        );
+                    };
+                    request = Request::from_parts(parts, super::relay::no_body());
+                    attempt = Attempt::SignedRetry;
+                    carried = Some(finish);
+                }
             }
         }
     }
