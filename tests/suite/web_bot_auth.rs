@@ -3,8 +3,7 @@
 //! code: a signing bot's requests verify against the keys its key directory
 //! lists, and stop verifying once anything they cover is changed; the
 //! directory's own signature verifies over the host it was asked for; a
-//! client cannot pass off its own signature, or a bot that does not sign
-//! someone else's; a bot that signs when challenged asks again, signed, as
+//! signing bot's client cannot pass off signature fields of its own; a bot that signs when challenged asks again, signed, as
 //! a new request, and only for GET and HEAD.
 
 use std::sync::{Arc, Mutex};
@@ -285,7 +284,8 @@ async fn a_client_cannot_pass_off_its_own_signature() {
         "agent1=\"https://bots.example\""
     );
     verifies(&seen, &keys).unwrap();
-    // A bot that does not sign relays no signature at all, forged or not.
+    // A bot that does not sign passes the crawler's own fields on as sent:
+    // forged ones verify with nothing.
     let plain = basic("p", "p-pass");
     let mut asked = vec![("proxy-authorization", plain.as_str())];
     asked.extend(forged);
