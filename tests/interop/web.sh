@@ -46,6 +46,9 @@ openssl x509 -req -in "$web/site.csr" -CA "$web/ca.pem" -CAkey "$web/ca.key" -CA
 
 np=$(free_port)
 nsp=$(free_port)
+# The Web Bot Auth key directory's listener (web_bot_auth.sh), published by
+# nginx's HTTPS server as the bots' origin.
+kdp=$(free_port)
 cat > "$web/nginx.conf" <<EOF
 worker_processes 1;
 user root root;
@@ -76,6 +79,11 @@ http {
     location = /pref/allowed.html { add_header Content-Usage "train-ai=y"; }
     # Too many requests, saying nothing of when to come back (web_preferences.sh).
     location = /status/429 { return 429; }
+    # The signature fields a request came with, and its Host (web_bot_auth.sh).
+    location = /wba/echo {
+      default_type text/plain;
+      return 200 "\$http_signature_agent|\$http_signature_input|\$http_signature|\$http_host";
+    }
   }
   server {
     listen 127.0.0.1:$nsp ssl;
@@ -83,6 +91,11 @@ http {
     ssl_certificate_key $web/site.key;
     root $web/site;
     location = /status/503 { add_header Retry-After 120 always; return 503; }
+    # The bots' origin: the proxy's key directory, published (web_bot_auth.sh).
+    location = /.well-known/http-message-signatures-directory {
+      proxy_pass http://127.0.0.1:$kdp;
+      proxy_set_header Host \$http_host;
+    }
   }
 }
 EOF
@@ -155,7 +168,7 @@ check "web: wget -r -e robots=off over HTTPS: every allowed page once, nothing d
 # --- Python requests ---------------------------------------------------------------
 pyenv=$web/venv
 if [ ! -x "$pyenv/bin/scrapy" ]; then
-  python3 -m venv "$pyenv" && "$pyenv/bin/pip" install -q requests==2.34.2 scrapy==2.19.0 > "$web/pip.log" 2>&1
+  python3 -m venv "$pyenv" && "$pyenv/bin/pip" install -q requests==2.34.2 scrapy==2.19.0 http-message-signatures==3.0.0 > "$web/pip.log" 2>&1
 fi
 HTTPS_PROXY=http://127.0.0.1:$hp REQUESTS_CA_BUNDLE=$proxy_ca "$pyenv/bin/python" - "$https_site" > "$web/requests.out" 2>&1 <<'EOF' || true
 import sys, requests
