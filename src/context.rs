@@ -31,6 +31,8 @@ pub struct Context {
     /// Fleet mode's store (lasts across reloads): its shape and health for
     /// the status page.
     pub store: Option<std::sync::Arc<crate::store::Store>>,
+    /// Idle upstream connections kept for reuse (lasts across reloads).
+    pub kept: std::sync::Arc<crate::kept::Kept>,
     /// The bots' Web Bot Auth signers, in the bots' order.
     pub signers: std::sync::Arc<crate::identity::Signers>,
 }

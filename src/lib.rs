@@ -51,6 +51,7 @@ pub mod gateway;
 pub mod guesses;
 pub mod hosts;
 pub mod identity;
+pub mod kept;
 pub mod listener;
 pub mod manual;
 pub mod metrics;

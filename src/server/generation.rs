@@ -35,6 +35,8 @@ pub(super) struct Lasting {
     /// Fleet mode: the store the gate, the cache and the pins share.
     pub(super) store: Option<Arc<Store>>,
     pub(super) per_client: Arc<PerClient>,
+    /// Idle upstream connections kept for reuse.
+    pub(super) kept: Arc<crate::kept::Kept>,
     /// Where the listeners are bound: the proxy's own addresses, never an upstream.
     pub(super) listens: Listens,
     pub(super) generation: Arc<std::sync::atomic::AtomicU64>,
@@ -225,6 +227,7 @@ impl Lasting {
             listens,
             generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             recent: Arc::new(crate::recent::Recent::new()),
+            kept: Arc::default(),
             guesses: Arc::default(),
             ledger,
             shutdown,
@@ -299,6 +302,7 @@ impl Lasting {
             guesses: self.guesses.clone(),
             admission,
             store: self.store.clone(),
+            kept: self.kept.clone(),
             signers: built.signers,
         })
     }

@@ -41,6 +41,8 @@ pub struct Seen {
     pub target: String,
     pub headers: HeaderMap,
     pub at: std::time::Instant,
+    /// The connection it came on (the proxy's end of it).
+    pub peer: SocketAddr,
 }
 
 /// What the origin answers: status, headers, body.
@@ -86,7 +88,7 @@ impl WebOrigin {
         let handler = Arc::new(handler);
         let log = seen.clone();
         tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
+            while let Ok((tcp, peer)) = listener.accept().await {
                 let (handler, log) = (handler.clone(), log.clone());
                 let tls = tls.clone();
                 tokio::spawn(async move {
@@ -103,6 +105,7 @@ impl WebOrigin {
                                     target: target.clone(),
                                     headers: request.headers().clone(),
                                     at: std::time::Instant::now(),
+                                    peer,
                                 });
                                 let asked = request.headers().clone();
                                 let _ = request.into_body().collect().await;

@@ -23,6 +23,7 @@ mod gemini_proxy;
 mod gopher_proxy;
 mod holes;
 mod host_rules;
+mod kept_connections;
 mod logging;
 mod metrics;
 mod parsers;

@@ -1,8 +1,11 @@
-//! An admitted web request, relayed: one upstream connection per request (a
-//! keep-alive client naming another host never reaches this one's
-//! connection), plain TCP for `http://` and TLS verified against the roots
-//! for `https://`; the request's hop-by-hop headers dropped, `Host` set from
-//! the target, `Via` added; the answer's head within `limits.idle_timeout`,
+//! An admitted web request, relayed: over a connection kept from an earlier
+//! request to the same server (its name, scheme and port) at one of the
+//! addresses this request was admitted to ([`crate::kept`]: reused across
+//! requests and bots, HTTP/1.1 keep-alive, kept once an answer has been read
+//! whole and the server did not say `close`), else a new one: plain TCP for
+//! `http://` and TLS verified against the roots for `https://`. A keep-alive
+//! client naming another host never reaches this one's connection. The
+//! request's hop-by-hop headers dropped, `Host` set from the target, `Via` added; the answer's head within `limits.idle_timeout`,
 //! its body streamed with each frame within it. The politeness slot and the
 //! bot's holds are kept until the body has been relayed.
 //!
@@ -53,6 +56,16 @@ pub enum Attempt {
     First { retryable: bool },
     /// The retry of a challenged request: signed.
     SignedRetry,
+}
+
+/// An upstream connection that may be kept for the next request to its
+/// server ([`crate::kept`]): what sends on it, its task, where it goes.
+pub struct KeptConn {
+    sender: SendRequest<RelayBody>,
+    /// Its task, held: the connection lives as long as this.
+    _connection: Connection,
+    /// `None`: unknown, so never kept.
+    peer: Option<std::net::SocketAddr>,
 }
 
 /// Why a request was not relayed.
@@ -138,30 +151,60 @@ pub async fn relay(
     let connecting = Instant::now();
     let upstream = &ctx.admission.upstream;
     let addrs = &admitted.server.addrs;
+    let server = &admitted.server.name;
     let exchange = async {
-        let sender = match target.scheme {
-            Scheme::Https => {
-                let tls = upstream
-                    .connect_tls(&target.host, target.port, addrs, Trust::Roots)
-                    .await
-                    .map_err(Refusal::from)?;
-                handshake(tls, target).await?
-            }
-            _ => {
-                let tcp = upstream
-                    .connect_tcp(&target.host, addrs)
-                    .await
-                    .map_err(Refusal::from)?;
-                handshake(tcp, target).await?
-            }
-        };
-        let (mut sender, connection) = sender;
         let bot = ctx.admission.config.bots.get(finish.bot);
         let mut asked = upstream_request(request, target, bot);
         let signer = ctx.signers.get(finish.bot);
         if let Some(signer) = signer.filter(|s| signed || s.when == crate::identity::When::Always) {
             sign(asked.headers_mut(), signer, target);
         }
+        // A kept connection to this server first: a request it could not
+        // take (closed meanwhile) comes back unsent, and goes on a new one.
+        while let Some(mut kept) = ctx.kept.take::<KeptConn>(server, addrs) {
+            // Ready once its last answer has been read; closed meanwhile: the next.
+            let ready = tokio::time::timeout(Duration::from_secs(1), kept.sender.ready()).await;
+            if !matches!(ready, Ok(Ok(()))) {
+                continue;
+            }
+            match tokio::time::timeout(idle, kept.sender.try_send_request(asked)).await {
+                Ok(Ok(response)) => return Ok((response, kept)),
+                Ok(Err(mut e)) => match e.take_message() {
+                    Some(unsent) => asked = unsent,
+                    None => {
+                        return Err(Refusal::Upstream(UpstreamFailure::Answer {
+                            authority: target.authority(),
+                            why: e.into_error().to_string(),
+                        }))
+                    }
+                },
+                Err(_) => {
+                    return Err(Refusal::Upstream(UpstreamFailure::Silent {
+                        authority: target.authority(),
+                        after: idle,
+                    }))
+                }
+            }
+        }
+        let (sender, peer) = match target.scheme {
+            Scheme::Https => {
+                let tls = upstream
+                    .connect_tls(&target.host, target.port, addrs, Trust::Roots)
+                    .await
+                    .map_err(Refusal::from)?;
+                let peer = tls.get_ref().0.peer_addr().ok();
+                (handshake(tls, target).await?, peer)
+            }
+            _ => {
+                let tcp = upstream
+                    .connect_tcp(&target.host, addrs)
+                    .await
+                    .map_err(Refusal::from)?;
+                let peer = tcp.peer_addr().ok();
+                (handshake(tcp, target).await?, peer)
+            }
+        };
+        let (mut sender, connection) = sender;
         let answer = tokio::time::timeout(idle, sender.send_request(asked)).await;
         let response = match answer {
             Ok(Ok(response)) => response,
@@ -178,7 +221,14 @@ pub async fn relay(
                 }))
             }
         };
-        Ok((response, connection))
+        Ok((
+            response,
+            KeptConn {
+                sender,
+                _connection: connection,
+                peer,
+            },
+        ))
     };
     let (response, connection) = match exchange.await {
         Ok(answered) => answered,
@@ -237,6 +287,13 @@ pub async fn relay(
             }
         }
     }
+    // Kept for the next request once its body has been read, unless the
+    // server said it closes it.
+    let closes = parts.version < Version::HTTP_11
+        || parts.headers.get_all(header::CONNECTION).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
+        });
     wire::strip_hop_by_hop(&mut parts.headers);
     wire::add_via(&mut parts.headers, pseudonym());
     finish.outcome.status = Some(parts.status.as_u16());
@@ -248,7 +305,10 @@ pub async fn relay(
         idle,
         timer: Box::pin(tokio::time::sleep(idle)),
         connecting,
-        _connection: connection,
+        upstream: Some(connection),
+        keep: !closes,
+        server: admitted.server.name.clone(),
+        clean: false,
         finish,
         _admitted: admitted,
         ended: false,
@@ -313,8 +373,13 @@ pub struct Relayed {
     /// When the upstream has been silent for `idle`.
     timer: Pin<Box<Sleep>>,
     connecting: Instant,
-    /// Its upstream connection, closed when the body is dropped.
-    _connection: Connection,
+    /// Its upstream connection: kept for the next request to `server` when
+    /// the body ended cleanly and `keep`, else closed when the body is dropped.
+    upstream: Option<KeptConn>,
+    keep: bool,
+    server: crate::target::HostKey,
+    /// Whether the whole body was read.
+    clean: bool,
     finish: Finish,
     /// Its permit and holds, given back when the body is dropped.
     _admitted: Admitted,
@@ -340,6 +405,14 @@ impl Relayed {
 
     fn done(&mut self) {
         self.ended = true;
+        self.clean = true;
+        if let Some(kept) = self.upstream.take() {
+            if let Some(peer) = kept.peer.filter(|_| self.keep) {
+                if !kept.sender.is_closed() {
+                    self.finish.ctx.kept.put(&self.server, peer, kept);
+                }
+            }
+        }
         self.finish
             .ctx
             .admission
@@ -369,6 +442,11 @@ impl HttpBody for Relayed {
                 }
                 let next = Instant::now() + this.idle;
                 this.timer.as_mut().reset(next);
+                // Its last frame: done now, so the connection is kept
+                // before the client, having it all, asks again.
+                if this.body.is_end_stream() {
+                    this.done();
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
@@ -403,6 +481,10 @@ impl HttpBody for Relayed {
 
 impl Drop for Relayed {
     fn drop(&mut self) {
+        // An answer with nothing (more) to read is never polled to its end.
+        if !self.ended && self.body.is_end_stream() {
+            self.done();
+        }
         if !self.ended {
             self.finish.outcome.detail = "client stopped reading".into();
         }
