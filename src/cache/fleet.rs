@@ -171,7 +171,6 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{OnUnreachable, RobotsConfig};
 
     fn settings() -> Settings {
         struct Never;
@@ -184,15 +183,7 @@ mod tests {
                 Box::pin(async { FetchOutcome::unreachable("never") })
             }
         }
-        let config = RobotsConfig {
-            ttl: Duration::from_secs(3600),
-            cache_bytes: 1 << 20,
-            max_stale: Duration::from_secs(86400),
-            unreachable_retry: Duration::from_secs(60),
-            on_unreachable: OnUnreachable::Disallow,
-            fetch_timeout: Duration::from_secs(5),
-            name_bot_in_request: false,
-        };
+        let config = super::super::tests::config();
         Settings::new(
             Arc::new(Never),
             config,

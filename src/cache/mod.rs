@@ -399,7 +399,7 @@ impl RobotsCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::fetch::FetchFuture;
     use crate::target::Scheme;
@@ -419,7 +419,7 @@ mod tests {
         }
     }
 
-    fn config() -> RobotsConfig {
+    pub(in crate::cache) fn config() -> RobotsConfig {
         RobotsConfig {
             ttl: Duration::from_secs(3600),
             cache_bytes: 1 << 20,

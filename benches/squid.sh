@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# robots-proxy against Debian's squid-openssl as a forward proxy, side by side
+# in one run on this machine: nginx serves a small page on loopback; each
+# proxy relays it, over http:// (absolute URLs, keep-alive) and over CONNECT
+# (squid with ssl_bump, robots-proxy ending the tunnel's TLS with its CA).
+# Prints requests per second, CPU per request (utime+stime from /proc, every
+# process of the proxy: squid's kids and certificate helper included) and the
+# p50 latency each adds to a direct request, with both configs.
+#
+#   benches/squid.sh [REQUESTS]      # default 20000 per row (http://), a quarter over CONNECT
+#
+# Needs root for apt (installs squid-openssl, nginx, wrk if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-20000}
+need=()
+command -v squid >/dev/null || need+=(squid-openssl)
+command -v nginx >/dev/null || need+=(nginx)
+command -v wrk >/dev/null || need+=(wrk)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+systemctl stop squid 2>/dev/null || true
+cargo build --release --locked --quiet
+bin=$PWD/target/release/robots-proxy
+
+w=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; squid -f "$w/squid.conf" -k shutdown 2>/dev/null || true; sleep 1; rm -rf "$w"; }
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
+
+# --- the site: nginx, a 1 KiB page, robots.txt allowing all ------------------
+mkdir -p "$w/site" "$w/tmp"
+head -c 1024 /dev/zero | tr '\0' 'x' > "$w/site/small.html"
+printf 'User-agent: *\nAllow: /\n' > "$w/site/robots.txt"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj "/CN=bench site CA" -keyout "$w/ca.key" -out "$w/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+  -keyout "$w/site.key" -out "$w/site.csr" 2>/dev/null
+printf 'subjectAltName=DNS:localhost\n' > "$w/site.ext"
+openssl x509 -req -in "$w/site.csr" -CA "$w/ca.pem" -CAkey "$w/ca.key" -CAcreateserial -days 2 \
+  -extfile "$w/site.ext" -out "$w/site.pem" 2>/dev/null
+np=$(port); nsp=$(port)
+cat > "$w/nginx.conf" <<EOF
+worker_processes 1; daemon off; pid $w/nginx.pid; error_log $w/nginx.err;
+events { worker_connections 1024; }
+http { access_log off; keepalive_requests 1000000; client_body_temp_path $w/tmp;
+  server { listen 127.0.0.1:$np; root $w/site; }
+  server { listen 127.0.0.1:$nsp ssl; ssl_certificate $w/site.pem; ssl_certificate_key $w/site.key; root $w/site; } }
+EOF
+nginx -c "$w/nginx.conf" -p "$w" &
+pids+=($!)
+
+# --- robots-proxy: no spacing, room for the load ---------------------------
+rp=$(port)
+cat > "$w/robots-proxy.toml" <<EOF
+[limits]
+upstream_ports = ["10000-65535"]
+max_connections_per_client = 4096
+[politeness]
+default_delay = "0s"
+per_host_concurrency = 64
+[http]
+extra_roots = ["$w/ca.pem"]
+EOF
+"$bin" run --config "$w/robots-proxy.toml" --http-listen "127.0.0.1:$rp" \
+  --gemini-listen "127.0.0.1:$(port)" --gopher-listen "127.0.0.1:$(port)" \
+  --metrics-listen "127.0.0.1:$(port)" --allow-private-upstreams --state-dir "$w/rp-state" \
+  --log-format json > "$w/rp.log" 2>&1 &
+rp_pid=$!
+pids+=($rp_pid)
+
+# --- squid-openssl: no cache, ssl_bump for CONNECT ---------------------------
+sq=$(port)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj "/CN=bench squid CA" -keyout "$w/squid-ca.pem" -out "$w/squid-ca.crt" 2>/dev/null
+cat "$w/squid-ca.crt" >> "$w/squid-ca.pem"
+/usr/lib/squid/security_file_certgen -c -s "$w/ssl_db" -M 16MB > /dev/null
+chown -R proxy:proxy "$w" 2>/dev/null || true
+chmod 755 "$w"
+cat > "$w/squid.conf" <<EOF
+http_port 127.0.0.1:$sq ssl-bump cert=$w/squid-ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program /usr/lib/squid/security_file_certgen -s $w/ssl_db -M 16MB
+sslcrtd_children 2 startup=1
+ssl_bump bump all
+tls_outgoing_options cafile=$w/ca.pem
+http_access allow localhost
+http_access deny all
+cache deny all
+cache_mem 0 MB
+access_log none
+cache_log $w/squid-cache.log
+pid_filename $w/squid.pid
+coredump_dir $w
+workers 1
+client_persistent_connections on
+server_persistent_connections on
+EOF
+squid -f "$w/squid.conf" -N &
+sq_pid=$!
+pids+=($sq_pid)
+wait_port "$np"; wait_port "$nsp"; wait_port "$rp"; wait_port "$sq"
+
+# CPU seconds (utime + stime) of a process and its descendants.
+tree() { local p=$1; echo "$p"; for c in $(pgrep -P "$p" || true); do tree "$c"; done; }
+cpu() {
+  local total=0 t
+  for p in $(tree "$1"); do
+    t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
+    total=$((total + t))
+  done
+  echo "$total"
+}
+hz=$(getconf CLK_TCK)
+
+# http://: wrk through the proxy, absolute URLs, keep-alive, 8 connections.
+cat > "$w/proxy.lua" <<EOF
+request = function() return wrk.format("GET", "http://127.0.0.1:$np/small.html") end
+EOF
+http_row() { # NAME PID PORT
+  local before after out rps reqs
+  wrk -t1 -c8 -d2s -s "$w/proxy.lua" "http://127.0.0.1:$3" > /dev/null  # warm up
+  before=$(cpu "$2")
+  out=$(wrk -t1 -c8 -d10s -s "$w/proxy.lua" "http://127.0.0.1:$3")
+  after=$(cpu "$2")
+  reqs=$(echo "$out" | awk '/requests in/ {print $1}')
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+  python3 -c "print(f'| {\"$1\":13} | http:// | {float(\"$rps\"):9.0f} | {($after-$before)/$hz/$reqs*1e6:7.1f} µs | ${non2xx:-0} |')"
+}
+
+# CONNECT: curl, keep-alive tunnels (one per parallel slot), N/4 requests.
+connect_row() { # NAME PID PORT CA
+  local k=$((n / 4)) before after start end
+  for i in $(seq "$k"); do echo "url = \"https://localhost:$nsp/small.html\""; echo "output = \"/dev/null\""; done > "$w/urls"
+  before=$(cpu "$2"); start=$(date +%s.%N)
+  curl -s -Z --parallel-max 8 -x "http://127.0.0.1:$3" --cacert "$4" -K "$w/urls" -w '%{http_code}\n' > "$w/codes.$1"
+  end=$(date +%s.%N); after=$(cpu "$2")
+  local bad; bad=$(grep -vc '^200$' "$w/codes.$1" || true)
+  python3 -c "print(f'| {\"$1\":13} | CONNECT | {$k/($end-$start):9.0f} | {($after-$before)/$hz/$k*1e6:7.1f} µs | $bad |')"
+}
+
+# p50 added: 300 sequential requests, each on a new connection, direct and through each.
+p50() { # [PROXY]
+  local args=(); [ -n "${1:-}" ] && args=(-x "http://127.0.0.1:$1")
+  for _ in $(seq 300); do curl -s -o /dev/null -w '%{time_total}\n' "${args[@]}" "http://127.0.0.1:$np/small.html"; done \
+    | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}'
+}
+
+echo "robots-proxy $("$bin" --version | awk '{print $2}') vs $(squid -v | head -1 | awk '{print $1, $4}'), $(nproc) cores, $(date -u +%Y-%m-%d)"
+echo
+echo '| proxy | via | requests/s | CPU per request | not 2xx |'
+echo '| --- | --- | ---: | ---: | ---: |'
+http_row robots-proxy "$rp_pid" "$rp"
+http_row squid "$sq_pid" "$sq"
+connect_row robots-proxy "$rp_pid" "$rp" "$w/rp-state/ca-cert.pem"
+connect_row squid "$sq_pid" "$sq" "$w/squid-ca.crt"
+direct=$(p50); via_rp=$(p50 "$rp"); via_sq=$(p50 "$sq")
+python3 -c "print(); print(f'p50 of a new connection\'s request: direct {$direct*1e3:.2f} ms; added by robots-proxy {($via_rp-$direct)*1e3:.2f} ms, by squid {($via_sq-$direct)*1e3:.2f} ms')"
+echo
+echo "robots-proxy's bench config:"; sed 's/^/    /' "$w/robots-proxy.toml"
+echo "squid's:"; grep -v '^$' "$w/squid.conf" | sed 's/^/    /'
