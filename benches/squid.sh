@@ -137,7 +137,7 @@ connect_row() { # NAME PID PORT CA
   local k=$((n / 4)) before after start end
   for i in $(seq "$k"); do echo "url = \"https://localhost:$nsp/small.html\""; echo "output = \"/dev/null\""; done > "$w/urls"
   before=$(cpu "$2"); start=$(date +%s.%N)
-  curl -s -Z --parallel-max 8 -x "http://127.0.0.1:$3" --cacert "$4" -K "$w/urls" -w '%{http_code}\n' > "$w/codes.$1"
+  curl -s --no-progress-meter -Z --parallel-max 8 -x "http://127.0.0.1:$3" --cacert "$4" -K "$w/urls" -w '%{http_code}\n' > "$w/codes.$1" 2>/dev/null
   end=$(date +%s.%N); after=$(cpu "$2")
   local bad; bad=$(grep -vc '^200$' "$w/codes.$1" || true)
   python3 -c "print(f'| {\"$1\":13} | CONNECT | {$k/($end-$start):9.0f} | {($after-$before)/$hz/$k*1e6:7.1f} µs | $bad |')"
