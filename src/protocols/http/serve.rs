@@ -210,65 +210,73 @@ impl Requests {
                 .get(bot)
                 .is_some_and(|s| s.when == crate::identity::When::Challenged);
         let (parts, body) = request.into_parts();
-        let mut again = retryable.then(|| parts.clone());
-        let mut request = Request::from_parts(parts, http_body_util::BodyExt::boxed(body));
-        let mut attempt = Attempt::First { retryable };
-        // The challenged first asking's end, carried to the retry: one count, one log line.
-        let mut carried: Option<Finish> = None;
-        loop {
-            let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
-            crate::proxy::noted(&self.ctx, bot, &admitted);
-            let admitted = match admitted {
-                Ok(admitted) => admitted,
-                Err(mut refused_) => {
-                    let response = refused(&refused_.refusal, unread_body);
-                    let mut outcome = Outcome::new(
-                        refused_.refusal.fate(),
-                        Some(response.status().as_u16()),
-                        refused_.refusal.detail(),
-                    );
-                    outcome.robots = refused_.robots.take();
-                    match carried.take() {
-                        // Counted and logged as it is dropped.
-                        Some(mut finish) => finish.outcome = outcome,
-                        None => self.ended(&conn, (Some(bot), Some(&target)), &outcome),
-                    }
-                    return response;
+        let again = retryable.then(|| parts.clone());
+        let request = Request::from_parts(parts, http_body_util::BodyExt::boxed(body));
+        let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
+        crate::proxy::noted(&self.ctx, bot, &admitted);
+        match admitted {
+            Ok(admitted) => {
+                let finish = Finish {
+                    ctx: self.ctx.clone(),
+                    conn: (self.peer, self.listener, started),
+                    bot,
+                    target,
+                    counted: false,
+                    outcome: Outcome::new(Fate::Relayed, None, String::new()),
+                };
+                let attempt = Attempt::First { retryable };
+                match super::relay::relay(request, admitted, finish, attempt).await {
+                    Err(NotRelayed::Challenged(finish)) => match again {
+                        Some(parts) => self.signed_retry(parts, finish, unread_body).await,
+                        // Only a retryable request is handed back: its head was kept.
+                        None => not_relayed(NotRelayed::Challenged(finish), unread_body),
+                    },
+                    answered => answered.unwrap_or_else(|e| not_relayed(e, unread_body)),
                 }
-            };
-            let finish = carried.take().unwrap_or_else(|| Finish {
-                ctx: self.ctx.clone(),
-                conn: (self.peer, self.listener, started),
-                bot,
-                target: target.clone(),
-                counted: false,
-                outcome: Outcome::new(Fate::Relayed, None, String::new()),
-            });
-            match super::relay::relay(request, admitted, finish, attempt).await {
-                Ok(response) => return response,
-                Err(NotRelayed::Refused(refusal, mut finish)) => {
-                    // Counted and logged as it is dropped.
-                    let response = refused(&refusal, unread_body);
-                    finish.outcome.fate = refusal.fate();
-                    finish.outcome.status = Some(response.status().as_u16());
-                    finish.outcome.detail = refusal.detail();
-                    return response;
-                }
-                Err(NotRelayed::Challenged(finish)) => {
-                    // Only a retryable request is handed back: its head was kept.
-                    let Some(parts) = again.take() else {
-                        return refused(
-                            &Refusal::Upstream(UpstreamFailure::Answer {
-                                authority: target.authority(),
-                                why: "asked for a signature".into(),
-                            }),
-                            unread_body,
-                        );
-                    };
-                    request = Request::from_parts(parts, super::relay::no_body());
-                    attempt = Attempt::SignedRetry;
-                    carried = Some(finish);
-                }
+            }
+            Err(mut refused_) => {
+                let response = refused(&refused_.refusal, unread_body);
+                let mut outcome = Outcome::new(
+                    refused_.refusal.fate(),
+                    Some(response.status().as_u16()),
+                    refused_.refusal.detail(),
+                );
+                outcome.robots = refused_.robots.take();
+                self.ended(&conn, (Some(bot), Some(&target)), &outcome);
+                response
+            }
+        }
+    }
+
+    /// A challenged `GET` or `HEAD` asked again, signed, as a new request:
+    /// admitted anew (spaced, counted), its end (`finish`) the first
+    /// asking's, so the client's request is counted and logged once.
+    async fn signed_retry(
+        &self,
+        parts: hyper::http::request::Parts,
+        mut finish: Finish,
+        unread_body: bool,
+    ) -> Response<Body> {
+        let admitted =
+            crate::admission::admit(&self.ctx.admission, finish.bot, &finish.target).await;
+        crate::proxy::noted(&self.ctx, finish.bot, &admitted);
+        match admitted {
+            Ok(admitted) => {
+                let request = Request::from_parts(parts, super::relay::no_body());
+                super::relay::relay(request, admitted, finish, Attempt::SignedRetry)
+                    .await
+                    .unwrap_or_else(|e| not_relayed(e, unread_body))
+            }
+            Err(mut refused_) => {
+                // Counted and logged as `finish` is dropped.
+                let response = refused(&refused_.refusal, unread_body);
+                finish.outcome = Outcome::new(
+                    refused_.refusal.fate(),
+                    Some(response.status().as_u16()),
+                    refused_.refusal.detail(),
+                );
+                finish.outcome.robots = refused_.robots.take();
+                response
             }
         }
     }
@@ -423,6 +431,27 @@ fn protocol_of(target: Option<&Target>) -> Protocol {
 }
 
 /// Whether a request carries a body (or asks to send one).
+/// The answer to a request the relay gave back: its refusal, counted and
+/// logged as its `Finish` is dropped. (A challenge handed back with nothing
+/// to ask again with is the server's to explain: a bad gateway.)
+fn not_relayed(not: NotRelayed, unread_body: bool) -> Response<Body> {
+    let (refusal, mut finish) = match not {
+        NotRelayed::Refused(refusal, finish) => (refusal, finish),
+        NotRelayed::Challenged(finish) => {
+            let refusal = Refusal::Upstream(UpstreamFailure::Answer {
+                authority: finish.target.authority(),
+                why: "asked for a signature".into(),
+            });
+            (refusal, finish)
+        }
+    };
+    let response = refused(&refusal, unread_body);
+    finish.outcome.fate = refusal.fate();
+    finish.outcome.status = Some(response.status().as_u16());
+    finish.outcome.detail = refusal.detail();
+    response
+}
+
 fn has_body<B>(request: &Request<B>) -> bool {
     let headers = request.headers();
     headers.contains_key(header::TRANSFER_ENCODING)
