@@ -2,10 +2,11 @@
 //! whatever the protocol: each kept under its server's name with the address
 //! it is connected to, handed out only to a request admitted to that server
 //! whose addresses still include it (a reload's address rules or a new
-//! lookup never ride an old connection), newest first. Bounded: at most
-//! [`Kept::per_server`] per server and [`Kept::total`] in all, each for at
-//! most [`Kept::idle_for`]; past that, or when the bound is full, it is
-//! closed (dropped). The politeness gate still decides when each request
+//! lookup never ride an old connection), newest first. Bounded: per server,
+//! [`Kept::per_server`] or as many as may be in flight to it at once
+//! (`politeness.per_host_concurrency`, up to [`Kept::total`]), whichever is
+//! more, and [`Kept::total`] in all, each for at most [`Kept::idle_for`];
+//! past that, or when the bound is full, it is closed (dropped). The politeness gate still decides when each request
 //! starts: a kept connection only saves the handshake.
 
 use std::any::Any;
@@ -76,8 +77,15 @@ impl Kept {
     }
 
     /// Keeps `conn` (to `server`, connected to `peer`) for the next request,
-    /// unless the bounds are full; the expired are closed first.
-    pub fn put<T: Any + Send>(&self, server: &HostKey, peer: SocketAddr, conn: T) {
+    /// unless the bounds are full; the expired are closed first. `in_flight`
+    /// is how many requests may run at once to `server`: as many may be kept.
+    pub fn put<T: Any + Send>(
+        &self,
+        server: &HostKey,
+        peer: SocketAddr,
+        conn: T,
+        in_flight: usize,
+    ) {
         let now = Instant::now();
         let mut idle = self.lock();
         idle.retain(|_, list| {
@@ -86,7 +94,7 @@ impl Kept {
         });
         let count: usize = idle.values().map(Vec::len).sum();
         let here = idle.get(server).map_or(0, Vec::len);
-        if count >= self.total || here >= self.per_server {
+        if count >= self.total || here >= self.per_server.max(in_flight) {
             return;
         }
         idle.entry(server.clone()).or_default().push(Idle {
@@ -126,20 +134,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_kept_connection_goes_to_its_own_server_at_an_address_still_allowed() {
         let kept = Kept::new(2, 3, Duration::from_secs(30));
-        kept.put(&key("a.example"), addr(1), 1u32);
+        kept.put(&key("a.example"), addr(1), 1u32, 1);
         assert_eq!(kept.take::<u32>(&key("b.example"), &[addr(1)]), None);
         assert_eq!(
             kept.take::<u32>(&key("a.example"), &[addr(2)]),
             None,
             "its address is no longer the server's"
         );
-        kept.put(&key("a.example"), addr(1), 2u32);
+        kept.put(&key("a.example"), addr(1), 2u32, 1);
         assert_eq!(
             kept.take::<u64>(&key("a.example"), &[addr(1)]),
             None,
             "another kind"
         );
-        kept.put(&key("a.example"), addr(1), 3u32);
+        kept.put(&key("a.example"), addr(1), 3u32, 1);
         assert_eq!(kept.take::<u32>(&key("a.example"), &[addr(1)]), Some(3));
         assert!(kept.is_empty());
     }
@@ -148,11 +156,11 @@ mod tests {
     async fn kept_connections_are_bounded_in_number_and_idle_time() {
         let kept = Kept::new(2, 3, Duration::from_secs(30));
         for n in 0..5u32 {
-            kept.put(&key("a.example"), addr(1), n);
+            kept.put(&key("a.example"), addr(1), n, 1);
         }
         assert_eq!(kept.len(), 2, "at most per_server");
-        kept.put(&key("b.example"), addr(2), 9u32);
-        kept.put(&key("c.example"), addr(3), 9u32);
+        kept.put(&key("b.example"), addr(2), 9u32, 1);
+        kept.put(&key("c.example"), addr(3), 9u32, 1);
         assert_eq!(kept.len(), 3, "at most total");
         tokio::time::advance(Duration::from_secs(31)).await;
         assert_eq!(
@@ -160,7 +168,20 @@ mod tests {
             None,
             "idle too long"
         );
-        kept.put(&key("d.example"), addr(4), 1u32);
+        kept.put(&key("d.example"), addr(4), 1u32, 1);
         assert_eq!(kept.len(), 1, "the expired were closed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_taking_requests_at_once_keeps_as_many_connections() {
+        let kept = Kept::new(2, 10, Duration::from_secs(30));
+        for n in 0..8u32 {
+            kept.put(&key("a.example"), addr(1), n, 6);
+        }
+        assert_eq!(kept.len(), 6, "per_host_concurrency 6: six kept");
+        for n in 0..8u32 {
+            kept.put(&key("b.example"), addr(2), n, 64);
+        }
+        assert_eq!(kept.len(), 10, "never more than total");
     }
 }

@@ -409,7 +409,9 @@ impl Relayed {
         if let Some(kept) = self.upstream.take() {
             if let Some(peer) = kept.peer.filter(|_| self.keep) {
                 if !kept.sender.is_closed() {
-                    self.finish.ctx.kept.put(&self.server, peer, kept);
+                    let ctx = &self.finish.ctx;
+                    let in_flight = ctx.admission.config.politeness.per_host_concurrency;
+                    ctx.kept.put(&self.server, peer, kept, in_flight);
                 }
             }
         }
