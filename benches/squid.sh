@@ -3,6 +3,8 @@
 # in one run on this machine: nginx serves a small page on loopback; each
 # proxy relays it, over http:// (absolute URLs, keep-alive) and over CONNECT
 # (squid with ssl_bump, robots-proxy ending the tunnel's TLS with its CA).
+# squid writes no access log (access_log none); robots-proxy runs twice, once
+# without its request log line as squid, once writing it (JSON, to a file).
 # Prints requests per second, CPU per request (utime+stime from /proc, every
 # process of the proxy: squid's kids and certificate helper included) and the
 # p50 latency each adds to a direct request, with both configs.
@@ -55,8 +57,13 @@ nginx -c "$w/nginx.conf" -p "$w" &
 pids+=($!)
 
 # --- robots-proxy: no spacing, room for the load ---------------------------
-rp=$(port)
+# Two of it: one without its access log (the request line is logged at info:
+# level "warn" leaves it out), as squid runs here (access_log none), and one
+# writing its JSON access log to a file, as it does by default.
 cat > "$w/robots-proxy.toml" <<EOF
+[log]
+level = "warn"
+format = "json"
 [limits]
 upstream_ports = ["10000-65535"]
 max_connections_per_client = 4096
@@ -66,12 +73,15 @@ per_host_concurrency = 64
 [http]
 extra_roots = ["$w/ca.pem"]
 EOF
-"$bin" run --config "$w/robots-proxy.toml" --http-listen "127.0.0.1:$rp" \
-  --gemini-listen "127.0.0.1:$(port)" --gopher-listen "127.0.0.1:$(port)" \
-  --metrics-listen "127.0.0.1:$(port)" --allow-private-upstreams --state-dir "$w/rp-state" \
-  --log-format json > "$w/rp.log" 2>&1 &
-rp_pid=$!
-pids+=($rp_pid)
+start_rp() { # start_rp NAME LEVEL PORT: robots-proxy NAME at log level LEVEL, its HTTP listener on PORT
+  sed "s/^level = .*/level = \"$2\"/" "$w/robots-proxy.toml" > "$w/$1.toml"
+  "$bin" run --config "$w/$1.toml" --http-listen "127.0.0.1:$3" \
+    --gemini-listen "127.0.0.1:$(port)" --gopher-listen "127.0.0.1:$(port)" \
+    --metrics-listen "127.0.0.1:$(port)" --allow-private-upstreams --state-dir "$w/$1-state" \
+    > "$w/$1.log" 2>&1 &
+}
+rp=$(port); start_rp rp warn "$rp"; rp_pid=$!; pids+=($rp_pid)
+rpl=$(port); start_rp rp-logged info "$rpl"; rpl_pid=$!; pids+=($rpl_pid)
 
 # --- squid-openssl: no cache, ssl_bump for CONNECT ---------------------------
 sq=$(port)
@@ -102,7 +112,7 @@ EOF
 squid -f "$w/squid.conf" -N &
 sq_pid=$!
 pids+=($sq_pid)
-wait_port "$np"; wait_port "$nsp"; wait_port "$rp"; wait_port "$sq"
+wait_port "$np"; wait_port "$nsp"; wait_port "$rp"; wait_port "$rpl"; wait_port "$sq"
 
 # CPU seconds (utime + stime) of a process and its descendants.
 tree() { local p=$1; echo "$p"; for c in $(pgrep -P "$p" || true); do tree "$c"; done; }
@@ -130,6 +140,7 @@ http_row() { # NAME PID PORT
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
   python3 -c "print(f'| {\"$1\":13} | http:// | {float(\"$rps\"):9.0f} | {($after-$before)/$hz/$reqs*1e6:7.1f} µs | ${non2xx:-0} |')"
+  python3 -c "print('$1', 'http', ($after-$before)/$hz/$reqs*1e6)" >> "$w/cpu"
 }
 
 # CONNECT: curl, keep-alive tunnels (one per parallel slot), N/4 requests.
@@ -141,6 +152,7 @@ connect_row() { # NAME PID PORT CA
   end=$(date +%s.%N); after=$(cpu "$2")
   local bad; bad=$(grep -vc '^200$' "$w/codes.$1" || true)
   python3 -c "print(f'| {\"$1\":13} | CONNECT | {$k/($end-$start):9.0f} | {($after-$before)/$hz/$k*1e6:7.1f} µs | $bad |')"
+  python3 -c "print('$1', 'CONNECT', ($after-$before)/$hz/$k*1e6)" >> "$w/cpu"
 }
 
 # p50 added: 300 sequential requests, each on a new connection, direct and through each.
@@ -155,11 +167,26 @@ echo
 echo '| proxy | via | requests/s | CPU per request | not 2xx |'
 echo '| --- | --- | ---: | ---: | ---: |'
 http_row robots-proxy "$rp_pid" "$rp"
+http_row "+ access log" "$rpl_pid" "$rpl"
 http_row squid "$sq_pid" "$sq"
 connect_row robots-proxy "$rp_pid" "$rp" "$w/rp-state/ca-cert.pem"
+connect_row "+ access log" "$rpl_pid" "$rpl" "$w/rp-logged-state/ca-cert.pem"
 connect_row squid "$sq_pid" "$sq" "$w/squid-ca.crt"
+python3 - "$w/cpu" <<'EOF'
+import sys
+cpu = {}
+for line in open(sys.argv[1]):
+    *name, via, us = line.split()
+    cpu[(" ".join(name), via)] = float(us)
+print()
+for via in ("http", "CONNECT"):
+    sq = cpu[("squid", via)]
+    print(f"CPU per request over {via}, as a share of squid's: robots-proxy {cpu[('robots-proxy', via)] / sq:.2f}, "
+          f"with its access log {cpu[('+ access log', via)] / sq:.2f}")
+EOF
 direct=$(p50); via_rp=$(p50 "$rp"); via_sq=$(p50 "$sq")
 python3 -c "print(); print(f'p50 of a new connection\'s request: direct {$direct*1e3:.2f} ms; added by robots-proxy {($via_rp-$direct)*1e3:.2f} ms, by squid {($via_sq-$direct)*1e3:.2f} ms')"
 echo
-echo "robots-proxy's bench config:"; sed 's/^/    /' "$w/robots-proxy.toml"
+echo "robots-proxy's bench config (\"+ access log\": the same at level = \"info\", its JSON request"
+echo "lines written to a file, $(grep -c '"message":"request"' "$w/rp-logged.log") of them):"; sed 's/^/    /' "$w/robots-proxy.toml"
 echo "squid's:"; grep -v '^$' "$w/squid.conf" | sed 's/^/    /'
