@@ -203,10 +203,11 @@ fn run(args: RunArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     start_logging(&config);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.limits.worker_threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("robots-proxy run: starting the runtime: {e}");
@@ -293,6 +294,7 @@ fn announce(proxy: &Proxy) {
         metrics = %at(Listener::Admin),
         certificate = %proxy.cert_path.display(),
         sha256 = %proxy.cert_fingerprint,
+        threads = tokio::runtime::Handle::current().metrics().num_workers(),
         "robots-proxy listening"
     );
     let context = proxy.context();

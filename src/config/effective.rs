@@ -274,6 +274,7 @@ fn limits(config: &Config) -> RawLimits {
         max_connections: Some(l.max_connections),
         max_connections_per_client: Some(l.max_connections_per_client),
         max_budget_pairs: Some(l.max_budget_pairs),
+        worker_threads: l.worker_threads,
         request_timeout: d(l.request_timeout),
         connect_timeout: d(l.connect_timeout),
         idle_timeout: d(l.idle_timeout),

@@ -212,6 +212,8 @@ pub struct Limits {
     /// (bot, server) pairs the daily budgets count at once, every bot's
     /// together; a request that would count one more is "slow down".
     pub max_budget_pairs: usize,
+    /// Threads that serve connections; `None`: one per core.
+    pub worker_threads: Option<usize>,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,

@@ -328,6 +328,8 @@ pub struct RawLimits {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_budget_pairs: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_threads: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_timeout: Option<DurationText>,

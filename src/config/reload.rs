@@ -43,6 +43,15 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
         },
     },
     RestartOnly {
+        key: "limits.worker_threads",
+        keep: |new, running| {
+            keep(
+                &mut new.limits.worker_threads,
+                &running.limits.worker_threads,
+            )
+        },
+    },
+    RestartOnly {
         key: "robots.cache_bytes",
         keep: |new, running| keep(&mut new.robots.cache_bytes, &running.robots.cache_bytes),
     },
@@ -97,7 +106,7 @@ mod tests {
             .resolve(&crate::cli::RunArgs::default())
             .unwrap();
         type Change = (&'static str, fn(&mut Config));
-        let changes: [Change; 9] = [
+        let changes: [Change; 10] = [
             ("state_dir", |c| c.state_dir.push("elsewhere")),
             ("store", |c| {
                 c.store = Some(crate::store::StoreConfig {
@@ -109,6 +118,9 @@ mod tests {
                 })
             }),
             ("limits.max_connections", |c| c.limits.max_connections += 1),
+            ("limits.worker_threads", |c| {
+                c.limits.worker_threads = Some(3)
+            }),
             ("robots.cache_bytes", |c| c.robots.cache_bytes += 1),
             ("metrics.per_host", |c| c.metrics_per_host = Some(7)),
             ("log.format", |c| {

@@ -477,6 +477,11 @@ fn limits(raw: &RawConfig, flags: &RunArgs, table: &PortTable) -> Result<Limits,
             crate::bots::limits::BUDGET_PAIRS,
             bound::BUDGET_PAIRS,
         )),
+        worker_threads: c.take(
+            l.worker_threads
+                .map(|n| count("limits.worker_threads", Some(n), 1, bound::WORKER_THREADS))
+                .transpose(),
+        ),
         request_timeout: c.take(duration(
             "limits.request_timeout",
             l.request_timeout.as_deref(),

@@ -112,6 +112,7 @@ pub(super) mod bound {
     pub const CACHE_BYTES: (u64, u64) = (1 << 20, 1 << 40);
     pub const MAX_CONNECTIONS: (usize, usize) = (1, 1 << 20);
     pub const BUDGET_PAIRS: (usize, usize) = (1, crate::bots::limits::MAX_BUDGET_PAIRS);
+    pub const WORKER_THREADS: (usize, usize) = (1, 1024);
     pub const PER_HOST_CONCURRENCY: (usize, usize) = (1, 1024);
     pub const PER_HOST_LIMIT: (usize, usize) = (1, 100_000);
     pub const STORE_TIMEOUT: Span = span(10, 60);

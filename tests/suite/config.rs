@@ -495,6 +495,7 @@ mod extremes {
         ("robots", "cache_bytes"),
         ("limits", "max_connections"),
         ("politeness", "per_host_concurrency"),
+        ("limits", "worker_threads"),
     ];
     const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
 
@@ -543,6 +544,7 @@ mod extremes {
                     prop_assert!(c.robots.cache_bytes <= 1 << 40);
                     prop_assert!(c.limits.max_connections <= 1 << 20);
                     prop_assert!(c.politeness.per_host_concurrency <= 1024);
+                    prop_assert!(c.limits.worker_threads.unwrap_or(1) <= 1024);
                 }
             }
         }

@@ -65,6 +65,28 @@ fn a_rust_log_that_does_not_parse_is_said_and_the_config_level_used() {
     stop(child);
 }
 
+/// `limits.worker_threads` is how many threads serve connections, said at
+/// start; unset, one per core.
+#[test]
+fn the_start_says_how_many_threads_serve() {
+    let dir = state_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("threads.toml");
+    std::fs::write(&config, "[limits]\nworker_threads = 3\n").unwrap();
+    for (more, threads) in [
+        (vec!["--config", config.to_str().unwrap()], 3),
+        (vec![], std::thread::available_parallelism().unwrap().get()),
+    ] {
+        let mut more = more;
+        more.extend(["--log-format", "json"]);
+        let (child, lines) = spawn("info", &more);
+        let listening = until(&lines, "robots-proxy listening");
+        let line: serde_json::Value = serde_json::from_str(listening.last().unwrap()).unwrap();
+        assert_eq!(line["threads"], threads, "{line}");
+        stop(child);
+    }
+}
+
 /// A capsule whose certificate changed is refused until the pin is forgotten:
 /// that will not mend itself, so it is a warning naming the action, said once
 /// for the change, not once per request.
