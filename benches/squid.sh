@@ -59,7 +59,8 @@ pids+=($!)
 # --- robots-proxy: no spacing, room for the load ---------------------------
 # Two of it: one without its access log (the request line is logged at info:
 # level "warn" leaves it out), as squid runs here (access_log none), and one
-# writing its JSON access log to a file, as it does by default.
+# writing its JSON access log to a file, as it does by default. One worker
+# thread each (limits.worker_threads), as squid runs one worker (workers 1).
 cat > "$w/robots-proxy.toml" <<EOF
 [log]
 level = "warn"
@@ -67,6 +68,7 @@ format = "json"
 [limits]
 upstream_ports = ["10000-65535"]
 max_connections_per_client = 4096
+worker_threads = 1
 [politeness]
 default_delay = "0s"
 per_host_concurrency = 64
@@ -155,11 +157,17 @@ connect_row() { # NAME PID PORT CA
   python3 -c "print('$1', 'CONNECT', ($after-$before)/$hz/$k*1e6)" >> "$w/cpu"
 }
 
-# p50 added: 300 sequential requests, each on a new connection, direct and through each.
-p50() { # [PROXY]
-  local args=(); [ -n "${1:-}" ] && args=(-x "http://127.0.0.1:$1")
-  for _ in $(seq 300); do curl -s -o /dev/null -w '%{time_total}\n' "${args[@]}" "http://127.0.0.1:$np/small.html"; done \
-    | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}'
+# p50 added: 300 rounds, each a request on a new connection direct, then
+# through each proxy (interleaved, so the machine's moods fall on all three).
+p50s() { # prints: direct robots-proxy squid (seconds, each a median)
+  local t=(-s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$np/small.html")
+  for _ in $(seq 300); do
+    curl "${t[@]}" >> "$w/t.direct"
+    curl -x "http://127.0.0.1:$rp" "${t[@]}" >> "$w/t.rp"
+    curl -x "http://127.0.0.1:$sq" "${t[@]}" >> "$w/t.sq"
+  done
+  for f in direct rp sq; do sort -n "$w/t.$f" | awk '{a[NR]=$1} END {printf "%s ", a[int(NR/2)]}'; done
+  echo
 }
 
 echo "robots-proxy $("$bin" --version | awk '{print $2}') vs $(squid -v | head -1 | awk '{print $1, $4}'), $(nproc) cores, $(date -u +%Y-%m-%d)"
@@ -184,7 +192,7 @@ for via in ("http", "CONNECT"):
     print(f"CPU per request over {via}, as a share of squid's: robots-proxy {cpu[('robots-proxy', via)] / sq:.2f}, "
           f"with its access log {cpu[('+ access log', via)] / sq:.2f}")
 EOF
-direct=$(p50); via_rp=$(p50 "$rp"); via_sq=$(p50 "$sq")
+read -r direct via_rp via_sq < <(p50s)
 python3 -c "print(); print(f'p50 of a new connection\'s request: direct {$direct*1e3:.2f} ms; added by robots-proxy {($via_rp-$direct)*1e3:.2f} ms, by squid {($via_sq-$direct)*1e3:.2f} ms')"
 echo
 echo "robots-proxy's bench config (\"+ access log\": the same at level = \"info\", its JSON request"
