@@ -53,17 +53,21 @@ pub enum Trust {
     /// the one this host and port showed first (`pins/`).
     FirstUse,
     /// The web's way: a chain to the system's roots or `[http] extra_roots`,
-    /// for the name asked (WebPKI).
+    /// for the name asked (WebPKI); HTTP/1.1 offered by ALPN.
     Roots,
+    /// As [`Trust::Roots`], HTTP/2 offered before HTTP/1.1 (a relayed
+    /// request: the server chooses).
+    RootsOfferingH2,
 }
 
 /// Everything needed to reach upstreams; shared by all connections.
 pub struct Upstream {
     /// Gemini's TLS ([`Trust::FirstUse`]).
     connector: TlsConnector,
-    /// The web's TLS ([`Trust::Roots`]), made at its first use: the system's
-    /// roots are read then, not by every proxy that never speaks HTTPS.
-    web: std::sync::OnceLock<Result<TlsConnector, String>>,
+    /// The web's TLS ([`Trust::Roots`], and [`Trust::RootsOfferingH2`]'s),
+    /// made at its first use: the system's roots are read then, not by every
+    /// proxy that never speaks HTTPS.
+    web: std::sync::OnceLock<Result<(TlsConnector, TlsConnector), String>>,
     /// `[http] extra_roots`, trusted beside the system's.
     extra_roots: Arc<[rustls::pki_types::CertificateDer<'static>]>,
     /// Which addresses and ports may be connected to.
@@ -340,7 +344,8 @@ impl Upstream {
         };
         let connector = match trust {
             Trust::FirstUse => &self.connector,
-            Trust::Roots => self.web_connector().map_err(tls_error)?,
+            Trust::Roots => &self.web_connectors().map_err(tls_error)?.0,
+            Trust::RootsOfferingH2 => &self.web_connectors().map_err(tls_error)?.1,
         };
         let tcp = self.connect_tcp(host, addrs).await?;
         let name = ServerName::try_from(unbracketed(host).to_string())
@@ -357,17 +362,19 @@ impl Upstream {
         }
         match trust {
             Trust::FirstUse => self.check_pin(host, port, tls).await,
-            Trust::Roots => Ok(tls),
+            Trust::Roots | Trust::RootsOfferingH2 => Ok(tls),
         }
     }
 
-    /// The web's connector, made at its first use.
-    fn web_connector(&self) -> Result<&TlsConnector, String> {
+    /// The web's connectors (HTTP/1.1 offered; HTTP/2 too), made at their
+    /// first use.
+    fn web_connectors(&self) -> Result<&(TlsConnector, TlsConnector), String> {
         self.web
             .get_or_init(|| {
-                tls::web::client_config(&self.extra_roots)
-                    .map(TlsConnector::from)
-                    .map_err(|e| e.to_string())
+                let config =
+                    tls::web::client_config(&self.extra_roots).map_err(|e| e.to_string())?;
+                let offering_h2 = tls::web::offering_h2(&config);
+                Ok((TlsConnector::from(config), TlsConnector::from(offering_h2)))
             })
             .as_ref()
             .map_err(Clone::clone)

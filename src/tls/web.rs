@@ -56,7 +56,8 @@ fn read_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 }
 
 /// The client configuration for the web's servers: the system's roots and
-/// `extra`, `http/1.1` offered by ALPN (the proxy speaks HTTP/1.1 upstream).
+/// `extra`, `http/1.1` offered by ALPN (a robots.txt fetch; a relayed
+/// request offers `h2` too: [`offering_h2`]).
 /// The system's store may be empty (a minimal container): then only `extra`
 /// is trusted, and a warning says so once.
 pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<ClientConfig>, TlsError> {
@@ -79,4 +80,12 @@ pub fn client_config(extra: &[CertificateDer<'static>]) -> Result<Arc<ClientConf
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.resumption = rustls::client::Resumption::in_memory_sessions(UPSTREAM_SESSIONS);
     Ok(Arc::new(config))
+}
+
+/// `config` with HTTP/2 offered before HTTP/1.1 (a relayed request's: the
+/// server chooses); its roots and resumed sessions shared.
+pub fn offering_h2(config: &Arc<ClientConfig>) -> Arc<ClientConfig> {
+    let mut config = ClientConfig::clone(config);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
 }

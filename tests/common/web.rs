@@ -43,6 +43,8 @@ pub struct Seen {
     pub at: std::time::Instant,
     /// The connection it came on (the proxy's end of it).
     pub peer: SocketAddr,
+    /// The HTTP it came in.
+    pub version: hyper::Version,
 }
 
 /// What the origin answers: status, headers, body.
@@ -106,6 +108,7 @@ impl WebOrigin {
                                     headers: request.headers().clone(),
                                     at: std::time::Instant::now(),
                                     peer,
+                                    version: request.version(),
                                 });
                                 let asked = request.headers().clone();
                                 let _ = request.into_body().collect().await;
@@ -122,7 +125,16 @@ impl WebOrigin {
                     let http = hyper::server::conn::http1::Builder::new();
                     match tls {
                         Some(tls) => {
-                            if let Ok(tls) = tls.accept(tcp).await {
+                            let Ok(tls) = tls.accept(tcp).await else {
+                                return;
+                            };
+                            // HTTP/2 when the client took it by ALPN.
+                            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                                let h2 = hyper::server::conn::http2::Builder::new(
+                                    hyper_util::rt::TokioExecutor::new(),
+                                );
+                                let _ = h2.serve_connection(TokioIo::new(tls), service).await;
+                            } else {
                                 let _ = http.serve_connection(TokioIo::new(tls), service).await;
                             }
                         }
@@ -199,6 +211,11 @@ impl LocalCa {
 
     /// A TLS acceptor showing a certificate for `names`, signed by this CA.
     pub fn acceptor(&self, names: &[&str]) -> tokio_rustls::TlsAcceptor {
+        self.acceptor_offering(names, &[b"http/1.1"])
+    }
+
+    /// [`LocalCa::acceptor`], choosing among `alpn` (in its order) by ALPN.
+    pub fn acceptor_offering(&self, names: &[&str], alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
         let params =
             rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
                 .unwrap();
@@ -211,7 +228,7 @@ impl LocalCa {
             .with_no_client_auth()
             .with_single_cert(vec![cert.der().clone()], key)
             .unwrap();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
     }
 }

@@ -57,7 +57,7 @@ pid $web/nginx.pid;
 error_log $web/error.log;
 events { worker_connections 64; }
 http {
-  log_format timed '\$msec \$request_method \$request_uri \$status "\$http_user_agent" "\$http_via" "\$http_proxy_authorization"';
+  log_format timed '\$msec \$request_method \$request_uri \$status "\$http_user_agent" "\$http_via" "\$http_proxy_authorization" \$server_protocol';
   access_log $web/access.log timed;
   client_body_temp_path $web/tmp/body;
   proxy_temp_path $web/tmp/proxy;
@@ -86,7 +86,8 @@ http {
     }
   }
   server {
-    listen 127.0.0.1:$nsp ssl;
+    # HTTP/2 offered by ALPN: the proxy relays to it in HTTP/2.
+    listen 127.0.0.1:$nsp ssl http2;
     ssl_certificate $web/site.pem;
     ssl_certificate_key $web/site.key;
     root $web/site;
@@ -147,6 +148,8 @@ curl -s -o "$web/curl.tls" -w '%{http_code}' -x "http://127.0.0.1:$hp" --cacert 
   "$https_site/b.html" > "$web/curl.tls.code" 2> "$web/curl.tls.err" || true
 check "web: curl over CONNECT, trusting the proxy's CA, gets an HTTPS page ($(head -c 100 "$web/curl.tls.err"))" \
   bash -c "[ \"\$(cat '$web/curl.tls.code')\" = 200 ] && grep -q 'page b.html' '$web/curl.tls'"
+check "web: nginx's HTTPS server, offering HTTP/2, was asked in it; robots.txt in HTTP/1.1" bash -c \
+  "grep -q ' /b.html 200 .* HTTP/2.0\$' '$web/access.log' && ! grep ' /robots.txt ' '$web/access.log' | grep -q 'HTTP/2.0\$'"
 curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$hp" --cacert "$proxy_ca" \
   "$https_site/private/other.html" > "$web/curl.tls.private.code" 2>/dev/null || true
 check "web: curl over CONNECT is refused a disallowed HTTPS page (403)" \

@@ -180,3 +180,97 @@ async fn a_kept_connection_the_server_closed_costs_the_next_request_nothing() {
     }
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 4);
 }
+
+/// An HTTPS site offering HTTP/2 and HTTP/1.1, its CA trusted, and a proxy
+/// for the web.
+async fn h2_site(per_host_concurrency: usize) -> (WebOrigin, robots_proxy::server::Proxy) {
+    let ca = crate::common::web::LocalCa::new();
+    let origin = WebOrigin::start_tls(
+        |path| match path {
+            "/robots.txt" => (
+                200,
+                vec![],
+                b"User-agent: *\nDisallow: /private/\n".to_vec(),
+            ),
+            // A head larger than the proxy reads (64 KiB).
+            "/huge-head" => (200, vec![("x-huge", "h".repeat(100 * 1024))], b"x".to_vec()),
+            p => (200, vec![], format!("secure page {p}").into_bytes()),
+        },
+        ca.acceptor_offering(&["localhost"], &[b"h2", b"http/1.1"]),
+    )
+    .await;
+    let mut config = web_config_with("");
+    config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
+    config.politeness.default_delay = Duration::ZERO;
+    config.politeness.per_host_concurrency = per_host_concurrency;
+    (origin, start_proxy(config).await)
+}
+
+/// A server that offers HTTP/2 by ALPN is asked in it, the crawler still
+/// answered in HTTP/1.1 (`Via: 2` saying how the answer came); one
+/// connection carries every request, whatever client asked.
+#[tokio::test]
+async fn a_server_offering_http2_is_asked_in_it_over_one_shared_connection() {
+    let (origin, proxy) = h2_site(1).await;
+    let url = |path: &str| format!("https://localhost:{}{path}", origin.addr.port());
+    for i in 0..4 {
+        let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+        let answer = client.get(&url(&format!("/p{i}")), &[]).await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.body, format!("secure page /p{i}"));
+        let via = answer.header("via").unwrap_or_default();
+        assert!(via.starts_with("2 "), "{via}");
+    }
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    assert_eq!(client.get(&url("/private/x"), &[]).await.status, 403);
+    let seen = origin.seen();
+    let pages: Vec<_> = seen.iter().filter(|s| s.target.starts_with("/p")).collect();
+    assert_eq!(pages.len(), 4, "{:?}", origin.targets());
+    assert!(pages.iter().all(|s| s.version == hyper::Version::HTTP_2));
+    assert!(
+        pages.iter().all(|s| s.headers.get("host").is_none()),
+        "the authority goes as :authority"
+    );
+    assert_eq!(connections(&origin).len(), 1, "{:?}", origin.seen());
+    assert!(origin.targets().iter().all(|t| !t.starts_with("/private")));
+    // robots.txt is fetched over HTTP/1.1, as RFC 9309 asks of any server.
+    let robots = seen.iter().find(|s| s.target == "/robots.txt").unwrap();
+    assert_eq!(robots.version, hyper::Version::HTTP_11);
+}
+
+/// Requests at once to an HTTP/2 server share its connections instead of
+/// opening one each.
+#[tokio::test]
+async fn requests_at_once_share_an_http2_connection() {
+    let (origin, proxy) = h2_site(8).await;
+    let url = |path: String| format!("https://localhost:{}{path}", origin.addr.port());
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    assert_eq!(client.get(&url("/first".into()), &[]).await.status, 200);
+    let asks = (0..8).map(|i| {
+        let (listener, url) = (proxy.addr(Listener::Http), url(format!("/at-once-{i}")));
+        tokio::spawn(async move {
+            let mut client = WebClient::connect(listener).await;
+            client.get(&url, &[]).await.status
+        })
+    });
+    for ask in asks.collect::<Vec<_>>() {
+        assert_eq!(ask.await.unwrap(), 200);
+    }
+    assert_eq!(connections(&origin).len(), 1, "{:?}", origin.seen());
+}
+
+/// An HTTP/2 server whose answer's head is larger than the proxy reads:
+/// `502`, and the next request to it is served.
+#[tokio::test]
+async fn an_http2_answer_head_past_the_bound_is_refused_and_harms_nothing() {
+    let (origin, proxy) = h2_site(1).await;
+    let url = |path: &str| format!("https://localhost:{}{path}", origin.addr.port());
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    assert_eq!(client.get(&url("/huge-head"), &[]).await.status, 502);
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let answer = client.get(&url("/after"), &[]).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (200, "secure page /after")
+    );
+}

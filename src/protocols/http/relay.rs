@@ -20,14 +20,13 @@ use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::SendRequest;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, Sleep};
 
 use super::answer::Body;
-use super::client::{self, Connection};
+use super::client::{self, Connection, Sender};
 use super::serve::{pseudonym, Finish};
 use super::wire;
 use crate::admission::Admitted;
@@ -61,11 +60,60 @@ pub enum Attempt {
 /// An upstream connection that may be kept for the next request to its
 /// server ([`crate::kept`]): what sends on it, its task, where it goes.
 pub struct KeptConn {
-    sender: SendRequest<RelayBody>,
-    /// Its task, held: the connection lives as long as this.
-    _connection: Connection,
+    sender: Sender<RelayBody>,
+    /// Its task, held: the connection lives as long as this (or, over
+    /// HTTP/2, any sender sharing it).
+    _connection: std::sync::Arc<Connection>,
     /// `None`: unknown, so never kept.
     peer: Option<std::net::SocketAddr>,
+}
+
+impl KeptConn {
+    /// Another sender on this connection, if it can be shared (HTTP/2).
+    fn shared(&self) -> Option<KeptConn> {
+        Some(KeptConn {
+            sender: self.sender.shared()?,
+            _connection: self._connection.clone(),
+            peer: self.peer,
+        })
+    }
+
+    /// Kept for other requests to `server` while this one runs, if it can
+    /// be shared (HTTP/2: requests at once on one connection).
+    fn share(&self, ctx: &crate::context::Context, server: &crate::target::HostKey) {
+        if let (Some(shared), Some(peer)) = (self.shared(), self.peer) {
+            let in_flight = ctx.admission.config.politeness.per_host_concurrency;
+            ctx.kept.put(server, peer, shared, in_flight);
+        }
+    }
+}
+
+/// `request` in the form `sender`'s HTTP sends it: HTTP/1.1 in origin form
+/// with `Host`; HTTP/2 with the target's scheme and authority in the URI
+/// (its `:scheme` and `:authority`) and no `Host`.
+fn fit(request: &mut Request<RelayBody>, sender: &Sender<RelayBody>, target: &Target) {
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
+    let authority = wire::host_header(target);
+    let (version, uri) = match sender {
+        Sender::H1(_) => {
+            if let Ok(host) = HeaderValue::from_str(&authority) {
+                request.headers_mut().insert(header::HOST, host);
+            }
+            (Version::HTTP_11, path)
+        }
+        Sender::H2(_) => {
+            request.headers_mut().remove(header::HOST);
+            (
+                Version::HTTP_2,
+                format!("{}://{authority}{path}", target.scheme.as_str()),
+            )
+        }
+    };
+    *request.version_mut() = version;
+    *request.uri_mut() = uri.parse().unwrap_or_else(|_| hyper::Uri::from_static("/"));
 }
 
 /// Why a request was not relayed.
@@ -124,7 +172,7 @@ pub fn upstream_request<B>(request: Request<B>, target: &Target, bot: &Bot) -> R
     if let Ok(host) = HeaderValue::from_str(&wire::host_header(target)) {
         parts.headers.insert(header::HOST, host);
     }
-    wire::add_via(&mut parts.headers, pseudonym());
+    wire::add_via(&mut parts.headers, Version::HTTP_11, pseudonym());
     let path = match &target.resource {
         Resource::Path(p) => p.as_str(),
         _ => "/",
@@ -167,7 +215,9 @@ pub async fn relay(
             if !matches!(ready, Ok(Ok(()))) {
                 continue;
             }
-            match tokio::time::timeout(idle, kept.sender.try_send_request(asked)).await {
+            kept.share(&ctx, server);
+            fit(&mut asked, &kept.sender, target);
+            match tokio::time::timeout(idle, kept.sender.try_send(asked)).await {
                 Ok(Ok(response)) => return Ok((response, kept)),
                 Ok(Err(mut e)) => match e.take_message() {
                     Some(unsent) => asked = unsent,
@@ -186,14 +236,15 @@ pub async fn relay(
                 }
             }
         }
-        let (sender, peer) = match target.scheme {
+        let ((sender, connection), peer) = match target.scheme {
             Scheme::Https => {
                 let tls = upstream
-                    .connect_tls(&target.host, target.port, addrs, Trust::Roots)
+                    .connect_tls(&target.host, target.port, addrs, Trust::RootsOfferingH2)
                     .await
                     .map_err(Refusal::from)?;
                 let peer = tls.get_ref().0.peer_addr().ok();
-                (handshake(tls, target).await?, peer)
+                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                (handshake(tls, target, h2).await?, peer)
             }
             _ => {
                 let tcp = upstream
@@ -201,17 +252,23 @@ pub async fn relay(
                     .await
                     .map_err(Refusal::from)?;
                 let peer = tcp.peer_addr().ok();
-                (handshake(tcp, target).await?, peer)
+                (handshake(tcp, target, false).await?, peer)
             }
         };
-        let (mut sender, connection) = sender;
-        let answer = tokio::time::timeout(idle, sender.send_request(asked)).await;
+        let mut kept = KeptConn {
+            sender,
+            _connection: std::sync::Arc::new(connection),
+            peer,
+        };
+        kept.share(&ctx, server);
+        fit(&mut asked, &kept.sender, target);
+        let answer = tokio::time::timeout(idle, kept.sender.try_send(asked)).await;
         let response = match answer {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => {
                 return Err(Refusal::Upstream(UpstreamFailure::Answer {
                     authority: target.authority(),
-                    why: e.to_string(),
+                    why: e.into_error().to_string(),
                 }))
             }
             Err(_) => {
@@ -221,14 +278,7 @@ pub async fn relay(
                 }))
             }
         };
-        Ok((
-            response,
-            KeptConn {
-                sender,
-                _connection: connection,
-                peer,
-            },
-        ))
+        Ok((response, kept))
     };
     let (response, connection) = match exchange.await {
         Ok(answered) => answered,
@@ -295,7 +345,9 @@ pub async fn relay(
                 .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
         });
     wire::strip_hop_by_hop(&mut parts.headers);
-    wire::add_via(&mut parts.headers, pseudonym());
+    // Received as HTTP/2, perhaps: said so in `Via`, relayed as HTTP/1.1.
+    wire::add_via(&mut parts.headers, parts.version, pseudonym());
+    parts.version = Version::HTTP_11;
     finish.outcome.status = Some(parts.status.as_u16());
     finish.outcome.waited = admitted.waited;
     finish.outcome.report = std::mem::take(&mut admitted.report);
@@ -349,15 +401,23 @@ fn preference(
     }))
 }
 
-/// HTTP/1.1 over an upstream connection, or the refusal saying why not.
+/// HTTP/1.1, or HTTP/2 when the server chose it (`h2`), over an upstream
+/// connection; or the refusal saying why not.
 async fn handshake<S>(
     stream: S,
     target: &Target,
-) -> Result<(SendRequest<RelayBody>, Connection), Refusal>
+    h2: bool,
+) -> Result<(Sender<RelayBody>, Connection), Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    client::open(stream).await.map_err(|e| {
+    let opened = match h2 {
+        true => client::open_h2(stream)
+            .await
+            .map(|(s, c)| (Sender::H2(s), c)),
+        false => client::open(stream).await.map(|(s, c)| (Sender::H1(s), c)),
+    };
+    opened.map_err(|e| {
         Refusal::Upstream(UpstreamFailure::Answer {
             authority: target.authority(),
             why: e.to_string(),
@@ -407,7 +467,9 @@ impl Relayed {
         self.ended = true;
         self.clean = true;
         if let Some(kept) = self.upstream.take() {
-            if let Some(peer) = kept.peer.filter(|_| self.keep) {
+            // An HTTP/2 connection was kept, shared, when this request began.
+            let shared = kept.shared().is_some();
+            if let Some(peer) = kept.peer.filter(|_| self.keep && !shared) {
                 if !kept.sender.is_closed() {
                     let ctx = &self.finish.ctx;
                     let in_flight = ctx.admission.config.politeness.per_host_concurrency;

@@ -194,8 +194,13 @@ pub fn looped(headers: &HeaderMap, pseudonym: &str) -> bool {
 }
 
 /// Adds this hop to `Via`.
-pub fn add_via(headers: &mut HeaderMap, pseudonym: &str) {
-    if let Ok(v) = HeaderValue::from_str(&format!("1.1 {pseudonym}")) {
+pub fn add_via(headers: &mut HeaderMap, received: hyper::Version, pseudonym: &str) {
+    let protocol = match received {
+        hyper::Version::HTTP_2 => "2",
+        hyper::Version::HTTP_10 => "1.0",
+        _ => "1.1",
+    };
+    if let Ok(v) = HeaderValue::from_str(&format!("{protocol} {pseudonym}")) {
         headers.append(header::VIA, v);
     }
 }
@@ -396,7 +401,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::VIA, "1.0 fred, 1.1 p.example".parse().unwrap());
         assert!(!looped(&h, "robots-proxy-1"));
-        add_via(&mut h, "robots-proxy-1");
+        add_via(&mut h, hyper::Version::HTTP_11, "robots-proxy-1");
         assert!(looped(&h, "robots-proxy-1"));
         assert!(!looped(&h, "robots-proxy-2"));
     }
