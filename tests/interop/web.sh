@@ -95,7 +95,8 @@ http {
     # The bots' origin: the proxy's key directory, published (web_bot_auth.sh).
     location = /.well-known/http-message-signatures-directory {
       proxy_pass http://127.0.0.1:$kdp;
-      proxy_set_header Host \$http_host;
+      # \$host, not \$http_host: an HTTP/2 request has no Host field, only :authority.
+      proxy_set_header Host \$host:\$server_port;
     }
   }
 }
