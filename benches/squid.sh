@@ -9,7 +9,7 @@
 # process of the proxy: squid's kids and certificate helper included) and the
 # p50 latency each adds to a direct request, with both configs.
 #
-#   benches/squid.sh [REQUESTS]      # default 20000 per row (http://), a quarter over CONNECT
+#   benches/squid.sh [REQUESTS]      # default 20000 per CONNECT row; http:// rows run 10 s
 #
 # Needs root for apt (installs squid-openssl, nginx, wrk if missing).
 set -euo pipefail
@@ -147,7 +147,7 @@ http_row() { # NAME PID PORT
 
 # CONNECT: curl, keep-alive tunnels (one per parallel slot), N/4 requests.
 connect_row() { # NAME PID PORT CA
-  local k=$((n / 4)) before after start end
+  local k=$n before after start end
   for i in $(seq "$k"); do echo "url = \"https://localhost:$nsp/small.html\""; echo "output = \"/dev/null\""; done > "$w/urls"
   before=$(cpu "$2"); start=$(date +%s.%N)
   curl -s --no-progress-meter -Z --parallel-max 8 -x "http://127.0.0.1:$3" --cacert "$4" -K "$w/urls" -w '%{http_code}\n' > "$w/codes.$1" 2>/dev/null
