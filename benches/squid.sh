@@ -3,8 +3,9 @@
 # in one run on this machine: nginx serves a small page on loopback; each
 # proxy relays it, over http:// (absolute URLs, keep-alive) and over CONNECT
 # (squid with ssl_bump, robots-proxy ending the tunnel's TLS with its CA).
-# squid writes no access log (access_log none); robots-proxy runs twice, once
-# without its request log line as squid, once writing it (JSON, to a file).
+# Each proxy runs twice: without an access log (squid's access_log none,
+# robots-proxy's request line left out), and writing one (squid's daemon: log
+# as Debian's config has it; robots-proxy's JSON line to a file, its default).
 # Prints requests per second, CPU per request (utime+stime from /proc, every
 # process of the proxy: squid's kids and certificate helper included) and the
 # p50 latency each adds to a direct request, with both configs.
@@ -29,7 +30,7 @@ bin=$PWD/target/release/robots-proxy
 
 w=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; squid -f "$w/squid.conf" -k shutdown 2>/dev/null || true; sleep 1; rm -rf "$w"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; for q in squid squidlog; do squid -f "$w/$q.conf" -n "$q" -k shutdown 2>/dev/null || true; done; sleep 1; rm -rf "$w"; }
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
@@ -86,16 +87,17 @@ rp=$(port); start_rp rp warn "$rp"; rp_pid=$!; pids+=($rp_pid)
 rpl=$(port); start_rp rp-logged info "$rpl"; rpl_pid=$!; pids+=($rpl_pid)
 
 # --- squid-openssl: no cache, ssl_bump for CONNECT ---------------------------
-sq=$(port)
+# Two of it as well: without an access log (access_log none), and with the
+# one Debian's config writes (daemon:, through its log helper, whose CPU is
+# counted with squid's).
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
   -subj "/CN=bench squid CA" -keyout "$w/squid-ca.pem" -out "$w/squid-ca.crt" 2>/dev/null
 cat "$w/squid-ca.crt" >> "$w/squid-ca.pem"
-/usr/lib/squid/security_file_certgen -c -s "$w/ssl_db" -M 16MB > /dev/null
-chown -R proxy:proxy "$w" 2>/dev/null || true
-chmod 755 "$w"
-cat > "$w/squid.conf" <<EOF
-http_port 127.0.0.1:$sq ssl-bump cert=$w/squid-ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
-sslcrtd_program /usr/lib/squid/security_file_certgen -s $w/ssl_db -M 16MB
+start_squid() { # start_squid NAME PORT ACCESS_LOG: squid NAME (its service name too) on PORT
+  /usr/lib/squid/security_file_certgen -c -s "$w/$1-ssl_db" -M 16MB > /dev/null
+  cat > "$w/$1.conf" <<EOF
+http_port 127.0.0.1:$2 ssl-bump cert=$w/squid-ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program /usr/lib/squid/security_file_certgen -s $w/$1-ssl_db -M 16MB
 sslcrtd_children 2 startup=1
 ssl_bump bump all
 tls_outgoing_options cafile=$w/ca.pem
@@ -103,18 +105,21 @@ http_access allow localhost
 http_access deny all
 cache deny all
 cache_mem 0 MB
-access_log none
-cache_log $w/squid-cache.log
-pid_filename $w/squid.pid
+access_log $3
+cache_log $w/$1-cache.log
+pid_filename $w/$1.pid
 coredump_dir $w
 workers 1
 client_persistent_connections on
 server_persistent_connections on
 EOF
-squid -f "$w/squid.conf" -N &
-sq_pid=$!
-pids+=($sq_pid)
-wait_port "$np"; wait_port "$nsp"; wait_port "$rp"; wait_port "$rpl"; wait_port "$sq"
+  chown -R proxy:proxy "$w" 2>/dev/null || true
+  chmod 755 "$w"
+  squid -f "$w/$1.conf" -n "$1" -N &
+}
+sq=$(port); start_squid squid "$sq" none; sq_pid=$!; pids+=($sq_pid)
+sql=$(port); start_squid squidlog "$sql" "daemon:$w/squid-access.log squid"; sql_pid=$!; pids+=($sql_pid)
+wait_port "$np"; wait_port "$nsp"; wait_port "$rp"; wait_port "$rpl"; wait_port "$sq"; wait_port "$sql"
 
 # CPU seconds (utime + stime) of a process and its descendants.
 tree() { local p=$1; echo "$p"; for c in $(pgrep -P "$p" || true); do tree "$c"; done; }
@@ -141,7 +146,7 @@ http_row() { # NAME PID PORT
   reqs=$(echo "$out" | awk '/requests in/ {print $1}')
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
-  python3 -c "print(f'| {\"$1\":13} | http:// | {float(\"$rps\"):9.0f} | {($after-$before)/$hz/$reqs*1e6:7.1f} µs | ${non2xx:-0} |')"
+  python3 -c "print(f'| {\"$1\":17} | http:// | {float(\"$rps\"):9.0f} | {($after-$before)/$hz/$reqs*1e6:7.1f} µs | ${non2xx:-0} |')"
   python3 -c "print('$1', 'http', ($after-$before)/$hz/$reqs*1e6)" >> "$w/cpu"
 }
 
@@ -153,7 +158,7 @@ connect_row() { # NAME PID PORT CA
   curl -s --no-progress-meter -Z --parallel-max 8 -x "http://127.0.0.1:$3" --cacert "$4" -K "$w/urls" -w '%{http_code}\n' > "$w/codes.$1" 2>/dev/null
   end=$(date +%s.%N); after=$(cpu "$2")
   local bad; bad=$(grep -vc '^200$' "$w/codes.$1" || true)
-  python3 -c "print(f'| {\"$1\":13} | CONNECT | {$k/($end-$start):9.0f} | {($after-$before)/$hz/$k*1e6:7.1f} µs | $bad |')"
+  python3 -c "print(f'| {\"$1\":17} | CONNECT | {$k/($end-$start):9.0f} | {($after-$before)/$hz/$k*1e6:7.1f} µs | $bad |')"
   python3 -c "print('$1', 'CONNECT', ($after-$before)/$hz/$k*1e6)" >> "$w/cpu"
 }
 
@@ -175,11 +180,13 @@ echo
 echo '| proxy | via | requests/s | CPU per request | not 2xx |'
 echo '| --- | --- | ---: | ---: | ---: |'
 http_row robots-proxy "$rp_pid" "$rp"
-http_row "+ access log" "$rpl_pid" "$rpl"
+http_row "robots-proxy, log" "$rpl_pid" "$rpl"
 http_row squid "$sq_pid" "$sq"
+http_row "squid, log" "$sql_pid" "$sql"
 connect_row robots-proxy "$rp_pid" "$rp" "$w/rp-state/ca-cert.pem"
-connect_row "+ access log" "$rpl_pid" "$rpl" "$w/rp-logged-state/ca-cert.pem"
+connect_row "robots-proxy, log" "$rpl_pid" "$rpl" "$w/rp-logged-state/ca-cert.pem"
 connect_row squid "$sq_pid" "$sq" "$w/squid-ca.crt"
+connect_row "squid, log" "$sql_pid" "$sql" "$w/squid-ca.crt"
 python3 - "$w/cpu" <<'EOF'
 import sys
 cpu = {}
@@ -188,13 +195,14 @@ for line in open(sys.argv[1]):
     cpu[(" ".join(name), via)] = float(us)
 print()
 for via in ("http", "CONNECT"):
-    sq = cpu[("squid", via)]
-    print(f"CPU per request over {via}, as a share of squid's: robots-proxy {cpu[('robots-proxy', via)] / sq:.2f}, "
-          f"with its access log {cpu[('+ access log', via)] / sq:.2f}")
+    print(f"CPU per request over {via}, robots-proxy's as a share of squid's: without access logs "
+          f"{cpu[('robots-proxy', via)] / cpu[('squid', via)]:.2f}, both writing theirs "
+          f"{cpu[('robots-proxy, log', via)] / cpu[('squid, log', via)]:.2f}")
 EOF
 read -r direct via_rp via_sq < <(p50s)
 python3 -c "print(); print(f'p50 of a new connection\'s request: direct {$direct*1e3:.2f} ms; added by robots-proxy {($via_rp-$direct)*1e3:.2f} ms, by squid {($via_sq-$direct)*1e3:.2f} ms')"
 echo
-echo "robots-proxy's bench config (\"+ access log\": the same at level = \"info\", its JSON request"
+echo "robots-proxy's bench config (\"robots-proxy, log\": the same at level = \"info\", its JSON request"
 echo "lines written to a file, $(grep -c '"message":"request"' "$w/rp-logged.log") of them):"; sed 's/^/    /' "$w/robots-proxy.toml"
-echo "squid's:"; grep -v '^$' "$w/squid.conf" | sed 's/^/    /'
+echo "squid's (\"squid, log\": the same with access_log daemon:…, $(wc -l < "$w/squid-access.log") lines by the end):"
+grep -v '^$' "$w/squid.conf" | sed 's/^/    /'

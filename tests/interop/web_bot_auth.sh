@@ -31,7 +31,7 @@ wait_port "$kdp" "$wba/proxy.log"
 curl -s -D "$wba/dir.head" -o "$wba/dir.json" --cacert "$web/ca.pem" \
   "$https_site/.well-known/http-message-signatures-directory" || true
 check "web bot auth: nginx publishes the key directory over HTTPS, signed over its Host" bash -c \
-  "grep -q '^HTTP/1.1 200' '$wba/dir.head' &&
+  "grep -qE '^HTTP/(1.1|2) 200' '$wba/dir.head' &&
    grep -qi '^content-type: application/http-message-signatures-directory+json' '$wba/dir.head' &&
    grep -qi '^signature-input: binding0=(\"@authority\";req);.*tag=\"http-message-signatures-directory\"' '$wba/dir.head' &&
    grep -q '\"kty\":\"OKP\"' '$wba/dir.json'"
