@@ -5,14 +5,13 @@
 //! own (`local`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::entry::{newest, store_down, Good};
 use super::{Entry, Local, Miss, Outcomes, Settings};
-use crate::fetch::FetchOutcome;
+use crate::fetch::{FetchOutcome, Validators};
 use crate::store::{Kind, Record, RobotsTurn, Store, Stored};
 use crate::target::HostKey;
 
@@ -51,18 +50,17 @@ impl Fleet {
                 s.entry_from_stored(stored, (local_good, miss.server.name.scheme))
             }
             Ok(RobotsTurn::Fetch { lock, stored }) => {
-                let outcome = self.here.fetch_outcome(&miss).await;
+                // The newest copy this process or the fleet holds: asked
+                // about by its validators, a `304` renews it.
+                let known = newest(local_good, stored.and_then(|st| s.good_from(st)));
+                let outcome = self.here.fetch_outcome_since(&miss, known.as_ref()).await;
                 if store.refuses() {
                     // The store went away during the fetch, which the gate
                     // therefore refused: not an outcome to keep.
                     return store_down();
                 }
-                // A `304` renews the copy this process asked about; the
-                // fleet is told its body.
-                let good = match outcome {
-                    FetchOutcome::NotModified(_) => local_good,
-                    _ => newest(local_good, stored.and_then(|st| s.good_from(st.good))),
-                };
+                // The fleet is told the body (a `304`'s: the renewed one).
+                let good = known;
                 let _ = lock.write(&s.record(&outcome, good.as_ref())).await;
                 s.entry_at(
                     (outcome, miss.server.name.scheme),
@@ -97,6 +95,11 @@ impl Settings {
     /// renews).
     fn record(&self, outcome: &FetchOutcome, good: Option<&Good>) -> Record {
         let keep_good = self.config.ttl.saturating_add(self.config.max_stale);
+        let validators = match (outcome, good) {
+            (FetchOutcome::FoundFor(_, _, validators), _) => Some(validators),
+            (FetchOutcome::NotModified(_), Some(good)) => Some(&good.validators),
+            _ => None,
+        };
         let (kind, why, body, fresh_for) = match (outcome, good) {
             (FetchOutcome::Found(body) | FetchOutcome::FoundFor(body, ..), _) => (
                 Kind::Found,
@@ -132,14 +135,18 @@ impl Settings {
             body,
             fresh_for,
             keep_good,
+            etag: validators.and_then(|v| v.etag.as_deref().map(String::from)),
+            last_modified: validators.and_then(|v| v.last_modified.as_deref().map(String::from)),
         }
     }
 
-    /// A body the store kept, parsed, with when it was fetched.
-    fn good_from(&self, good: Option<(Vec<u8>, Duration)>) -> Option<Good> {
-        let (body, age) = good?;
+    /// The body the store kept, parsed, with when it was fetched and its
+    /// validators (unusable ones, written by another client, dropped).
+    fn good_from(&self, stored: Stored) -> Option<Good> {
+        let (body, age) = stored.good?;
         let at = Instant::now().checked_sub(age)?;
-        Some(super::entry::good(body, at, Default::default()))
+        let validators = Validators::new(stored.etag.as_deref(), stored.last_modified.as_deref());
+        Some(super::entry::good(body, at, validators))
     }
 
     /// The entry for what another proxy fetched.
@@ -163,13 +170,16 @@ impl Settings {
         let fetched = fetched_ago
             .and_then(|age| Instant::now().checked_sub(age))
             .unwrap_or_else(Instant::now);
-        let good = newest(local_good, self.good_from(stored.good));
-        self.entry_at((outcome, scheme), (fetched, stored.fresh_for), good)
+        let fresh_for = stored.fresh_for;
+        let good = newest(local_good, self.good_from(stored));
+        self.entry_at((outcome, scheme), (fetched, fresh_for), good)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn settings() -> Settings {
@@ -208,8 +218,49 @@ mod tests {
         assert_eq!(kept.kind, Kind::Found);
         assert_eq!(kept.body, b"User-agent: *\nDisallow: /p\n");
         assert_eq!(kept.fresh_for, Duration::from_secs(600));
+        assert_eq!(
+            kept.etag.as_deref(),
+            Some("\"v1\""),
+            "the renewed copy's validator"
+        );
         let unasked = s.record(&FetchOutcome::NotModified(Duration::from_secs(600)), None);
         assert_eq!(unasked.kind, Kind::Unreachable);
         assert!(unasked.body.is_empty());
+    }
+
+    /// A copy the fleet kept carries its validators to the next proxy's
+    /// conditional fetch; ones another client wrote that no server would
+    /// send are dropped.
+    #[tokio::test(start_paused = true)]
+    async fn the_fleets_copy_keeps_its_validators() {
+        let s = settings();
+        let found = FetchOutcome::FoundFor(
+            b"User-agent: *\nDisallow: /p\n".to_vec(),
+            Duration::from_secs(600),
+            Validators::new(Some("\"v2\""), Some("Wed, 25 Nov 2026 10:00:00 GMT")),
+        );
+        let record = s.record(&found, None);
+        assert_eq!(record.etag.as_deref(), Some("\"v2\""));
+        assert_eq!(
+            record.last_modified.as_deref(),
+            Some("Wed, 25 Nov 2026 10:00:00 GMT")
+        );
+        let stored = |etag: &str| Stored {
+            kind: Kind::Found,
+            why: String::new(),
+            fresh_for: Duration::ZERO,
+            good: Some((record.body.clone(), Duration::from_secs(5))),
+            etag: Some(etag.into()),
+            last_modified: None,
+        };
+        let good = s.good_from(stored("\"v2\"")).unwrap();
+        assert_eq!(good.validators.etag.as_deref(), Some("\"v2\""));
+        let junk = s.good_from(stored("\"v2\"\r\nX-Injected: 1")).unwrap();
+        assert!(
+            junk.validators.is_empty(),
+            "a validator with control bytes is not sent"
+        );
+        let long = s.good_from(stored(&"x".repeat(4096))).unwrap();
+        assert!(long.validators.is_empty());
     }
 }

@@ -91,9 +91,16 @@ impl Local {
     /// The outcome of this process's fetch, counted: conditional when this
     /// process's last good copy names its version (a `304` renews it).
     async fn fetch_outcome(&self, miss: &Miss<'_>) -> FetchOutcome {
+        self.fetch_outcome_since(miss, miss.previous.and_then(|p| p.good.as_ref()))
+            .await
+    }
+
+    /// The outcome of this process's fetch, counted: conditional when
+    /// `known`, the newest copy at hand, names its version.
+    async fn fetch_outcome_since(&self, miss: &Miss<'_>, known: Option<&Good>) -> FetchOutcome {
         self.fetches.fetch_add(1, Ordering::Relaxed);
         let fetcher = &miss.settings.fetcher;
-        match miss.previous.and_then(|p| p.good.as_ref()) {
+        match known {
             Some(good) if !good.validators.is_empty() => {
                 fetcher
                     .fetch_since(miss.server, miss.name, &good.validators)

@@ -55,6 +55,10 @@ pub struct Record {
     pub fresh_for: Duration,
     /// How long a good body is kept past its fetch, for stale-if-error.
     pub keep_good: Duration,
+    /// The good body's validators (`ETag`, `Last-Modified`), for the next
+    /// proxy's conditional fetch.
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
 }
 
 /// What the store holds for a host.
@@ -66,13 +70,16 @@ pub struct Stored {
     pub fresh_for: Duration,
     /// The last good body and how long ago it was fetched.
     pub good: Option<(Vec<u8>, Duration)>,
+    /// Its validators, as written (the cache checks them).
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
 }
 
 const READ: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local v = redis.call('HMGET', KEYS[1], 'k', 'why', 'until', 'body', 'good_at')
-return {string.format('%.0f', now), v[1], v[2], v[3], v[4], v[5]}
+local v = redis.call('HMGET', KEYS[1], 'k', 'why', 'until', 'body', 'good_at', 'etag', 'lm')
+return {string.format('%.0f', now), v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
 "#;
 
 const WRITE: &str = r#"
@@ -82,8 +89,11 @@ local fresh, keep_good = tonumber(ARGV[3]), tonumber(ARGV[5])
 redis.call('HSET', KEYS[1], 'k', ARGV[1], 'why', ARGV[2], 'until', string.format('%.0f', now + fresh))
 if ARGV[1] == 'f' then
   redis.call('HSET', KEYS[1], 'body', ARGV[4], 'good_at', string.format('%.0f', now))
+  redis.call('HDEL', KEYS[1], 'etag', 'lm')
+  if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'etag', ARGV[8]) end
+  if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'lm', ARGV[9]) end
 elseif ARGV[1] == 'm' then
-  redis.call('HDEL', KEYS[1], 'body', 'good_at')
+  redis.call('HDEL', KEYS[1], 'body', 'good_at', 'etag', 'lm')
 end
 local keep = fresh
 local good_at = tonumber(redis.call('HGET', KEYS[1], 'good_at'))
@@ -117,6 +127,8 @@ type Fields = (
     Option<String>,
     Option<Vec<u8>>,
     Option<String>,
+    Option<String>,
+    Option<String>,
 );
 
 impl Store {
@@ -128,7 +140,7 @@ impl Store {
     pub async fn read_robots(&self, tag: &str) -> Result<Option<Stored>, StoreError> {
         let (key, _) = self.robots_keys(tag);
         let mut conn = self.connection();
-        let (now, kind, why, until, body, good_at): Fields = self
+        let (now, kind, why, until, body, good_at, etag, last_modified): Fields = self
             .run(StoreOp::Robots, async move {
                 scripts().0.key(&key).invoke_async(&mut conn).await
             })
@@ -169,11 +181,18 @@ impl Store {
             self.metrics.store_event(crate::metrics::StoreEvent::Junk);
             tracing::warn!(key = %tag, "the fleet store's robots.txt record holds times that are no numbers in bounds (written by another client?): read as stale");
         }
+        // Validators belong to the good body: none without it.
+        let (etag, last_modified) = match good {
+            Some(_) => (etag, last_modified),
+            None => (None, None),
+        };
         Ok(Some(Stored {
             kind,
             why: why.unwrap_or_default(),
             fresh_for,
             good,
+            etag,
+            last_modified,
         }))
     }
 
@@ -223,7 +242,9 @@ impl Store {
             .arg(&record.body[..])
             .arg(micros(record.keep_good).min(never))
             .arg(token.unwrap_or(""))
-            .arg(self.channel());
+            .arg(self.channel())
+            .arg(record.etag.as_deref().unwrap_or(""))
+            .arg(record.last_modified.as_deref().unwrap_or(""));
         self.run(StoreOp::Robots, async move {
             call.invoke_async::<i64>(&mut conn).await
         })

@@ -1593,3 +1593,67 @@ async fn one_proxy_s_429_holds_the_site_for_the_whole_fleet() {
     );
     assert_eq!(origin.targets(), ["/robots.txt", "/busy"]);
 }
+
+/// The fleet's copy of a web robots.txt keeps its `ETag`: once it is stale,
+/// a proxy that never fetched it itself asks the site conditionally, and a
+/// `304` renews the fleet's copy, whose rules still decide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn a_stale_fleet_copy_is_asked_for_again_conditionally() {
+    use crate::common::web::{WebClient, WebOrigin};
+    let redis = RedisServer::start();
+    let origin = WebOrigin::start_asked(|path, asked| match path {
+        "/robots.txt" if asked.get("if-none-match").is_some_and(|v| v == "\"v1\"") => {
+            (304, vec![("etag", "\"v1\"".into())], vec![])
+        }
+        "/robots.txt" => (
+            200,
+            vec![("etag", "\"v1\"".into())],
+            b"User-agent: *\nDisallow: /private/\n".to_vec(),
+        ),
+        _ => (200, vec![], b"page".to_vec()),
+    })
+    .await;
+    let proxies = web_fleet(&redis, Some(Duration::ZERO)).await;
+    let mut one = WebClient::connect(proxies[0].addr(Listener::Http)).await;
+    assert_eq!(one.get(&origin.url("/a"), &[]).await.status, 200);
+    // The fleet's copy, made stale as time would.
+    let mut conn = redis.connection().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("test:{r/*}:robots")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let etag: Option<String> = redis::cmd("HGET")
+        .arg(&keys[0])
+        .arg("etag")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        etag.as_deref(),
+        Some("\"v1\""),
+        "the fleet keeps the validator"
+    );
+    let _: i64 = redis::cmd("HSET")
+        .arg(&keys[0])
+        .arg("until")
+        .arg("0")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut two = WebClient::connect(proxies[1].addr(Listener::Http)).await;
+    let refused = two.get(&origin.url("/private/x"), &[]).await;
+    assert_eq!(refused.status, 403, "the renewed copy's rules: {refused:?}");
+    assert_eq!(two.get(&origin.url("/b"), &[]).await.status, 200);
+    let robots: Vec<_> = origin
+        .seen()
+        .into_iter()
+        .filter(|s| s.target == "/robots.txt")
+        .collect();
+    assert_eq!(robots.len(), 2, "{:?}", origin.targets());
+    assert!(robots[0].headers.get("if-none-match").is_none());
+    assert_eq!(robots[1].headers["if-none-match"], "\"v1\"");
+    assert_eq!(origin.targets(), ["/robots.txt", "/a", "/robots.txt", "/b"]);
+}
