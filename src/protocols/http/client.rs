@@ -106,6 +106,11 @@ where
         }
     }
 
+    /// Whether its connection is shared by requests at once (HTTP/2).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Sender::H2(_))
+    }
+
     /// A second sender on the same connection, if it can share one (HTTP/2).
     pub fn shared(&self) -> Option<Sender<B>> {
         match self {

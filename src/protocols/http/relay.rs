@@ -88,10 +88,54 @@ impl KeptConn {
     }
 }
 
+/// What sending on a connection gave.
+enum Sent {
+    Answered(Response<Incoming>),
+    /// The connection could not take the request (closed meanwhile): given
+    /// back unsent, with the refusal it means if no other connection does.
+    Unsent(Request<RelayBody>, Refusal),
+}
+
+/// `asked` sent on `kept`, in its HTTP's form, answered within `idle`; or
+/// the refusal saying why not.
+async fn send(
+    kept: &mut KeptConn,
+    mut asked: Request<RelayBody>,
+    target: &Target,
+    idle: Duration,
+) -> Result<Sent, Refusal> {
+    fit(&mut asked, &kept.sender, target);
+    let failed = |why: String| {
+        Refusal::Upstream(UpstreamFailure::Answer {
+            authority: target.authority(),
+            why,
+        })
+    };
+    match tokio::time::timeout(idle, kept.sender.try_send(asked)).await {
+        Ok(Ok(response)) => Ok(Sent::Answered(response)),
+        Ok(Err(mut e)) => match e.take_message() {
+            Some(unsent) => Ok(Sent::Unsent(unsent, failed(e.into_error().to_string()))),
+            None => Err(failed(e.into_error().to_string())),
+        },
+        Err(_) => Err(Refusal::Upstream(UpstreamFailure::Silent {
+            authority: target.authority(),
+            after: idle,
+        })),
+    }
+}
+
 /// `request` in the form `sender`'s HTTP sends it: HTTP/1.1 in origin form
 /// with `Host`; HTTP/2 with the target's scheme and authority in the URI
-/// (its `:scheme` and `:authority`) and no `Host`.
+/// (its `:scheme` and `:authority`) and no `Host`. A request already in
+/// that form ([`upstream_request`] makes HTTP/1.1's) is left as it is.
 fn fit(request: &mut Request<RelayBody>, sender: &Sender<RelayBody>, target: &Target) {
+    let wanted = match sender {
+        Sender::H1(_) => Version::HTTP_11,
+        Sender::H2(_) => Version::HTTP_2,
+    };
+    if request.version() == wanted {
+        return;
+    }
     let path = request
         .uri()
         .path_and_query()
@@ -216,24 +260,9 @@ pub async fn relay(
                 continue;
             }
             kept.share(&ctx, server);
-            fit(&mut asked, &kept.sender, target);
-            match tokio::time::timeout(idle, kept.sender.try_send(asked)).await {
-                Ok(Ok(response)) => return Ok((response, kept)),
-                Ok(Err(mut e)) => match e.take_message() {
-                    Some(unsent) => asked = unsent,
-                    None => {
-                        return Err(Refusal::Upstream(UpstreamFailure::Answer {
-                            authority: target.authority(),
-                            why: e.into_error().to_string(),
-                        }))
-                    }
-                },
-                Err(_) => {
-                    return Err(Refusal::Upstream(UpstreamFailure::Silent {
-                        authority: target.authority(),
-                        after: idle,
-                    }))
-                }
+            match send(&mut kept, asked, target, idle).await? {
+                Sent::Answered(response) => return Ok((response, kept)),
+                Sent::Unsent(unsent, _) => asked = unsent,
             }
         }
         let ((sender, connection), peer) = match target.scheme {
@@ -261,24 +290,10 @@ pub async fn relay(
             peer,
         };
         kept.share(&ctx, server);
-        fit(&mut asked, &kept.sender, target);
-        let answer = tokio::time::timeout(idle, kept.sender.try_send(asked)).await;
-        let response = match answer {
-            Ok(Ok(response)) => response,
-            Ok(Err(e)) => {
-                return Err(Refusal::Upstream(UpstreamFailure::Answer {
-                    authority: target.authority(),
-                    why: e.into_error().to_string(),
-                }))
-            }
-            Err(_) => {
-                return Err(Refusal::Upstream(UpstreamFailure::Silent {
-                    authority: target.authority(),
-                    after: idle,
-                }))
-            }
-        };
-        Ok((response, kept))
+        match send(&mut kept, asked, target, idle).await? {
+            Sent::Answered(response) => Ok((response, kept)),
+            Sent::Unsent(_, refusal) => Err(refusal),
+        }
     };
     let (response, connection) = match exchange.await {
         Ok(answered) => answered,
@@ -468,7 +483,7 @@ impl Relayed {
         self.clean = true;
         if let Some(kept) = self.upstream.take() {
             // An HTTP/2 connection was kept, shared, when this request began.
-            let shared = kept.shared().is_some();
+            let shared = kept.sender.is_shared();
             if let Some(peer) = kept.peer.filter(|_| self.keep && !shared) {
                 if !kept.sender.is_closed() {
                     let ctx = &self.finish.ctx;
