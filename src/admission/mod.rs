@@ -151,21 +151,29 @@ pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admit
             .await
         }
     };
-    match turn {
-        Ok((permit, _)) => {
-            holds.started();
-            Ok(Admitted {
-                server,
-                permit,
-                spacing: spacing.0,
-                waited: asked_at.elapsed(),
-                holds,
-                report,
-                robots,
-            })
+    let permit = match turn {
+        Ok((permit, _)) => permit,
+        Err(refusal) => return Err(refused(refusal, server, robots)),
+    };
+    // What robots.txt says may have changed while it waited: the copy
+    // cached now decides again (never fetched for this). Boxed: the cache's
+    // lookup would size every waiting request.
+    if let Err(refusal) = Box::pin(robots_again(ctx, (&server, bot, target), &entry)).await {
+        match reporting && crate::report::reportable(&refusal) {
+            true => report.add(Would::Refuse(refusal)),
+            false => return Err(refused(refusal, server, robots)),
         }
-        Err(refusal) => Err(refused(refusal, server, robots)),
     }
+    holds.started();
+    Ok(Admitted {
+        server,
+        permit,
+        spacing: spacing.0,
+        waited: asked_at.elapsed(),
+        holds,
+        report,
+        robots,
+    })
 }
 
 /// Step 1: the host's addresses, each allowed by the proxy's address rules;
@@ -264,6 +272,26 @@ fn robots_decide(
         }
     }
     Ok(None)
+}
+
+/// After the turn: the robots.txt cached for the host now, if another than
+/// `decided` (refreshed while the request waited: it became unreachable, or
+/// says otherwise), decides again; read from the cache, never fetched.
+async fn robots_again(
+    ctx: &Admission,
+    (server, bot, target): (&Server, BotId, &Target),
+    decided: &Arc<Entry>,
+) -> Result<(), Refusal> {
+    let Some(mut now) = ctx.robots.peek(&server.name).await else {
+        return Ok(());
+    };
+    if Arc::ptr_eq(&now, decided) || now.fresh_until() == decided.fresh_until() {
+        return Ok(());
+    }
+    if now.generation() != ctx.generation {
+        now = now.for_generation(ctx.generation, &ctx.config.bots.profiles());
+    }
+    robots_decide(ctx, server, bot, target, &now).map(drop)
 }
 
 /// Step 4: the host's turn. Spaced by `delay`, this bot's spacing

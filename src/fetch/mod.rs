@@ -98,7 +98,7 @@ impl<F: RobotsFetcher> RobotsFetcher for Polite<F> {
                     outcome
                 }
                 Err(slow) => FetchOutcome::Unreachable {
-                    why: "the host's politeness queue is longer than max_wait".to_string(),
+                    why: "its turn at the host is more than max_wait away: a queue, or the host asked to slow down".to_string(),
                     retry_after: Some(slow.retry_after),
                 },
             }

@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use super::slowed::Site;
+
 /// `[politeness]`'s back-off keys.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WebBackoff {
@@ -63,21 +65,16 @@ impl WebBackoff {
 /// forgiven are dropped, and a site not remembered starts from `first`.
 pub const MAX_REMEMBERED: usize = 65_536;
 
-/// Each site's back-off level (`host:port`) and when its last `429` or
-/// `503` came, kept apart from the gates: a request admitted by the fleet's
-/// gate has no gate here, and its site must back off all the same.
+/// Each site's back-off level (its host name: every port, both schemes,
+/// as its gate) and when its last `429` or `503` came, kept apart from the
+/// gates: a request admitted by the fleet's gate has no gate here, and its
+/// site must back off all the same.
 #[derive(Default)]
-pub struct Levels(std::collections::HashMap<(String, u16), (u32, tokio::time::Instant)>);
+pub struct Levels(std::collections::HashMap<Site, (u32, tokio::time::Instant)>);
 
 impl Levels {
     /// The level of a `429`/`503` from `site` now, noted.
-    pub fn next(
-        &mut self,
-        site: (&str, u16),
-        backoff: &WebBackoff,
-        now: tokio::time::Instant,
-    ) -> u32 {
-        let key = (site.0.to_string(), site.1);
+    pub fn next(&mut self, key: Site, backoff: &WebBackoff, now: tokio::time::Instant) -> u32 {
         let before = self.0.get(&key).copied();
         let level = backoff.next_level(
             before.map_or(0, |(level, _)| level),
@@ -109,6 +106,14 @@ pub fn noise() -> f64 {
 mod tests {
     use super::*;
 
+    fn site(host: &str) -> Site {
+        Site::of(&crate::target::HostKey {
+            scheme: crate::target::Scheme::Https,
+            host: host.into(),
+            port: 443,
+        })
+    }
+
     #[test]
     fn it_doubles_to_the_cap_and_is_forgiven() {
         let b = WebBackoff {
@@ -137,17 +142,17 @@ mod tests {
         let now = tokio::time::Instant::now();
         let mut levels = Levels::default();
         for i in 0..MAX_REMEMBERED + 10 {
-            assert_eq!(levels.next((&format!("h{i}"), 443), &b, now), 1);
+            assert_eq!(levels.next(site(&format!("h{i}")), &b, now), 1);
         }
         assert_eq!(levels.0.len(), MAX_REMEMBERED);
         assert_eq!(
-            levels.next(("h1", 443), &b, now),
+            levels.next(site("h1"), &b, now),
             2,
             "one remembered doubles"
         );
         // Forgiven ones make room.
         let later = now + b.forgive;
-        assert_eq!(levels.next(("new", 443), &b, later), 1);
+        assert_eq!(levels.next(site("new"), &b, later), 1);
         assert_eq!(levels.0.len(), 1);
     }
 

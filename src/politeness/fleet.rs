@@ -9,8 +9,9 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::slowed::Site;
 use super::{GateBy, Local, Permit, SlowDown, Turns};
-use crate::store::{GateAsk, Lease, OnUnavailable, Store};
+use crate::store::{GateAsk, Lease, OnUnavailable, SlowedAs, Store};
 use crate::target::Server;
 
 /// A request admitted by the shared gate: its lease, and what an upstream's
@@ -19,9 +20,38 @@ pub(super) struct Shared {
     store: Arc<Store>,
     lease: Lease,
     tag: String,
-    /// The server (host:port) whose slow-down an upstream's answer sets.
-    server: String,
+    /// Whose slow-down an upstream's answer sets.
+    server: Named,
     delay: Duration,
+}
+
+/// A site's slow-down as the shared gate names it ([`SlowedAs`]), owned.
+pub(super) struct Named {
+    site: String,
+    legacy: Option<String>,
+}
+
+impl Named {
+    /// A web site: its host, and as a proxy of the previous version named
+    /// it (`host:port`: this request's port); a small-web server:
+    /// `host:port`.
+    fn of(server: &Server) -> Named {
+        Named {
+            site: Site::of(&server.name).to_string(),
+            legacy: server
+                .name
+                .scheme
+                .is_web()
+                .then(|| format!("{}:{}", server.name.host, server.name.port)),
+        }
+    }
+
+    fn as_slowed(&self) -> SlowedAs<'_> {
+        SlowedAs {
+            site: &self.site,
+            legacy: self.legacy.as_deref(),
+        }
+    }
 }
 
 impl Shared {
@@ -29,7 +59,12 @@ impl Shared {
     pub(super) async fn slow_down(&self, seconds: Option<Duration>, max_delay: Option<Duration>) {
         let _ = self
             .store
-            .slow_down((&self.tag, &self.server), seconds, self.delay, max_delay)
+            .slow_down(
+                (&self.tag, self.server.as_slowed()),
+                seconds,
+                self.delay,
+                max_delay,
+            )
             .await;
     }
 
@@ -37,7 +72,10 @@ impl Shared {
     /// the shared gate was backed off).
     pub(super) async fn recovered(&self) {
         if self.lease.backed_off() {
-            let _ = self.store.recovered((&self.tag, &self.server)).await;
+            let _ = self
+                .store
+                .recovered((&self.tag, self.server.as_slowed()))
+                .await;
         }
     }
 }
@@ -56,7 +94,7 @@ impl Fleet {
     }
 
     /// A request admitted by the shared gate of `tag`, holding `lease`.
-    fn permit(&self, lease: Lease, (tag, server): (String, String), delay: Duration) -> Permit {
+    fn permit(&self, lease: Lease, (tag, server): (String, Named), delay: Duration) -> Permit {
         Permit {
             gate: self.here.clone(),
             id: 0,
@@ -126,11 +164,6 @@ pub fn fleet_tag(by: GateBy, server: &Server) -> String {
     }
 }
 
-/// A server as the shared gate names its own slow-down: `host:port`.
-fn server_name(server: &Server) -> String {
-    format!("{}:{}", server.name.host, server.name.port)
-}
-
 /// The answer while the store is down and requests are refused.
 fn store_down(delay: Duration) -> SlowDown {
     SlowDown {
@@ -160,9 +193,9 @@ impl Fleet {
             };
         }
         let tag = fleet_tag(config.key, server);
-        let name = server_name(server);
+        let name = Named::of(server);
         match store
-            .admit((&tag, &name), ask(&config, delay, hold, by))
+            .admit((&tag, name.as_slowed()), ask(&config, delay, hold, by))
             .await
         {
             Ok(Ok(lease)) => {

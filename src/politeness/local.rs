@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::slowed::{backoff_spacing, Slowed};
+use super::slowed::{backoff_spacing, Site, Slowed};
 use super::{
     after, aliases, Alias, GateBy, GateId, GateView, Permit, PolitenessConfig, SlowDown, Turns,
 };
@@ -157,6 +157,10 @@ enum Wait {
     Woken,
     /// Its gate is gone.
     Gone,
+    /// Its server asked to be slowed down while it waited: it has left the
+    /// queue (so the other servers on the machine keep their turns), and
+    /// may join again no sooner than this.
+    Slowed(Instant),
 }
 
 /// Removes a waiter that gives up (or whose client went away) from its queue.
@@ -273,66 +277,97 @@ impl Local {
         let deadline = after(Instant::now(), max_wait);
         // A server that asked to be slowed down is waited for before its
         // request joins the machine's queue, so it never holds up the other
-        // servers on that machine from the head of the queue.
-        let id = loop {
-            let max_wait = deadline.saturating_duration_since(Instant::now());
-            match self.enqueue(&config, server, (delay, hold), (ticket, max_wait), &wake)? {
-                Queued::Joined(id) => break id,
-                Queued::SlowedUntil(ready) if ready > deadline => {
-                    return Err(SlowDown {
-                        retry_after: ready.saturating_duration_since(Instant::now()),
-                    });
-                }
-                // Boxed: rare, and inline its timer would size every admission.
-                Queued::SlowedUntil(ready) => Box::pin(tokio::time::sleep_until(ready)).await,
-            }
-        };
-        let mut place = InQueue {
-            gate: self,
-            id,
-            ticket,
-            admitted: false,
-        };
+        // servers on that machine from the head of the queue; and looked at
+        // again when the request's turn comes (a `44`, a `429` that came
+        // while it waited): it leaves the queue then, and joins again when
+        // that slow-down has passed, within what is left of its own bound.
         loop {
-            let sleep_until = match self.try_start(&config, id, ticket, &server.name) {
-                Ok((started, behind)) => {
-                    place.admitted = true;
-                    return Ok(Permit {
-                        gate: self.clone(),
-                        id,
-                        shared: None,
-                        started,
-                        behind,
-                    });
-                }
-                Err(Wait::Gone) => {
-                    return Err(SlowDown {
-                        retry_after: Duration::from_secs(1),
-                    })
-                }
-                Err(Wait::Until(t)) => Some(t),
-                Err(Wait::Woken) => None,
+            let id = self
+                .join(&config, server, (delay, hold), (ticket, deadline), &wake)
+                .await?;
+            let mut place = InQueue {
+                gate: self,
+                id,
+                ticket,
+                admitted: false,
             };
-            let woken = async {
-                match sleep_until {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => wake.notified().await,
+            let ready = loop {
+                let sleep_until = match self.try_start(&config, id, ticket, &server.name) {
+                    Ok((started, behind)) => {
+                        place.admitted = true;
+                        return Ok(Permit {
+                            gate: self.clone(),
+                            id,
+                            shared: None,
+                            started,
+                            behind,
+                        });
+                    }
+                    Err(Wait::Gone) => {
+                        return Err(SlowDown {
+                            retry_after: Duration::from_secs(1),
+                        })
+                    }
+                    Err(Wait::Slowed(ready)) => break ready,
+                    Err(Wait::Until(t)) => Some(t),
+                    Err(Wait::Woken) => None,
+                };
+                let woken = async {
+                    match sleep_until {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => wake.notified().await,
+                    }
+                };
+                // The estimate said the turn comes within max_wait; if a slow
+                // request ahead held the slot longer, give up then rather
+                // than hold forever.
+                if tokio::time::timeout_at(deadline.max(Instant::now()), woken)
+                    .await
+                    .is_err()
+                {
+                    let retry_after = self
+                        .config
+                        .load()
+                        .delay_for(None)
+                        .max(Duration::from_secs(1));
+                    return Err(SlowDown { retry_after });
                 }
             };
-            // The estimate said the turn comes within max_wait; if a slow request
-            // ahead held the slot longer, give up then rather than hold forever.
-            if tokio::time::timeout_at(deadline.max(Instant::now()), woken)
-                .await
-                .is_err()
-            {
-                let retry_after = self
-                    .config
-                    .load()
-                    .delay_for(None)
-                    .max(Duration::from_secs(1));
-                return Err(SlowDown { retry_after });
+            drop(place);
+            Self::wait_out(ready, deadline).await?;
+        }
+    }
+
+    /// Joins `server`'s queue, first waiting out its own slow-down (no later
+    /// than `deadline`).
+    async fn join(
+        &self,
+        config: &PolitenessConfig,
+        server: &Server,
+        spacing: (Option<Duration>, Duration),
+        (ticket, deadline): (u64, Instant),
+        wake: &Arc<Notify>,
+    ) -> Result<GateId, SlowDown> {
+        loop {
+            let max_wait = deadline.saturating_duration_since(Instant::now());
+            match self.enqueue(config, server, spacing, (ticket, max_wait), wake)? {
+                Queued::Joined(id) => return Ok(id),
+                Queued::SlowedUntil(ready) => Self::wait_out(ready, deadline).await?,
             }
         }
+    }
+
+    /// Sleeps until a server's slow-down has passed at `ready`; "slow down"
+    /// at once when that is past `deadline`.
+    async fn wait_out(ready: Instant, deadline: Instant) -> Result<(), SlowDown> {
+        if ready > deadline {
+            return Err(SlowDown {
+                retry_after: ready.saturating_duration_since(Instant::now()),
+            });
+        }
+        // Boxed: rare, and inline its timer would size every admission.
+        Box::pin(tokio::time::sleep_until(ready)).await;
+        Ok(())
     }
 
     /// Joins the queue of `server`'s gate (made if new) and returns the gate;
@@ -394,6 +429,16 @@ impl Local {
         let at_head = head.is_some();
         let delay = head.map_or(host.delay, |w| w.delay);
         let now = Instant::now();
+        // Its server's own slow-down, looked at again now: one that came
+        // while it waited sends it out of the queue until it has passed.
+        if at_head {
+            let ready = host.slowed(server).and_then(|s| s.ready_at(delay, config));
+            if let Some(ready) = ready.filter(|t| *t > now) {
+                host.queue.pop_front();
+                host.wake_head();
+                return Err(Wait::Slowed(ready));
+            }
+        }
         let next = host.next_start(delay);
         let slot_free = host.in_flight < config.per_host_concurrency;
         if at_head && slot_free && next.is_none_or(|t| t <= now) {
@@ -441,7 +486,7 @@ impl Local {
                     .web_levels
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .next((&server.host, server.port), &config.web_backoff, now);
+                    .next(Site::of(server), &config.web_backoff, now);
                 let hold =
                     config
                         .web_backoff
@@ -458,8 +503,7 @@ impl Local {
             Some(at) => at,
             None => {
                 host.slowed.push(Slowed {
-                    host: server.host.clone(),
-                    port: server.port,
+                    site: Site::of(server),
                     backoff: 1,
                     not_before: None,
                     last_start: host.last_start.unwrap_or(now),

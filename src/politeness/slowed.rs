@@ -1,6 +1,8 @@
-//! A server's own slow-down (an upstream `44`): kept per server (host and
-//! port) on its machine's gate, so one capsule's `44` holds back that capsule
-//! and not its neighbours, and bounded by `politeness.max_slow_down`.
+//! A server's own slow-down (an upstream `44`, a web site's `429` or
+//! `503`): kept for whom it holds ([`Site`]) on the gate, so one capsule's
+//! `44` holds back that capsule and not its neighbours, a web site's `429`
+//! holds the whole site (both schemes, every port, as its gate), and bounded
+//! by `politeness.max_slow_down`.
 
 use std::time::Duration;
 
@@ -9,13 +11,52 @@ use tokio::time::Instant;
 use super::{after, PolitenessConfig};
 use crate::target::HostKey;
 
-/// A server (host and port) on a gate's machine that asked to be slowed
-/// down. Its slow-down holds back requests to it, not to the other virtual
-/// hosts sharing its address: spacing is per machine, a slow-down per
-/// server that asked (one capsule's `44` must not stop its neighbours).
+/// Whom a slow-down holds, keyed like the gate: on the web, a site (its
+/// host name: `http://H:P1` and `https://H:P2` are one site, one visitor);
+/// on the small web, one server (host and port) on its machine's gate.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Site {
+    host: String,
+    /// `None`: every port, both of the web's schemes.
+    port: Option<u16>,
+}
+
+impl Site {
+    /// Whom a slow-down `server` answered holds.
+    pub fn of(server: &HostKey) -> Site {
+        Site {
+            host: server.host.clone(),
+            port: (!server.scheme.is_web()).then_some(server.port),
+        }
+    }
+
+    /// Whether a request to `server` is held by this site's slow-down.
+    pub fn holds(&self, server: &HostKey) -> bool {
+        self.host == server.host
+            && match self.port {
+                None => server.scheme.is_web(),
+                Some(port) => !server.scheme.is_web() && port == server.port,
+            }
+    }
+}
+
+/// As the fleet's gate names it: `host` for a web site, `host:port` for a
+/// server of the small web.
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            None => f.write_str(&self.host),
+            Some(port) => write!(f, "{}:{port}", self.host),
+        }
+    }
+}
+
+/// A site on a gate's machine that asked to be slowed down. Its slow-down
+/// holds back requests to it, not to the other virtual hosts sharing its
+/// address: spacing is per machine, a slow-down per site that asked (one
+/// capsule's `44` must not stop its neighbours).
 pub(super) struct Slowed {
-    pub(super) host: String,
-    pub(super) port: u16,
+    pub(super) site: Site,
     /// 1, 2, 4, …: an upstream `44` without a number doubles its spacing.
     pub(super) backoff: u32,
     /// An upstream `44 N`: nothing starts there before this.
@@ -26,7 +67,7 @@ pub(super) struct Slowed {
 
 impl Slowed {
     pub(super) fn is(&self, server: &HostKey) -> bool {
-        self.port == server.port && self.host == server.host
+        self.site.holds(server)
     }
 
     /// When a request to it asking for `delay` may start, as far as its

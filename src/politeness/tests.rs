@@ -712,3 +712,154 @@ async fn one_machine_on_four_ports_shares_one_gate() {
         assert_eq!(t1.elapsed(), Duration::ZERO, "{key:?}: another machine");
     }
 }
+
+/// Every kind of slow-down a server can send, as the gate is told it.
+#[derive(Clone, Copy, Debug)]
+enum Said {
+    /// A number of seconds: `44 N`, a `Retry-After`.
+    For(u64),
+    /// None: a bare `44` (Gemini's spacing doubles), a web `429`/`503`
+    /// without a `Retry-After` (the web's back-off).
+    Bare,
+}
+
+/// Requests already waiting at a server when it asks to slow down are held
+/// by it when their turn comes, not let through: those whose bound the hold
+/// passes are told to slow down at once, and a request that leaves the
+/// queue for its server's hold does not hold up the other servers on the
+/// machine. Every kind of slow-down, the small web and the web.
+#[tokio::test(start_paused = true)]
+async fn requests_waiting_when_a_server_slows_down_are_held_by_it() {
+    for said in [Said::For(3600), Said::For(5), Said::Bare] {
+        for server in [key("capsule"), web("site")] {
+            let web_hold = WebBackoff {
+                jitter: 0.0,
+                ..WebBackoff::default()
+            };
+            let gate = Politeness::new(PolitenessConfig {
+                max_wait: Duration::from_secs(30),
+                web_backoff: web_hold,
+                ..config()
+            });
+            let d = Duration::from_secs(1);
+            let first = gate.admit(&server, Some(d)).await.unwrap();
+            // Three more wait their turn, one spacing apart.
+            let t0 = Instant::now();
+            let waiting: Vec<_> = (0..3)
+                .map(|_| {
+                    let (gate, server) = (gate.clone(), server.clone());
+                    tokio::spawn(async move {
+                        let turn = gate.admit(&server, Some(d)).await;
+                        (
+                            t0.elapsed().as_secs(),
+                            turn.map(drop).map_err(|s| s.retry_after),
+                        )
+                    })
+                })
+                .collect();
+            tokio::task::yield_now().await;
+            // The server answers the first "slow down", and it ends.
+            let seconds = match said {
+                Said::For(s) => Some(Duration::from_secs(s)),
+                Said::Bare => None,
+            };
+            first.slow_down(&server.name, seconds).await;
+            drop(first);
+            let mut turns = Vec::new();
+            for w in waiting {
+                turns.push(w.await.unwrap());
+            }
+            let case = format!("{said:?} {:?}: {turns:?}", server.name.scheme);
+            match (said, server.name.scheme.is_web()) {
+                // Held past every bound: told at once, with the rest.
+                (Said::For(3600), _) | (Said::Bare, true) => {
+                    for (at, turn) in &turns {
+                        assert_eq!(*at, 0, "{case}");
+                        let retry = turn.as_ref().expect_err(&case).as_secs();
+                        assert!((55..=3600).contains(&retry), "{case}");
+                    }
+                }
+                // Held 5 s: the first waiter then, the next a spacing later.
+                (Said::For(_), _) => {
+                    let at: Vec<u64> = turns.iter().map(|t| t.0).collect();
+                    assert_eq!(at, [5, 6, 7], "{case}");
+                    assert!(turns.iter().all(|t| t.1.is_ok()), "{case}");
+                }
+                // Gemini's doubled spacing: 2 s apart from the first start.
+                (Said::Bare, false) => {
+                    let at: Vec<u64> = turns.iter().map(|t| t.0).collect();
+                    assert_eq!(at, [2, 4, 6], "{case}");
+                }
+            }
+        }
+    }
+}
+
+/// A waiter that leaves the queue for its own server's slow-down lets a
+/// waiter for another server on the same machine go at its turn.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_held_by_its_server_lets_its_neighbours_go() {
+    let gate = Politeness::new(config());
+    let a = server("a.example", &["192.0.2.9:1965"]);
+    let b = server("b.example", &["192.0.2.9:1965"]);
+    let d = Duration::from_secs(1);
+    let first = gate.admit(&a, Some(d)).await.unwrap();
+    let t0 = Instant::now();
+    let (g, a2) = (gate.clone(), a.clone());
+    let held = tokio::spawn(async move { g.admit(&a2, Some(d)).await.map(drop) });
+    tokio::task::yield_now().await;
+    let (g, b2) = (gate.clone(), b.clone());
+    let neighbour = tokio::spawn(async move {
+        drop(g.admit(&b2, Some(d)).await.unwrap());
+        t0.elapsed()
+    });
+    tokio::task::yield_now().await;
+    first
+        .slow_down(&a.name, Some(Duration::from_secs(20)))
+        .await;
+    drop(first);
+    // a's waiter left at its turn (1 s), so b's goes a spacing later.
+    assert_eq!(neighbour.await.unwrap(), Duration::from_secs(1));
+    held.await.unwrap().unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_secs(20), "a held 20 s");
+}
+
+/// A web site's slow-down holds the site: every port, both schemes; not a
+/// server of the small web under the same name.
+#[tokio::test(start_paused = true)]
+async fn a_web_site_s_hold_is_the_site_s_on_every_port_and_scheme() {
+    let gate = Politeness::new(PolitenessConfig {
+        key: GateBy::Host,
+        max_wait: Duration::from_secs(5),
+        ..config()
+    });
+    let at = |scheme, port| Server {
+        name: HostKey {
+            scheme,
+            host: "site".into(),
+            port,
+        },
+        addrs: Vec::new(),
+    };
+    let d = Duration::ZERO;
+    for (asked, seconds) in [(8080, Some(Duration::from_secs(600))), (80, None)] {
+        let gate = Politeness::new(gate.config().as_ref().clone());
+        let permit = gate.admit(&at(Scheme::Http, asked), Some(d)).await.unwrap();
+        permit
+            .slow_down(&at(Scheme::Http, asked).name, seconds)
+            .await;
+        drop(permit);
+        for (scheme, port) in [
+            (Scheme::Http, asked),
+            (Scheme::Http, 80),
+            (Scheme::Http, 8081),
+            (Scheme::Https, 443),
+            (Scheme::Https, 8443),
+        ] {
+            let held = gate.admit(&at(scheme, port), Some(d)).await;
+            assert!(held.is_err(), "{scheme:?} {port} after {asked}");
+        }
+        let capsule = gate.admit(&at(Scheme::Gemini, 1965), Some(d)).await;
+        assert!(capsule.is_ok(), "the small web under that name is not held");
+    }
+}

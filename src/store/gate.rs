@@ -2,12 +2,15 @@
 //! store's own clock (`TIME`), so the proxies' clocks do not matter.
 //!
 //! Per machine, a hash holds the latest start reserved (`last`) and the
-//! latest real start (`st`), and, for each server on it (`host:port`) that
-//! asked to be slowed down, the "not before" of its `44 N` (`nb/SERVER`), its
-//! back-off factor after a bare `44` (`bo/SERVER`) and its own latest start
-//! (`ls/SERVER`): a server's slow-down holds back that server only, waited
-//! out before a start is reserved for it (answer 5: ask again then), so it
-//! never pushes its machine's next start. (`bo` and `nb` without a server:
+//! latest real start (`st`), and, for each site on it that asked to be
+//! slowed down (named as [`SlowedAs`] says: a web site by its host, a
+//! small-web server by `host:port`), the "not before" of its `44 N`, its
+//! `Retry-After` or its back-off (`nb/SITE`), its back-off factor after a
+//! bare `44` (`bo/SITE`) and its own latest start (`ls/SITE`): a site's
+//! slow-down holds back that site only, waited out before a start is
+//! reserved for it (answer 5: ask again then), so it never pushes its
+//! machine's next start; and looked at again by `START`, so one that came
+//! while a reserved start slept holds it too. (`bo` and `nb` without a server:
 //! written by proxies from before, still honoured.) A sorted set holds one
 //! lease per request in flight, scored by when it expires. A reservation is spaced from both
 //! `last` and `st`: a start recorded on a gate whose reservations had
@@ -25,9 +28,10 @@
 //! hold it too.
 //!
 //! A request that slept until its reserved start asks once more before it
-//! starts (`START`): its lease must still be there, and the server's latest
-//! real start (`st`) at least this request's spacing ago; else it sleeps the
-//! rest. A proxy that woke late (a busy machine, a store reconnecting) thus
+//! starts (`START`): its lease must still be there, its site's not-before
+//! past (else the lease is given back and it asks again), and the server's
+//! latest real start (`st`) at least this request's spacing ago; else it
+//! sleeps the rest. A proxy that woke late (a busy machine, a store reconnecting) thus
 //! never passes its lateness on to the starts reserved after it. `START` and
 //! a reservation that starts at once record their start in `st` and `last`.
 //! Releasing a lease also moves `last` to the request's real start when that
@@ -91,13 +95,32 @@ pub struct GateAsk {
     pub concurrency: usize,
 }
 
+/// Whose own slow-down holds a request at a gate, as the gate's fields name
+/// it: its site (a web site's host, a small-web server's `host:port`), and
+/// the name a proxy of the previous version kept the same slow-down under,
+/// when it differs (a web site's `host:port`, this request's port): read
+/// and written too, so a fleet mid-upgrade holds the site for both.
+#[derive(Clone, Copy, Debug)]
+pub struct SlowedAs<'a> {
+    pub site: &'a str,
+    pub legacy: Option<&'a str>,
+}
+
+impl SlowedAs<'_> {
+    fn legacy(&self) -> &str {
+        self.legacy.unwrap_or("")
+    }
+}
+
 /// The reservations that ride together (`ride`): same keys, same ask.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) struct Ride {
     gate: String,
     leases: String,
-    /// The server asking (host:port): its own slow-down holds it.
+    /// The site asking: its own slow-down holds it.
     server: String,
+    /// The previous version's name for it ("" when none).
+    legacy: String,
     ask: GateAsk,
 }
 
@@ -114,9 +137,11 @@ local delay, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 local lease, hold, max_delay, never = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local warm = tonumber(ARGV[7])
 local broke = tonumber(ARGV[8])
--- The server (host:port) asking: its own slow-down, kept in fields of its
--- machine's gate named after it.
-local srv = ARGV[9]
+-- The site asking (a web site's host, a small-web server's host:port): its
+-- own slow-down, kept in fields of its gate named after it; and the name a
+-- proxy of the previous version kept it under (a web site's host:port for
+-- this request's port; empty when the same), read and written too.
+local srv, old = ARGV[9], ARGV[10]
 local function num(v, top)
   local n = tonumber(v)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
@@ -135,10 +160,23 @@ local cancels = redis.call('EXISTS', KEYS[3]) == 1
 local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
 local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
 local st = num(g[5], now + never)
-local s = redis.call('HMGET', KEYS[1], 'nb/' .. srv, 'bo/' .. srv, 'ls/' .. srv)
-local snb, sbo, sls = num(s[1], now + never), num(s[2], 1048576), num(s[3], now + never)
+local function own(name)
+  local s = redis.call('HMGET', KEYS[1], 'nb/' .. name, 'bo/' .. name, 'ls/' .. name)
+  local nb, bo, ls = num(s[1], now + never), num(s[2], 1048576), num(s[3], now + never)
+  return nb, bo, ls, (s[1] and not nb) or (s[2] and not (bo and bo >= 1)) or (s[3] and not ls)
+end
+local function later(a, b) if a and b then return math.max(a, b) end return a or b end
+local snb, sbo, sls, sjunk = own(srv)
+if old ~= '' then
+  -- The two names' holds together: the later not-before, the larger
+  -- back-off from the later start.
+  local onb, obo, ols, ojunk = own(old)
+  snb, sbo, sls, sjunk = later(snb, onb), later(sbo, obo), later(sls, ols), sjunk or ojunk
+end
+local names = {srv}
+if old ~= '' then names[2] = old end
 local junk = bad > 0 or (g[1] and not last) or (g[2] and not (bo and bo >= 1)) or (g[3] and not nb) or (g[5] and not st)
-  or (s[1] and not snb) or (s[2] and not (sbo and sbo >= 1)) or (s[3] and not sls)
+  or sjunk
 local srv_started = nil
 -- A gate the store does not know (or one a renewal re-asserted): the
 -- store's own age bounds its first start.
@@ -154,7 +192,8 @@ local function one(name, max_wait)
   if junk then
     junk = false
     redis.call('HSET', KEYS[1], 'last', fmt(now))
-    redis.call('HDEL', KEYS[1], 'bo', 'nb', 'st', 'nb/' .. srv, 'bo/' .. srv, 'ls/' .. srv)
+    redis.call('HDEL', KEYS[1], 'bo', 'nb', 'st')
+    for _, n in ipairs(names) do redis.call('HDEL', KEYS[1], 'nb/' .. n, 'bo/' .. n, 'ls/' .. n) end
     redis.call('PEXPIRE', KEYS[1], math.floor(math.max(hold, delay) / 1000) + 1000)
     last, bo, nb, st, snb, sbo, sls = now, nil, nil, nil, nil, nil, nil
     return 3, math.max(delay, 1000000), 1
@@ -223,7 +262,7 @@ local function one(name, max_wait)
   return 1, wait, math.max(b, sb)
 end
 local out = {}
-for i = 10, #ARGV - 1, 2 do
+for i = 11, #ARGV - 1, 2 do
   local what, micros, b = one(ARGV[i], tonumber(ARGV[i + 1]))
   out[#out + 1] = what
   out[#out + 1] = micros
@@ -236,8 +275,10 @@ if moved then
     redis.call('HSET', KEYS[1], 'last', fmt(last))
   end
 end
-if srv_started then redis.call('HSET', KEYS[1], 'ls/' .. srv, fmt(srv_started)) end
-if snb and snb <= now then redis.call('HDEL', KEYS[1], 'nb/' .. srv) end
+for _, n in ipairs(names) do
+  if srv_started then redis.call('HSET', KEYS[1], 'ls/' .. n, fmt(srv_started)) end
+  if snb and snb <= now then redis.call('HDEL', KEYS[1], 'nb/' .. n) end
+end
 if #adds > 0 then redis.call('ZADD', KEYS[2], unpack(adds)) end
 -- The times to live: long enough for the latest start reserved.
 if gate_keep > 0 then
@@ -282,7 +323,12 @@ return added
 "#;
 
 /// The last word before a request that slept starts: `-1` when the store no
-/// longer holds its lease (it restarted: ask again); else how long to sleep
+/// longer holds its lease (it restarted: ask again); `-2` when its site
+/// asked to be slowed down while it slept (`nb/` of `ARGV[7]`, or of
+/// `ARGV[8]`, the previous version's name, when not empty; a junk one
+/// counts): its lease is given back (waking the fleet as a release does,
+/// `ARGV[9]`: the channel) and it asks again, to be held or told to slow
+/// down; else how long to sleep
 /// still, so that this start is at least `ARGV[2]` after the server's latest
 /// real start (`st`); `0`: start now (recorded in `st` and `last`). A junk
 /// `st` (another client's write) reads as a start just now: fail closed.
@@ -296,6 +342,17 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return -1 end
 local delay, never = tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 7, 8 do
+  if ARGV[i] ~= '' then
+    local v = redis.call('HGET', KEYS[1], 'nb/' .. ARGV[i])
+    local nb = tonumber(v)
+    if v and (nb == nil or nb ~= nb or nb < 0 or nb > now + never or nb > now) then
+      redis.call('ZREM', KEYS[2], ARGV[1])
+      if redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[9], KEYS[2]) end
+      return -2
+    end
+  end
+end
 local broke, warm, hold = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local w = math.max(warm, delay)
 if broke < w then return math.max(w - broke, 1) end
@@ -358,30 +415,48 @@ if gone > 0 and redis.call('DEL', KEYS[3]) == 1 then redis.call('PUBLISH', ARGV[
 return gone
 "#;
 
-/// An upstream's "slow down", for the server `ARGV[5]` (host:port) only: its
-/// own `nb/` (not before) or `bo/` (back-off, spaced from its own latest
-/// start `ls/`) in its machine's gate.
+/// An upstream's "slow down", for the site `ARGV[5]` only (a web site's
+/// host, a small-web server's host:port; and `ARGV[6]`, the name a proxy of
+/// the previous version reads it under, when not empty): its own `nb/` (not
+/// before) or `bo/` (back-off, spaced from its own latest start `ls/`) in
+/// its gate. A back-off also holds the site until its doubled spacing from
+/// now (`nb/`), so a request that reserved its start before it came is held
+/// when it wakes (`START`).
 const SLOW_DOWN: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local seconds, delay, max_delay, never = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local srv = ARGV[5]
+local names = {ARGV[5]}
+if ARGV[6] ~= '' then names[2] = ARGV[6] end
+-- Holds each name until `until_` at least; how long the latest hold lasts.
+local function hold(until_)
+  local latest = until_
+  for _, n in ipairs(names) do
+    local nb = until_
+    local old = tonumber(redis.call('HGET', KEYS[1], 'nb/' .. n))
+    if old and old == old and old <= now + never then nb = math.max(nb, old) end
+    redis.call('HSET', KEYS[1], 'nb/' .. n, string.format('%.0f', nb))
+    latest = math.max(latest, nb)
+  end
+  return latest - now
+end
 local keep
 if seconds >= 0 then
-  local nb = now + math.min(seconds, never)
-  local old = tonumber(redis.call('HGET', KEYS[1], 'nb/' .. srv))
-  if old and old == old and old <= now + never then nb = math.max(nb, old) end
-  redis.call('HSET', KEYS[1], 'nb/' .. srv, string.format('%.0f', nb))
-  keep = nb - now
+  keep = hold(now + math.min(seconds, never))
 else
-  local bo = tonumber(redis.call('HGET', KEYS[1], 'bo/' .. srv)) or 1
+  local bo = tonumber(redis.call('HGET', KEYS[1], 'bo/' .. names[1])) or 1
   if not (bo == bo and bo >= 1 and bo <= 1048576) then bo = 1 end
   if not (max_delay > 0 and delay * bo >= max_delay) and bo < 1048576 then bo = bo * 2 end
-  redis.call('HSET', KEYS[1], 'bo/' .. srv, bo)
-  if not tonumber(redis.call('HGET', KEYS[1], 'ls/' .. srv)) then
-    redis.call('HSET', KEYS[1], 'ls/' .. srv, string.format('%.0f', now))
+  local sp = math.max(delay, 1000000) * bo
+  if max_delay > 0 then sp = math.min(sp, math.max(max_delay, delay)) end
+  sp = math.min(sp, never)
+  for _, n in ipairs(names) do
+    redis.call('HSET', KEYS[1], 'bo/' .. n, bo)
+    if not tonumber(redis.call('HGET', KEYS[1], 'ls/' .. n)) then
+      redis.call('HSET', KEYS[1], 'ls/' .. n, string.format('%.0f', now))
+    end
   end
-  keep = math.min(math.max(delay, 1000000) * bo, never)
+  keep = math.max(hold(now + sp), math.min(math.max(delay, 1000000) * bo, never))
 end
 local ttl = redis.call('PTTL', KEYS[1])
 local want = math.floor(keep / 1000) + 1000
@@ -470,9 +545,31 @@ enum Turn {
     Start,
     /// The store lost its lease (it restarted): ask again.
     Lost,
+    /// Its site asked to be slowed down while it slept: the lease is given
+    /// back; ask again (to be held, or told to slow down).
+    Held,
     /// A start ahead ran late; the rest of the wait (this long) passes the
     /// deadline: slow down.
     Late(Duration),
+}
+
+/// What `START` answers a request that slept until its reserved start.
+enum Starting {
+    /// Sleep this much longer (zero: it started).
+    After(Duration),
+    /// The store no longer holds its lease (it restarted).
+    Lost,
+    /// Its site asked to be slowed down meanwhile: its lease was given back.
+    Held,
+}
+
+impl Ride {
+    fn slowed_as(&self) -> SlowedAs<'_> {
+        SlowedAs {
+            site: &self.server,
+            legacy: (!self.legacy.is_empty()).then_some(self.legacy.as_str()),
+        }
+    }
 }
 
 /// The longest a waiter for a full cap sleeps without a wake-up before asking
@@ -538,7 +635,7 @@ impl Store {
     async fn reserve(
         self: &Arc<Self>,
         (gate, leases): (&str, &str),
-        (server, ask): (&str, &GateAsk),
+        (server, ask): (SlowedAs<'_>, &GateAsk),
         name: &str,
     ) -> Result<Answer, StoreError> {
         // Each request's own `max_wait` (what is left of it) rides with its
@@ -546,7 +643,8 @@ impl Store {
         let key = Ride {
             gate: gate.to_string(),
             leases: leases.to_string(),
-            server: server.to_string(),
+            server: server.site.to_string(),
+            legacy: server.legacy().to_string(),
             ask: GateAsk {
                 max_wait: Duration::ZERO,
                 ..*ask
@@ -584,7 +682,7 @@ impl Store {
         };
         let alone = [(name, ask.max_wait)];
         let answer = self
-            .reserve_many((&key.gate, &key.leases), (&key.server, ask), &alone)
+            .reserve_many((&key.gate, &key.leases), (key.slowed_as(), ask), &alone)
             .await
             .and_then(|mut each| each.remove(0));
         leading.out.held = false;
@@ -605,7 +703,7 @@ impl Store {
                 .map(|((name, max_wait), _)| (name.as_str(), *max_wait))
                 .collect();
             let answers = self
-                .reserve_many((&key.gate, &key.leases), (&key.server, &key.ask), &asks)
+                .reserve_many((&key.gate, &key.leases), (key.slowed_as(), &key.ask), &asks)
                 .await;
             for (i, ((name, _), rider)) in riders.into_iter().enumerate() {
                 let answer = match &answers {
@@ -633,7 +731,7 @@ impl Store {
     async fn reserve_many(
         &self,
         (gate, leases): (&str, &str),
-        (server, ask): (&str, &GateAsk),
+        (server, ask): (SlowedAs<'_>, &GateAsk),
         asks: &[(&str, Duration)],
     ) -> Result<Vec<Result<Answer, StoreError>>, StoreError> {
         let never = micros(super::NEVER);
@@ -651,7 +749,8 @@ impl Store {
             .arg(never)
             .arg(capped(self.reassert_within()))
             .arg(self.since_break().map_or(never, capped))
-            .arg(server);
+            .arg(server.site)
+            .arg(server.legacy());
         for (name, max_wait) in asks {
             call.arg(*name).arg(capped(*max_wait));
         }
@@ -715,31 +814,38 @@ impl Store {
     }
 
     /// Asks to start on the lease `name` reserved before a sleep (`START`):
-    /// `None` when the store has forgotten it (it restarted meanwhile), else
-    /// how much longer to sleep (zero: start now).
+    /// how much longer to sleep (zero: start now), or why it may not.
     async fn start(
         &self,
         (gate, leases): (&str, &str),
-        name: &str,
+        (name, server): (&str, SlowedAs<'_>),
         (delay, hold): (Duration, Duration),
-    ) -> Result<Option<Duration>, StoreError> {
+    ) -> Result<Starting, StoreError> {
         let never = micros(super::NEVER);
         let mut conn = self.connection();
         let mut call = scripts().start.key(gate);
         call.key(leases)
+            .key(self.waiting_key(leases))
             .arg(name)
             .arg(micros(delay).min(never))
             .arg(never)
             .arg(self.since_break().map_or(never, |d| micros(d).min(never)))
             .arg(micros(self.reassert_within()).min(never))
-            .arg(micros(hold).min(never));
+            .arg(micros(hold).min(never))
+            .arg(server.site)
+            .arg(server.legacy())
+            .arg(self.channel());
         let rest: i64 = self
             .run(
                 StoreOp::Gate,
                 async move { call.invoke_async(&mut conn).await },
             )
             .await?;
-        Ok((rest >= 0).then(|| Duration::from_micros(rest.unsigned_abs())))
+        Ok(match rest {
+            -1 => Starting::Lost,
+            -2 => Starting::Held,
+            rest => Starting::After(Duration::from_micros(rest.max(0).unsigned_abs())),
+        })
     }
 
     /// Sleeps until a reserved start, then asks the store to start (`START`)
@@ -748,7 +854,7 @@ impl Store {
     async fn sleep_to_start(
         self: &Arc<Self>,
         keys: (&str, &str),
-        name: &str,
+        (name, server): (&str, SlowedAs<'_>),
         wait: Duration,
         ask: &GateAsk,
         deadline: Instant,
@@ -768,11 +874,18 @@ impl Store {
                 return Ok(Turn::Late(rest.max(ask.delay)));
             }
             tokio::time::sleep(rest).await;
-            rest = match self.start(keys, name, (ask.delay, ask.hold)).await {
-                Ok(Some(more)) => more,
-                Ok(None) => {
+            rest = match self
+                .start(keys, (name, server), (ask.delay, ask.hold))
+                .await
+            {
+                Ok(Starting::After(more)) => more,
+                Ok(Starting::Lost) => {
                     reserved.held = false;
                     return Ok(Turn::Lost);
+                }
+                Ok(Starting::Held) => {
+                    reserved.held = false;
+                    return Ok(Turn::Held);
                 }
                 Err(e) => return Err(e),
             };
@@ -786,7 +899,7 @@ impl Store {
     /// wait past `max_wait`, `Err` when the store does not answer.
     pub async fn admit(
         self: &Arc<Self>,
-        (tag, server): (&str, &str),
+        (tag, server): (&str, SlowedAs<'_>),
         ask: GateAsk,
     ) -> Result<Result<Lease, Duration>, StoreError> {
         let deadline = Instant::now() + ask.max_wait.min(super::NEVER);
@@ -813,7 +926,7 @@ impl Store {
                     let turn = if wait.is_zero() {
                         Turn::Start
                     } else {
-                        self.sleep_to_start((&gate, &leases), &name, wait, &ask, deadline)
+                        self.sleep_to_start((&gate, &leases), (&name, server), wait, &ask, deadline)
                             .await?
                     };
                     match turn {
@@ -825,6 +938,9 @@ impl Store {
                             self.metrics.store_event(StoreEvent::LeaseLost);
                             tracing::info!(gate = %tag, "a reserved start the fleet store no longer holds (it restarted): asking again");
                         }
+                        // Asked again: the site's slow-down now holds it,
+                        // or it is told to slow down.
+                        Turn::Held => {}
                     }
                 }
                 Answer::SlowDown(wait) => return Ok(Err(wait)),
@@ -893,7 +1009,7 @@ impl Store {
     /// the spacing doubles (up to `max_delay`).
     pub async fn slow_down(
         &self,
-        (tag, server): (&str, &str),
+        (tag, server): (&str, SlowedAs<'_>),
         seconds: Option<Duration>,
         delay: Duration,
         max_delay: Option<Duration>,
@@ -906,7 +1022,8 @@ impl Store {
             .arg(micros(delay).min(never))
             .arg(max_delay.map_or(0, |d| micros(d).min(never)))
             .arg(never)
-            .arg(server);
+            .arg(server.site)
+            .arg(server.legacy());
         self.run(StoreOp::SlowDown, async move {
             call.invoke_async::<i64>(&mut conn).await
         })
@@ -917,17 +1034,16 @@ impl Store {
     /// The upstream `server` answered normally through `tag`: its back-off
     /// ends (and the gate's own, from a proxy before slow-downs were per
     /// server).
-    pub async fn recovered(&self, (tag, server): (&str, &str)) -> Result<(), StoreError> {
+    pub async fn recovered(&self, (tag, server): (&str, SlowedAs<'_>)) -> Result<(), StoreError> {
         let (gate, _) = self.gate_keys(tag);
         let mut conn = self.connection();
+        let mut call = redis::cmd("HDEL");
+        call.arg(&gate).arg("bo");
+        for name in std::iter::once(server.site).chain(server.legacy) {
+            call.arg(format!("bo/{name}")).arg(format!("ls/{name}"));
+        }
         self.run(StoreOp::SlowDown, async move {
-            redis::cmd("HDEL")
-                .arg(&gate)
-                .arg("bo")
-                .arg(format!("bo/{server}"))
-                .arg(format!("ls/{server}"))
-                .query_async::<i64>(&mut conn)
-                .await
+            call.query_async::<i64>(&mut conn).await
         })
         .await
         .map(drop)

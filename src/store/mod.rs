@@ -38,7 +38,7 @@ mod wake;
 
 pub use address::Address;
 pub use counts::{CountAsk, Counted, Window};
-pub use gate::{GateAsk, Lease};
+pub use gate::{GateAsk, Lease, SlowedAs};
 pub use link::Node;
 pub use robots::{FetchLock, Kind, Record, RobotsTurn, Stored};
 

@@ -47,6 +47,10 @@ pub struct Seen {
     pub version: hyper::Version,
 }
 
+/// Where an origin listens unless told: 127.0.0.1, a port of its own.
+const LOOPBACK: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
 /// What the origin answers: status, headers, body.
 pub type Page = (u16, Vec<(&'static str, String)>, Vec<u8>);
 
@@ -61,7 +65,7 @@ impl WebOrigin {
     where
         F: Fn(&str) -> Page + Send + Sync + 'static,
     {
-        WebOrigin::serve(move |path, _: &HeaderMap| handler(path), None).await
+        WebOrigin::serve(move |path, _: &HeaderMap| handler(path), None, LOOPBACK).await
     }
 
     /// Answers each request with `handler(path, its header fields)`.
@@ -69,7 +73,16 @@ impl WebOrigin {
     where
         F: Fn(&str, &HeaderMap) -> Page + Send + Sync + 'static,
     {
-        WebOrigin::serve(handler, None).await
+        WebOrigin::serve(handler, None, LOOPBACK).await
+    }
+
+    /// [`WebOrigin::start_asked`] on `addr` (another loopback address is
+    /// another site: `127.0.0.2`).
+    pub async fn start_on<F>(addr: SocketAddr, handler: F) -> WebOrigin
+    where
+        F: Fn(&str, &HeaderMap) -> Page + Send + Sync + 'static,
+    {
+        WebOrigin::serve(handler, None, addr).await
     }
 
     /// [`WebOrigin::start`] over TLS, showing `tls`'s certificate.
@@ -77,14 +90,23 @@ impl WebOrigin {
     where
         F: Fn(&str) -> Page + Send + Sync + 'static,
     {
-        WebOrigin::serve(move |path, _: &HeaderMap| handler(path), Some(tls)).await
+        WebOrigin::serve(
+            move |path, _: &HeaderMap| handler(path),
+            Some(tls),
+            LOOPBACK,
+        )
+        .await
     }
 
-    async fn serve<F>(handler: F, tls: Option<tokio_rustls::TlsAcceptor>) -> WebOrigin
+    async fn serve<F>(
+        handler: F,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        at: SocketAddr,
+    ) -> WebOrigin
     where
         F: Fn(&str, &HeaderMap) -> Page + Send + Sync + 'static,
     {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(at).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let handler = Arc::new(handler);

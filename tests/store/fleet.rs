@@ -23,7 +23,11 @@ fn fleet_config(redis: &RedisServer, on_unavailable: OnUnavailable) -> Config {
     with_store(test_config(), redis, on_unavailable)
 }
 
-fn with_store(mut config: Config, redis: &RedisServer, on_unavailable: OnUnavailable) -> Config {
+pub(crate) fn with_store(
+    mut config: Config,
+    redis: &RedisServer,
+    on_unavailable: OnUnavailable,
+) -> Config {
     config.store = Some(StoreConfig {
         url: redis.url(),
         prefix: "test:".into(),
@@ -1520,7 +1524,7 @@ async fn a_request_longer_than_its_lease_keeps_it() {
 
 /// Two proxies of a fleet with HTTP listeners, waiting at most 10 s (past
 /// a fresh store's warm-up); `default_delay` when given.
-async fn web_fleet(
+pub(crate) async fn web_fleet(
     redis: &RedisServer,
     default_delay: Option<Duration>,
 ) -> Vec<robots_proxy::server::Proxy> {

@@ -11,3 +11,4 @@ mod redis_server;
 mod backends;
 mod fleet;
 mod fleet_ha;
+mod fleet_holds;

@@ -21,6 +21,7 @@ mod egress;
 mod gateway;
 mod gemini_proxy;
 mod gopher_proxy;
+mod holds;
 mod holes;
 mod host_rules;
 mod kept_connections;

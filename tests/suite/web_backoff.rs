@@ -53,9 +53,10 @@ mode = "report"
 socks5_users = ["r"]
 "#,
     );
-    let proxy = start_proxy(config).await;
     let (enforced, reporting) = (basic("e", "e-pass"), basic("r", "r-pass"));
     for value in values {
+        // A proxy each: every origin here is on 127.0.0.1, one site.
+        let proxy = start_proxy(config.clone()).await;
         let fields = value
             .map(|v| vec![("retry-after", v.to_string())])
             .unwrap_or_default();
