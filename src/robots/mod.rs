@@ -17,6 +17,7 @@
 pub(crate) mod encoding;
 mod lines;
 mod matcher;
+pub mod page;
 mod parse;
 mod policy;
 pub mod response;

@@ -9,27 +9,36 @@
 //! | `X-Robots-Tag: noimageai` on an `image/*` response | `train-ai`, `ai-input` |
 //! | TDMRep `tdm-reservation: 1` | `train-ai`, `ai-input` (not `search`) |
 //!
-//! Several fields (and several lines of one) combine; what cannot be read
-//! is ignored (an unknown directive, a broken dictionary); each value is
-//! read up to [`MAX_VALUE`] bytes. Pure: no I/O.
+//! An HTML page's head says the same in meta tags ([`super::page`]), read
+//! by [`ResponsePreferences::page`]: `<meta name="robots" content="noai">`
+//! (or `noimageai`: the page's images, which the proxy cannot tell apart
+//! when they are asked for, so the page), the bot's own name for `robots`
+//! (`<meta name="examplebot" content="noai">`), and TDMRep's
+//! `<meta name="tdm-reservation" content="1">`.
+//!
+//! Several fields (and several lines of one) combine. A field is bytes
+//! (RFC 9110 allows obs-text): its tokens are read from the bytes wherever
+//! they are in it, whatever else it holds, and the whole of it is read (the
+//! answer's head is bounded, 64 KiB): no read limit of the proxy's turns a
+//! refusal into "no preference". What a standard says to ignore is ignored:
+//! an unknown directive, a `Content-Usage` that is no RFC 9651 dictionary.
+//! Pure: no I/O.
 
 use std::fmt;
 
 use super::usage::{parse_line, Stated, Use, Vocabulary};
-
-/// The most bytes of one field's value read.
-pub const MAX_VALUE: usize = 8 * 1024;
 
 /// The signal that stated a preference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
     /// `Content-Usage: …=n`.
     ContentUsage,
-    /// `X-Robots-Tag: noai` (perhaps scoped to this bot).
+    /// `X-Robots-Tag: noai` (perhaps scoped to this bot), or a page's
+    /// `<meta name="robots" content="noai">`.
     NoAi,
-    /// `X-Robots-Tag: noimageai` on an image.
+    /// `X-Robots-Tag: noimageai` on an image, or in a page's meta tag.
     NoImageAi,
-    /// TDMRep `tdm-reservation: 1`.
+    /// TDMRep `tdm-reservation: 1`, as a field or a page's meta tag.
     TdmReservation,
 }
 
@@ -73,8 +82,8 @@ impl ResponsePreferences {
         }
     }
 
-    fn content_usage(&mut self, value: &str) {
-        let Some((None, stated)) = parse_line(Vocabulary::ContentUsage, value.as_bytes()) else {
+    fn content_usage(&mut self, value: &[u8]) {
+        let Some((None, stated)) = parse_line(Vocabulary::ContentUsage, value) else {
             return;
         };
         self.stated = self.stated.strictest(stated);
@@ -83,10 +92,37 @@ impl ResponsePreferences {
                 self.by.push((
                     u,
                     Signal::ContentUsage,
-                    cut(&format!("Content-Usage: {value}")),
+                    cut(&format!("Content-Usage: {}", text(value))),
                 ));
             }
         }
+    }
+
+    /// A page's head (`html`, a prefix of an HTML answer, decoded) read for
+    /// its meta tags, as they apply to the bot whose product token is
+    /// `token` (lower case).
+    pub fn page(&mut self, html: &[u8], token: &str) -> super::page::Head {
+        let head = super::page::scan(html, |name| {
+            name == "robots" || name == "tdm-reservation" || (!token.is_empty() && name == token)
+        });
+        for meta in &head.metas {
+            let field = format!(
+                "<meta name=\"{}\" content=\"{}\">",
+                meta.name,
+                text(&meta.content)
+            );
+            if meta.name == "tdm-reservation" {
+                if meta.content.trim_ascii() == b"1" {
+                    self.refuse(&AI_USES, Signal::TdmReservation, &field);
+                }
+                continue;
+            }
+            // `robots` is every bot's, the bot's own name its alone; either
+            // way read as an `X-Robots-Tag` value would be (a page's
+            // `noimageai` is about the page's images: refused with it).
+            directives(self, &meta.content, (true, token), &field);
+        }
+        head
     }
 
     /// The first of `declared` the response refuses, if any.
@@ -112,73 +148,99 @@ fn cut(text: &str) -> String {
     text.chars().take(200).collect()
 }
 
-/// Reads the preference fields among `fields` (name, value; names in any
-/// case) for a response of `content_type`, as they apply to the bot whose
-/// product token is `token` (lower case).
+/// A field's bytes as text for a refusal's detail (what is no UTF-8
+/// replaced), its ends trimmed; at most the first 800 bytes are looked at,
+/// enough for the 200 characters shown.
+fn text(value: &[u8]) -> String {
+    let value = value.trim_ascii();
+    String::from_utf8_lossy(&value[..value.len().min(800)]).into_owned()
+}
+
+/// Reads the preference fields among `fields` (name, value as bytes; names
+/// in any case) for a response whose `Content-Type` is `content_type`, as
+/// they apply to the bot whose product token is `token` (lower case).
 pub fn read<'a>(
     fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
-    content_type: Option<&str>,
+    content_type: Option<&[u8]>,
     token: &str,
 ) -> ResponsePreferences {
     let image = content_type.is_some_and(|t| {
-        t.trim_start()
+        t.trim_ascii_start()
             .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("image/"))
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"image/"))
     });
     let mut out = ResponsePreferences::default();
     for (name, value) in fields {
-        let value = &value[..value.len().min(MAX_VALUE)];
-        let Ok(value) = std::str::from_utf8(value) else {
-            continue;
-        };
         if name.eq_ignore_ascii_case("content-usage") {
-            out.content_usage(value.trim());
+            out.content_usage(value.trim_ascii());
         } else if name.eq_ignore_ascii_case("x-robots-tag") {
             robots_tag(&mut out, value, image, token);
-        } else if name.eq_ignore_ascii_case("tdm-reservation") && value.trim() == "1" {
+        } else if name.eq_ignore_ascii_case("tdm-reservation") && value.trim_ascii() == b"1" {
             out.refuse(&AI_USES, Signal::TdmReservation, "tdm-reservation: 1");
         }
     }
     out
 }
 
-/// One `X-Robots-Tag` value: `directive, directive` for every bot, or
-/// `botname: directive, …` for that bot only (RFC-less, as Google reads
-/// it: a leading name and colon that is not a directive taking a value).
-fn robots_tag(out: &mut ResponsePreferences, value: &str, image: bool, token: &str) {
-    let mut directives = value;
-    if let Some((name, rest)) = value.split_once(':') {
-        let name = name.trim();
-        let takes_value = [
-            "unavailable_after",
-            "max-snippet",
-            "max-image-preview",
-            "max-video-preview",
-        ]
-        .iter()
-        .any(|d| name.eq_ignore_ascii_case(d));
-        if !takes_value && !name.contains(',') && !name.is_empty() {
-            if !name.eq_ignore_ascii_case(token) || token.is_empty() {
-                return;
+/// The `X-Robots-Tag` directives that take a value after a colon: what
+/// precedes their colon is no bot's name.
+const TAKES_VALUE: [&[u8]; 4] = [
+    b"unavailable_after",
+    b"max-snippet",
+    b"max-image-preview",
+    b"max-video-preview",
+];
+
+/// One `X-Robots-Tag` value, as Google reads it: comma-separated
+/// directives, for every bot until one is preceded by `botname:`, from
+/// which on they are that bot's (`otherbot: noindex, examplebot: noai`: the
+/// `noai` is examplebot's). A name is a product token (no space, no
+/// separator) that is not a directive taking a value (`unavailable_after:
+/// …`). Read from the bytes: a directive is found whatever the bytes around
+/// it.
+fn robots_tag(out: &mut ResponsePreferences, value: &[u8], image: bool, token: &str) {
+    let field = format!("X-Robots-Tag: {}", text(value));
+    directives(out, value, (image, token), &field);
+}
+
+/// Robots directives (`noai`, `noimageai` when `image`), comma-separated,
+/// every bot's until a `botname:` names one; refusals named `field`.
+fn directives(
+    out: &mut ResponsePreferences,
+    value: &[u8],
+    (image, token): (bool, &str),
+    field: &str,
+) {
+    let mut ours = true;
+    for item in value.split(|&b| b == b',') {
+        let mut directive = item.trim_ascii();
+        if let Some(colon) = directive.iter().position(|&b| b == b':') {
+            let name = directive[..colon].trim_ascii();
+            if is_token(name) && !TAKES_VALUE.iter().any(|d| name.eq_ignore_ascii_case(d)) {
+                ours = !token.is_empty() && name.eq_ignore_ascii_case(token.as_bytes());
+                directive = directive[colon + 1..].trim_ascii();
             }
-            directives = rest;
         }
-    }
-    for directive in directives.split(',').map(str::trim) {
-        if directive.eq_ignore_ascii_case("noai") {
-            out.refuse(
-                &AI_USES,
-                Signal::NoAi,
-                &format!("X-Robots-Tag: {}", value.trim()),
-            );
-        } else if directive.eq_ignore_ascii_case("noimageai") && image {
-            out.refuse(
-                &AI_USES,
-                Signal::NoImageAi,
-                &format!("X-Robots-Tag: {}", value.trim()),
-            );
+        if !ours {
+            continue;
         }
+        let signal = if directive.eq_ignore_ascii_case(b"noai") {
+            Signal::NoAi
+        } else if directive.eq_ignore_ascii_case(b"noimageai") && image {
+            Signal::NoImageAi
+        } else {
+            continue;
+        };
+        out.refuse(&AI_USES, signal, field);
     }
+}
+
+/// An RFC 9110 token: one or more `tchar`.
+fn is_token(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 #[cfg(test)]
@@ -191,7 +253,17 @@ mod tests {
         token: &str,
         uses: &[Use],
     ) -> Option<Refused> {
-        read(fields.iter().map(|(n, v)| (*n, v.as_bytes())), ct, token).refused(uses)
+        read(
+            fields.iter().map(|(n, v)| (*n, v.as_bytes())),
+            ct.map(str::as_bytes),
+            token,
+        )
+        .refused(uses)
+    }
+
+    /// [`refused`] for fields given as bytes.
+    fn refused_bytes(fields: &[(&str, &[u8])], uses: &[Use]) -> Option<Refused> {
+        read(fields.iter().copied(), None, "examplebot").refused(uses)
     }
 
     #[test]
@@ -300,30 +372,144 @@ mod tests {
     }
 
     #[test]
-    fn what_cannot_be_read_is_ignored_and_huge_values_are_bounded() {
+    fn what_cannot_be_read_is_ignored() {
         for bad in [
             "train-ai",
             "train-ai=maybe",
             "TRAIN-AI=n",
             "train-ai=n,,",
             "\u{0}",
+            "train-ai=n, caf\u{e9}=y",
         ] {
             assert!(
                 refused(&[("Content-Usage", bad)], None, "bot", &[Use::TrainAi]).is_none(),
                 "{bad:?}"
             );
         }
+        // Not the token `noai`.
+        for tag in [&b"\xffnoai"[..], b"no ai", b"noai\xff", b"no-ai"] {
+            assert!(
+                refused_bytes(&[("X-Robots-Tag", tag)], &[Use::TrainAi]).is_none(),
+                "{tag:?}"
+            );
+        }
+    }
+
+    /// A field is bytes: `noai` among directives that are no UTF-8, or cut
+    /// anywhere, or after 60 KB of other directives, still refuses; a
+    /// valid dictionary of any length is read whole.
+    #[test]
+    fn a_refusal_is_read_from_the_bytes_whatever_surrounds_it() {
+        let euros = "\u{20ac}".repeat(3_000);
+        let long = format!("{}noai", "a, ".repeat(20_000));
+        let cases: [Vec<u8>; 6] = [
+            b"noai, caf\xe9".to_vec(),
+            b"caf\xe9, noai".to_vec(),
+            format!("noai, {euros}").into_bytes(),
+            [&format!("noai, {euros}").into_bytes()[..8_193], b"\xe2"].concat(),
+            long.into_bytes(),
+            b"\x80\x81, examplebot: noai, \xfe".to_vec(),
+        ];
+        for tag in &cases {
+            let r = refused_bytes(&[("X-Robots-Tag", tag)], &[Use::TrainAi]);
+            let r = r.unwrap_or_else(|| panic!("{:?}", String::from_utf8_lossy(tag)));
+            assert_eq!(r.signal, Signal::NoAi);
+            assert!(r.field.chars().count() <= 200);
+        }
         let huge = format!("{}train-ai=n", "x=y, ".repeat(10_000));
-        assert!(refused(&[("Content-Usage", &huge)], None, "bot", &[Use::TrainAi]).is_none());
-        let long_tag = format!("{}noai", "a, ".repeat(5_000));
-        assert!(refused(&[("X-Robots-Tag", &long_tag)], None, "bot", &[Use::TrainAi]).is_none());
-        let invalid = [("X-Robots-Tag", &b"\xffnoai"[..])];
-        assert!(read(invalid.iter().map(|(n, v)| (*n, *v)), None, "bot")
-            .refused(&[Use::TrainAi])
-            .is_none());
+        assert!(refused(&[("Content-Usage", &huge)], None, "bot", &[Use::TrainAi]).is_some());
         // A refusal's detail is cut.
         let tag = format!("noai, {}", "x".repeat(1000));
         let r = refused(&[("X-Robots-Tag", &tag)], None, "bot", &[Use::TrainAi]).unwrap();
         assert!(r.field.chars().count() <= 200);
+    }
+
+    /// Several bots in one value: each directive is the last named bot's.
+    #[test]
+    fn names_in_one_value_scope_the_directives_after_them() {
+        let cases = [
+            ("otherbot: noindex, examplebot: noai", true),
+            ("examplebot: noai, otherbot: noindex", true),
+            ("examplebot: noindex, otherbot: noai", false),
+            ("otherbot: noindex, noai", false),
+            ("noai, otherbot: noindex", true),
+            ("otherbot: noai, examplebot: nofollow, noai", true),
+            ("unavailable_after: 25 Jun 2030 15:00:00 PST, noai", true),
+            ("Other Bot: noindex, noai", true),
+        ];
+        for (tag, refuses) in cases {
+            let r = refused(
+                &[("X-Robots-Tag", tag)],
+                None,
+                "examplebot",
+                &[Use::TrainAi],
+            );
+            assert_eq!(r.is_some(), refuses, "{tag}");
+        }
+        let r = refused(
+            &[("X-Robots-Tag", "examplebot: noai")],
+            None,
+            "",
+            &[Use::TrainAi],
+        );
+        assert!(r.is_none(), "a bot without a token is named by none");
+    }
+
+    /// A page's meta tags say what the fields say: `robots` for every bot,
+    /// the bot's own name for it alone, TDMRep's reservation.
+    #[test]
+    fn a_page_s_meta_tags_refuse_as_fields_do() {
+        let page = |html: &str, token: &str, uses: &[Use]| {
+            let mut prefs = ResponsePreferences::default();
+            prefs.page(html.as_bytes(), token);
+            prefs.refused(uses)
+        };
+        let ai = [Use::TrainAi];
+        for (html, token, refuses) in [
+            (r#"<meta name="robots" content="noai">"#, "examplebot", true),
+            (
+                r#"<meta name="robots" content="noindex,noimageai">"#,
+                "examplebot",
+                true,
+            ),
+            (
+                r#"<meta name="ExampleBot" content="noai">"#,
+                "examplebot",
+                true,
+            ),
+            (
+                r#"<meta name="otherbot" content="noai">"#,
+                "examplebot",
+                false,
+            ),
+            (r#"<meta name="examplebot" content="noai">"#, "", false),
+            (r#"<meta name="tdm-reservation" content=" 1 ">"#, "", true),
+            (r#"<meta name="tdm-reservation" content="0">"#, "", false),
+            (
+                r#"<meta name="robots" content="noindex">"#,
+                "examplebot",
+                false,
+            ),
+            (
+                r#"<!-- <meta name="robots" content="noai"> -->"#,
+                "examplebot",
+                false,
+            ),
+            (
+                r#"<body><meta name="robots" content="noai">"#,
+                "examplebot",
+                false,
+            ),
+        ] {
+            assert_eq!(
+                page(html, token, &ai).is_some(),
+                refuses,
+                "{html} {token:?}"
+            );
+        }
+        let r = page(r#"<meta name=robots content="noai">"#, "b", &[Use::AiInput]).unwrap();
+        assert_eq!(r.signal, Signal::NoAi);
+        assert_eq!(r.field, r#"<meta name="robots" content="noai">"#);
+        assert!(page(r#"<meta name=robots content=noai>"#, "b", &[Use::Search]).is_none());
     }
 }

@@ -214,89 +214,36 @@ pub fn parse_line(vocabulary: Vocabulary, value: &[u8]) -> Option<(Option<&[u8]>
         }
         _ => (None, value),
     };
-    let dict = std::str::from_utf8(dict).ok()?;
     parse_dictionary(vocabulary, dict).map(|stated| (path, stated))
 }
 
-/// An RFC 9651 dictionary of tokens, read for `vocabulary`'s keys. Members
-/// with other keys, other values or parameters are kept to the grammar and
-/// otherwise ignored (unknown keys are for extensions); a member that breaks
-/// the grammar fails the whole dictionary.
-fn parse_dictionary(vocabulary: Vocabulary, text: &str) -> Option<Stated> {
+/// An RFC 9651 dictionary (parsed whole by `sfv`, so a quoted string or an
+/// inner list is read as the RFC reads it), read for `vocabulary`'s keys:
+/// a member whose key is one of its categories and whose value is one of
+/// its tokens states a preference (the last of a repeated key wins); other
+/// members are for extensions. Anything that breaks the grammar fails the
+/// whole dictionary.
+fn parse_dictionary(vocabulary: Vocabulary, text: &[u8]) -> Option<Stated> {
+    // Optional whitespace around the field value (RFC 9110) is not the
+    // dictionary's.
+    let text = text.trim_ascii();
+    let dictionary = sfv::Parser::new(text).parse_dictionary().ok()?;
     let mut stated = Stated::default();
-    let text = text.trim_matches([' ', '\t']);
-    if text.is_empty() {
-        return Some(stated);
-    }
-    for member in text.split(',') {
-        let member = member.trim_matches([' ', '\t']);
-        // Parameters (`;a=b`) qualify a value; none is defined here.
-        let mut parts = member.split(';');
-        let item = parts.next()?;
-        if !parts.all(|p| sf_parameter(p.trim_start_matches(' '))) {
-            return None;
-        }
-        let (key, value) = match item.split_once('=') {
-            Some((k, v)) => (k, Some(v)),
-            None => (item, None),
-        };
-        if !sf_key(key) {
-            return None;
-        }
-        let Some(value) = value else {
-            // A bare key is the boolean true: no preference this vocabulary reads.
+    for (key, member) in &dictionary {
+        let sfv::ListEntry::Item(item) = member else {
             continue;
         };
-        if !sf_bare_item(value) {
-            return None;
-        }
-        if let (Some(category), Some(allowed)) = (vocabulary.category(key), vocabulary.value(value))
-        {
+        let sfv::BareItem::Token(token) = &item.bare_item else {
+            continue;
+        };
+        if let (Some(category), Some(allowed)) = (
+            vocabulary.category(key.as_str()),
+            vocabulary.value(token.as_str()),
+        ) {
             stated.set(category, allowed);
         }
     }
     Some(stated)
-}
-
-/// RFC 9651 §3.1.2 `key`: `( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" )`.
-fn sf_key(key: &str) -> bool {
-    let mut bytes = key.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'*'))
-        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' | b'*'))
-}
-
-/// A parameter: `key [ "=" bare-item ]`.
-fn sf_parameter(p: &str) -> bool {
-    match p.split_once('=') {
-        Some((k, v)) => sf_key(k) && sf_bare_item(v),
-        None => sf_key(p),
-    }
-}
-
-/// A bare item as far as it matters here: a token, an integer or decimal, a
-/// quoted string, a boolean (`?0`, `?1`), or a byte sequence.
-fn sf_bare_item(v: &str) -> bool {
-    let b = v.as_bytes();
-    match b.first() {
-        Some(c) if c.is_ascii_alphabetic() || *c == b'*' => b[1..]
-            .iter()
-            .all(|&c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&c)),
-        Some(b'-' | b'0'..=b'9') => {
-            let digits = v.strip_prefix('-').unwrap_or(v);
-            !digits.is_empty()
-                && digits.len() <= 16
-                && digits.bytes().all(|c| c.is_ascii_digit() || c == b'.')
-                && digits.bytes().filter(|&c| c == b'.').count() <= 1
-        }
-        Some(b'"') => {
-            b.len() >= 2
-                && b[b.len() - 1] == b'"'
-                && b[1..b.len() - 1].iter().all(|&c| (0x20..0x7f).contains(&c))
-        }
-        Some(b'?') => v == "?0" || v == "?1",
-        Some(b':') => b.len() >= 2 && b[b.len() - 1] == b':',
-        _ => false,
-    }
 }
 
 /// A preference as a refusal names it: the field and key as written in that
@@ -359,10 +306,24 @@ mod tests {
             "train ai=n",
             "=n",
             "train-ai=n,,",
-            "a=(b)",
+            "a=\"open, train-ai=n",
+            "train-ai=n\u{e9}",
         ] {
             assert!(cu(bad).is_none(), "{bad:?}");
         }
+        // What the RFC reads as one member is one member: a quoted comma,
+        // an inner list, a byte sequence.
+        for good in [
+            "a=\"x, y\", train-ai=n",
+            "a=(b c);q=1, train-ai=n",
+            "a=:aGk=:, train-ai=n",
+            "a=\"train-ai=y, \\\"\", train-ai=n",
+        ] {
+            let (_, s) = cu(good).unwrap_or_else(|| panic!("{good:?}"));
+            assert_eq!(s.get(Use::TrainAi), Some(false), "{good:?}");
+        }
+        let (_, s) = cu("a=\"train-ai=n\"").unwrap();
+        assert_eq!(s.get(Use::TrainAi), None, "inside a string is no member");
         // Content-Signal's vocabulary.
         let (_, s) = parse_line(
             Vocabulary::ContentSignal,

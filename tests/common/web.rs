@@ -387,3 +387,76 @@ pub async fn raw_exchange(proxy: SocketAddr, raw: &[u8]) -> String {
         tokio::time::timeout(std::time::Duration::from_secs(2), tcp.read_to_end(&mut got)).await;
     String::from_utf8_lossy(&got).into_owned()
 }
+
+/// An origin that writes each answer as bytes (a status line and fields
+/// no well-behaved server library would write: obs-text, huge fields, a
+/// chunked body cut small), one request per connection: `answer(path,
+/// the request's head)` gives the whole answer. Keeps the heads it was sent.
+pub struct RawOrigin {
+    pub addr: SocketAddr,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl RawOrigin {
+    pub async fn start<F>(answer: F) -> RawOrigin
+    where
+        F: Fn(&str, &str) -> Vec<u8> + Send + Sync + 'static,
+    {
+        let listener = tokio::net::TcpListener::bind(LOOPBACK).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        let answer = Arc::new(answer);
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let (answer, log) = (answer.clone(), log.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 65_536 {
+                        match tcp.read(&mut byte).await {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                    log.lock().unwrap().push(head.clone());
+                    let _ = tcp.write_all(&answer(&path, &head)).await;
+                    let _ = tcp.shutdown().await;
+                });
+            }
+        });
+        RawOrigin { addr, asked }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The request heads it was sent, in order.
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+
+    /// The paths it was asked for, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.asked()
+            .iter()
+            .map(|h| h.split(' ').nth(1).unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+/// A whole HTTP/1.1 answer: `200`, `fields` (raw bytes each, `Name: value`),
+/// `Connection: close`, and `body` with its length.
+pub fn answer_bytes(fields: &[&[u8]], body: &[u8]) -> Vec<u8> {
+    let mut out = b"HTTP/1.1 200 OK\r\nconnection: close\r\n".to_vec();
+    for field in fields {
+        out.extend_from_slice(field);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    out
+}

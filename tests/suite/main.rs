@@ -27,6 +27,7 @@ mod host_rules;
 mod kept_connections;
 mod logging;
 mod metrics;
+mod page_meta;
 mod parsers;
 mod policy;
 mod politeness;

@@ -216,6 +216,11 @@ pub fn upstream_request<B>(request: Request<B>, target: &Target, bot: &Bot) -> R
     if let Ok(host) = HeaderValue::from_str(&wire::host_header(target)) {
         parts.headers.insert(header::HOST, host);
     }
+    // A bot that declares uses has each page's head read before it is
+    // relayed: asked in codings that can be read.
+    if !bot.profile.uses().is_empty() {
+        super::page::readable_codings(&mut parts.headers);
+    }
     wire::add_via(&mut parts.headers, Version::HTTP_11, pseudonym());
     let path = match &target.resource {
         Resource::Path(p) => p.as_str(),
@@ -311,7 +316,7 @@ pub async fn relay(
         });
         return Err(NotRelayed::Refused(refusal, finish));
     }
-    let (mut parts, body) = response.into_parts();
+    let (mut parts, mut body) = response.into_parts();
     // A challenge this bot answers by signing: asked again, as a new
     // request; this answer (its body unread) is not the server's word on
     // its load.
@@ -338,10 +343,31 @@ pub async fn relay(
         _ => admitted.permit.recovered(&admitted.server.name).await,
     }
     let mut admitted = admitted;
-    // The answer's own word on the bot's declared uses: a refusal is not
-    // relayed (the body is never read), or, in report mode, is reported.
-    if let Some(refusal) = preference(&ctx, &finish, &parts.headers) {
-        let bot = ctx.admission.config.bots.get(finish.bot);
+    // The answer's own word on the bot's declared uses, in its fields and,
+    // for a page, its head's meta tags (read first, then relayed): a
+    // refusal is not relayed, or, in report mode, is reported.
+    let bot = ctx.admission.config.bots.get(finish.bot);
+    let mut head = std::collections::VecDeque::new();
+    let mut refusal = preference(&ctx, &finish, &parts.headers);
+    if refusal.is_none() && !bot.profile.uses().is_empty() && super::page::is_page(&parts.headers) {
+        let who = (bot.profile.token(), bot.profile.uses());
+        // Boxed: only bots that declare uses read it.
+        match Box::pin(super::page::refused(&mut body, &parts.headers, idle, who)).await {
+            Ok((frames, refused)) => {
+                head = frames;
+                refusal = refused.map(|refused| preference_refusal(&finish, bot, refused));
+            }
+            Err(why) => {
+                drop(connection);
+                let failed = Refusal::Upstream(UpstreamFailure::Answer {
+                    authority: target.authority(),
+                    why,
+                });
+                return Err(NotRelayed::Refused(failed, finish));
+            }
+        }
+    }
+    if let Some(refusal) = refusal {
         match bot.limits.mode {
             crate::bots::limits::Mode::Report => {
                 admitted.report.add(crate::report::Would::Refuse(refusal))
@@ -369,6 +395,7 @@ pub async fn relay(
     finish.outcome.robots = admitted.robots.take();
     let relayed = Relayed {
         body,
+        head,
         idle,
         timer: Box::pin(tokio::time::sleep(idle)),
         connecting,
@@ -398,14 +425,21 @@ fn preference(
     if uses.is_empty() {
         return None;
     }
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
+    let content_type = headers.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
     // (A profile's token is lower case already.)
     let token = bot.profile.token();
     let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
     let refused = crate::robots::response::read(fields, content_type, token).refused(uses)?;
-    Some(Refusal::Preference(crate::refusal::ResponsePreference {
+    Some(preference_refusal(finish, bot, refused))
+}
+
+/// The refusal of a use the answer (its fields, its page) refuses.
+fn preference_refusal(
+    finish: &Finish,
+    bot: &Bot,
+    refused: crate::robots::response::Refused,
+) -> Refusal {
+    Refusal::Preference(crate::refusal::ResponsePreference {
         host: finish.target.host.clone(),
         port: finish.target.port,
         bot: match bot.profile.token() {
@@ -413,7 +447,7 @@ fn preference(
             token => token.into(),
         },
         refused,
-    }))
+    })
 }
 
 /// HTTP/1.1, or HTTP/2 when the server chose it (`h2`), over an upstream
@@ -444,6 +478,9 @@ where
 /// holds (its politeness slot, the bot's holds) until it has ended.
 pub struct Relayed {
     body: Incoming,
+    /// A page's head, read before it was relayed (for a bot that declares
+    /// uses): relayed first.
+    head: std::collections::VecDeque<Frame<Bytes>>,
     idle: Duration,
     /// When the upstream has been silent for `idle`.
     timer: Pin<Box<Sleep>>,
@@ -514,6 +551,15 @@ impl HttpBody for Relayed {
         if this.ended {
             return Poll::Ready(None);
         }
+        if let Some(frame) = this.head.pop_front() {
+            if let Some(data) = frame.data_ref() {
+                this.finish.outcome.bytes += data.len() as u64;
+            }
+            if this.head.is_empty() && this.body.is_end_stream() {
+                this.done();
+            }
+            return Poll::Ready(Some(Ok(frame)));
+        }
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
@@ -550,18 +596,31 @@ impl HttpBody for Relayed {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended || self.body.is_end_stream()
+        self.ended || (self.head.is_empty() && self.body.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        let mut hint = self.body.size_hint();
+        let head: u64 = self
+            .head
+            .iter()
+            .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+            .sum();
+        if head > 0 {
+            // The upper bound first: it may never be below the lower.
+            if let Some(upper) = hint.upper() {
+                hint.set_upper(upper.saturating_add(head));
+            }
+            hint.set_lower(hint.lower().saturating_add(head));
+        }
+        hint
     }
 }
 
 impl Drop for Relayed {
     fn drop(&mut self) {
         // An answer with nothing (more) to read is never polled to its end.
-        if !self.ended && self.body.is_end_stream() {
+        if !self.ended && self.head.is_empty() && self.body.is_end_stream() {
             self.done();
         }
         if !self.ended {
