@@ -6,8 +6,10 @@
 //! listener the operator names (`listen.key_directory`), to publish behind
 //! their own HTTPS origin (which must pass `Host` on).
 //!
-//! Bounded: at most [`MAX_CONNECTIONS`] at once (more are closed), one
-//! request each, its head within [`DEADLINE`], the whole answer too.
+//! Bounded: at most [`MAX_CONNECTIONS`] at once, [`PER_CLIENT`] of them from
+//! one client (more are closed at once: a client holding silent connections
+//! by the hundred keeps nobody else out), one request each, its head within
+//! [`DEADLINE`], the whole answer too.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -32,6 +34,12 @@ pub const MEDIA_TYPE: &str = "application/http-message-signatures-directory+json
 
 /// Connections served at once; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// Connections served at once from one client (an IPv4 address, an IPv6
+/// /64: `slots::ClientKey`). An HTTPS origin publishing the directory in
+/// front of it is one client: eight requests at once, each a few
+/// milliseconds, for keys fetched now and then.
+pub const PER_CLIENT: usize = 8;
 
 /// The most a connection lasts: its request head, and the answer.
 pub const DEADLINE: Duration = Duration::from_secs(10);
@@ -128,15 +136,19 @@ pub async fn serve(
     tracker: TaskTracker,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_client = crate::slots::PerClient::new(PER_CLIENT);
     let current = Arc::new(current);
     loop {
-        let Some((stream, _peer)) =
+        let Some((stream, peer)) =
             crate::accept::next_connection(&listener, &shutdown, "key directory accept failed")
                 .await
         else {
             break;
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let (Some(client), Ok(slot)) = (
+            per_client.try_take(peer.ip()),
+            slots.clone().try_acquire_owned(),
+        ) else {
             let _ = stream.set_zero_linger();
             continue;
         };
@@ -153,7 +165,7 @@ pub async fn serve(
                 .keep_alive(false);
             let served = builder.serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(DEADLINE, served).await;
-            drop(slot);
+            drop((slot, client));
         });
     }
 }

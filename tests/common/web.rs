@@ -333,8 +333,16 @@ pub struct WebClient {
 
 impl WebClient {
     pub async fn connect(proxy: SocketAddr) -> WebClient {
-        let tcp = TcpStream::connect(proxy).await.unwrap();
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        WebClient::over(TcpStream::connect(proxy).await.unwrap()).await
+    }
+
+    /// A client on a stream already open (a SOCKS5 connection, a
+    /// transparent one): requests in origin-form go as written.
+    pub async fn over<S>(stream: S) -> WebClient
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .unwrap();
         tokio::spawn(async move {

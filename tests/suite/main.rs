@@ -18,6 +18,7 @@ mod deny_hosts;
 mod docs;
 mod dodging;
 mod egress;
+mod floods;
 mod gateway;
 mod gemini_proxy;
 mod gopher_proxy;

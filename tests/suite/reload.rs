@@ -341,3 +341,101 @@ async fn sighup_reloads_the_running_process() {
         .unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// A reload that changes `[socks5] users` while connections keep their
+/// bot: a connection authenticated before keeps the bot it was given (its
+/// generation), on the HTTP listener and through SOCKS5, whatever it sends
+/// after; a new connection with the removed user's password is refused,
+/// and the new user's gets the new bot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_of_socks5_users_applies_to_new_connections_only() {
+    use crate::common::web::{basic, web_config_with, WebClient, WebOrigin};
+    let origin = WebOrigin::site(ROBOTS).await;
+    let users = |user: &str, agent: &str| {
+        let mut config = web_config_with(&format!(
+            "[socks5]\nusers = [{{ name = \"{user}\", password = \"{user}-pass\" }}]\n\
+             [bot]\nname = \"anon\"\nagent = \"anonbot\"\n\
+             [[bots]]\nname = \"{agent}\"\nagent = \"{agent}\"\nsocks5_users = [\"{user}\"]\n\
+             [ports]\nhttp = [{}]\n",
+            origin.addr.port()
+        ));
+        config.state_dir = state_dir();
+        config
+    };
+    let before = users("one", "alphabot");
+    let proxy = start_proxy(before.clone()).await;
+    let (http, socks) = (proxy.addr(Listener::Http), proxy.addr(Listener::Socks5));
+    let one = basic("one", "one-pass");
+    let two = basic("two", "two-pass");
+    // Opened before: one on the HTTP listener, one through SOCKS5.
+    let mut listener = WebClient::connect(http).await;
+    let got = listener
+        .get(&origin.url("/b"), &[("proxy-authorization", &one)])
+        .await;
+    assert_eq!(got.status, 200, "alphabot may fetch /b: {got:?}");
+    let (stream, code) = socks_connect(
+        socks,
+        "127.0.0.1",
+        origin.addr.port(),
+        Some(("one", "one-pass")),
+    )
+    .await;
+    assert_eq!(code, 0);
+    let mut tunnelled = WebClient::over(stream).await;
+    assert_eq!(tunnelled.get(&origin.url("/b"), &[]).await.status, 200);
+
+    let mut after = users("two", "betabot");
+    after.state_dir = before.state_dir.clone();
+    proxy.reload(after).await.unwrap();
+
+    // The connections opened before keep alphabot, whatever they send now.
+    for (client, auth) in [
+        (&mut listener, one.as_str()),
+        (&mut tunnelled, two.as_str()),
+    ] {
+        let a = client
+            .get(&origin.url("/a"), &[("proxy-authorization", auth)])
+            .await;
+        assert_eq!(a.status, 403, "still alphabot: {a:?}");
+        let b = client
+            .get(&origin.url("/b"), &[("proxy-authorization", auth)])
+            .await;
+        assert_eq!(b.status, 200, "still alphabot: {b:?}");
+    }
+    // New connections: the removed user is refused, the new one is betabot.
+    let mut new = WebClient::connect(http).await;
+    let refused = new
+        .get(&origin.url("/b"), &[("proxy-authorization", &one)])
+        .await;
+    assert_eq!(refused.status, 407, "{refused:?}");
+    let mut new = WebClient::connect(http).await;
+    let b = new
+        .get(&origin.url("/b"), &[("proxy-authorization", &two)])
+        .await;
+    assert_eq!(b.status, 403, "betabot: {b:?}");
+    let (_, code) = socks_connect(
+        socks,
+        "127.0.0.1",
+        origin.addr.port(),
+        Some(("one", "one-pass")),
+    )
+    .await;
+    assert_eq!(
+        code, 0xFF,
+        "the removed user's password no longer opens SOCKS5"
+    );
+    let (stream, code) = socks_connect(
+        socks,
+        "127.0.0.1",
+        origin.addr.port(),
+        Some(("two", "two-pass")),
+    )
+    .await;
+    assert_eq!(code, 0);
+    let mut fresh = WebClient::over(stream).await;
+    assert_eq!(
+        fresh.get(&origin.url("/a"), &[]).await.status,
+        200,
+        "betabot may fetch /a"
+    );
+}
