@@ -386,3 +386,162 @@ async fn a_nul_behind_escapes_in_a_redirected_spartan_line_is_refused() {
     let paths = spartan.paths();
     assert!(paths.iter().all(|p| !p.contains("data.bin")), "{paths:?}");
 }
+
+/// One request on a transparent connection to `dest` (the kernel says the
+/// client was going there): over TLS (offering `http/1.1`, naming `sni`)
+/// when given, else plain; `head` as written. The status line.
+async fn web_direct(
+    proxy: &Proxy,
+    kernel: &FakeKernel,
+    dest: SocketAddr,
+    tls: Option<(&std::path::Path, &str)>,
+    head: &str,
+) -> String {
+    kernel.redirect_to(dest);
+    let tcp = TcpStream::connect(proxy.addr(Listener::Transparent))
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    match tls {
+        Some((ca, sni)) => {
+            let config = crate::common::web::trusting(ca, &[b"http/1.1"]);
+            let mut tls = tokio_rustls::TlsConnector::from(config)
+                .connect(ServerName::try_from(sni.to_string()).unwrap(), tcp)
+                .await
+                .expect("the web's TLS is ended");
+            tls.write_all(head.as_bytes()).await.unwrap();
+            let _ = tls.read_to_end(&mut answer).await;
+        }
+        None => {
+            let mut tcp = tcp;
+            tcp.write_all(head.as_bytes()).await.unwrap();
+            let _ = tcp.read_to_end(&mut answer).await;
+        }
+    }
+    String::from_utf8_lossy(&answer)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Transparent mode to web ports, from the crawler's side: every spelling
+/// of a disallowed path is refused over plain HTTP and HTTPS; a `Host` is
+/// held against the original destination (the same address spelled
+/// otherwise, or a name resolving to it, is that server; another address,
+/// another port, an absolute URL for elsewhere are `421`); and a `429`'s
+/// hold holds the site (the ports and schemes rows: tests/suite/holds.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transparent_web_requests_are_held_against_their_destination() {
+    const ROBOTS: &str = "User-agent: *\nDisallow: /private/\nDisallow: /*.bin$\n";
+    let plain = crate::common::web::WebOrigin::site(ROBOTS).await;
+    let ca = crate::common::web::LocalCa::new();
+    let secure = crate::common::web::WebOrigin::start_tls(
+        |path| match path {
+            "/robots.txt" => (200, vec![], ROBOTS.into()),
+            p => (200, vec![], format!("secure page {p}").into()),
+        },
+        ca.acceptor(&["127.0.0.1", "localhost"]),
+    )
+    .await;
+    let toml = format!(
+        "[bot]\nagent = \"examplebot\"\n[ports]\nhttp = [{}]\nhttps = [{}]\n",
+        plain.addr.port(),
+        secure.addr.port()
+    );
+    let mut config = test_config_with(&toml);
+    config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
+    config
+        .listen
+        .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
+    let kernel = Arc::new(FakeKernel::default());
+    let proxy = Proxy::start_with(
+        config,
+        Kernel {
+            original: kernel.clone(),
+            local: kernel.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    let ca_pem = proxy.ca_cert_path.clone().expect("the drop-in CA");
+    let ask = |path: &str, host: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+    };
+    for path in [
+        "/private/x",
+        "/%70rivate/x",
+        "/PRIVATE/../private/x",
+        "/public/%2e%2e/private/x",
+        "/%2Fprivate/x",
+        "//private/x",
+        "/./private/x",
+        "/public%5C..%5Cprivate/x",
+        "/public/..;/private/x",
+        "/data.bin;v=2",
+    ] {
+        let host = plain.addr.to_string();
+        let got = web_direct(&proxy, &kernel, plain.addr, None, &ask(path, &host)).await;
+        assert!(got.starts_with("HTTP/1.1 403"), "http {path}: {got}");
+        let host = secure.addr.to_string();
+        let tls = Some((ca_pem.as_path(), "127.0.0.1"));
+        let got = web_direct(&proxy, &kernel, secure.addr, tls, &ask(path, &host)).await;
+        assert!(got.starts_with("HTTP/1.1 403"), "https {path}: {got}");
+    }
+    let port = plain.addr.port();
+    for (host, status) in [
+        (format!("127.0.0.1:{port}"), "200"),
+        (format!("127.1:{port}"), "200"),
+        (format!("localhost:{port}"), "200"),
+        (format!("LOCALHOST:{port}"), "200"),
+        (format!("127.0.0.2:{port}"), "421"),
+        (format!("127.0.0.1:{}", port + 1), "421"),
+    ] {
+        let got = web_direct(&proxy, &kernel, plain.addr, None, &ask("/public/a", &host)).await;
+        assert!(
+            got.starts_with(&format!("HTTP/1.1 {status}")),
+            "Host: {host}: {got}"
+        );
+    }
+    let elsewhere = ask(
+        &format!("http://127.0.0.2:{port}/public/a"),
+        &format!("127.0.0.2:{port}"),
+    );
+    let got = web_direct(&proxy, &kernel, plain.addr, None, &elsewhere).await;
+    assert!(got.starts_with("HTTP/1.1 421"), "{got}");
+    // Over TLS, the server name is the host: one resolving elsewhere is 421.
+    let port = secure.addr.port();
+    let tls = Some((ca_pem.as_path(), "localhost"));
+    let got = web_direct(
+        &proxy,
+        &kernel,
+        secure.addr,
+        tls,
+        &ask("/public/a", &format!("localhost:{port}")),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    // A name that does not resolve to where the client connected: 421,
+    // over TLS and plain, and nothing asked there.
+    let astray = SocketAddr::from(([127, 0, 0, 2], port));
+    let got = web_direct(
+        &proxy,
+        &kernel,
+        astray,
+        tls,
+        &ask("/public/a", &format!("localhost:{port}")),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 421"), "{got}");
+    let astray = SocketAddr::from(([127, 0, 0, 2], plain.addr.port()));
+    let host = format!("localhost:{}", plain.addr.port());
+    let got = web_direct(&proxy, &kernel, astray, None, &ask("/public/a", &host)).await;
+    assert!(got.starts_with("HTTP/1.1 421"), "{got}");
+    let paths: Vec<String> = plain
+        .targets()
+        .into_iter()
+        .chain(secure.targets())
+        .filter(|t| t != "/robots.txt")
+        .collect();
+    assert!(paths.iter().all(|p| p == "/public/a"), "{paths:?}");
+}

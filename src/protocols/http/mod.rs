@@ -68,6 +68,7 @@ impl Plain for Http {
             host: host.to_string(),
             port,
             sni: None,
+            dest: crate::addr::ip_literal(host),
         };
         Box::pin(serve::serve_connection(
             stream,

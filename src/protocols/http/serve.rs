@@ -48,6 +48,11 @@ pub enum Bound {
         /// A tunnel's TLS server name, when the client sent one: naming
         /// another host than the tunnel's, its requests are answered `421`.
         sni: Option<String>,
+        /// The address a drop-in's client connected to (SOCKS5 by address,
+        /// transparent): a request naming a host (by `Host`, by TLS server
+        /// name) is for that host if the name resolves to this address,
+        /// else `421`.
+        dest: Option<std::net::IpAddr>,
     },
 }
 
@@ -190,6 +195,10 @@ impl Requests {
                 return self.refuse(&conn, (bot, None), &refusal, unread_body);
             }
         };
+        if let Err(refusal) = self.resolves_to_dest(&target).await {
+            let bot = self.bot.get().copied();
+            return self.refuse(&conn, (bot, Some(&target)), &refusal, unread_body);
+        }
         let bot = match self.pick_bot(&request) {
             Ok(bot) => bot,
             Err(denied) => {
@@ -281,6 +290,37 @@ impl Requests {
         }
     }
 
+    /// On a connection made to an address, a request for a host by name
+    /// (its `Host`, the TLS server name) is that host's only if the name
+    /// resolves to the address the client connected to: else `421`, as a
+    /// request for another host is. (Resolved through the proxy's own
+    /// resolver and its cache, which admission asks next.)
+    async fn resolves_to_dest(&self, target: &Target) -> Result<(), Refusal> {
+        let Bound::To {
+            dest: Some(dest), ..
+        } = &self.bound
+        else {
+            return Ok(());
+        };
+        if crate::addr::ip_literal(&target.host).is_some() {
+            return Ok(());
+        }
+        let upstream = &self.ctx.admission.upstream;
+        let addrs = upstream.resolve(&target.host, target.port).await?;
+        let dest = dest.to_canonical();
+        match addrs.iter().any(|a| a.ip().to_canonical() == dest) {
+            true => Ok(()),
+            false => Err(Refusal::ProxyRule(ProxyRule::OtherHost {
+                expected: dest.to_string(),
+                port: target.port,
+                named: format!(
+                    "{}:{} (which does not resolve to the address the client connected to)",
+                    target.host, target.port
+                ),
+            })),
+        }
+    }
+
     /// The request's canonical target, or why it has none.
     fn target(&self, request: &Request<Incoming>) -> Result<Target, Refusal> {
         let malformed = |e: BadRequest| Refusal::Malformed(Malformed::from(e));
@@ -295,6 +335,7 @@ impl Requests {
                 host,
                 port,
                 sni,
+                dest,
             } => {
                 if request.method() == hyper::Method::CONNECT {
                     return Err(malformed(BadRequest::Upgrade("CONNECT inside a tunnel")));
@@ -308,16 +349,27 @@ impl Requests {
                 }
                 let named = wire::host_named(*scheme, request.uri(), request.headers())
                     .map_err(malformed)?;
-                if let Some((named, named_port)) = named {
-                    if (named.as_str(), named_port) != (host.as_str(), *port) {
-                        return Err(Refusal::ProxyRule(ProxyRule::OtherHost {
-                            expected: host.clone(),
-                            port: *port,
-                            named: format!("{named}:{named_port}"),
-                        }));
+                // A connection made to an address, whose request names a
+                // host on its port: that host, if it resolves there
+                // ([`Requests::resolves_to_dest`]).
+                let by_address = dest.is_some() && crate::addr::ip_literal(host).is_some();
+                let mut on = host.as_str();
+                if let Some((named, named_port)) = &named {
+                    if (named.as_str(), *named_port) != (host.as_str(), *port) {
+                        let by_name = by_address
+                            && *named_port == *port
+                            && crate::addr::ip_literal(named).is_none();
+                        if !by_name {
+                            return Err(Refusal::ProxyRule(ProxyRule::OtherHost {
+                                expected: host.clone(),
+                                port: *port,
+                                named: format!("{named}:{named_port}"),
+                            }));
+                        }
+                        on = named;
                     }
                 }
-                wire::on_server(*scheme, (host, *port), request.uri()).map_err(malformed)
+                wire::on_server(*scheme, (on, *port), request.uri()).map_err(malformed)
             }
         }
     }

@@ -41,7 +41,8 @@ pub async fn serve_dropin_tls(
         .client_hello()
         .server_name()
         .map(|n| canonical_host(n).unwrap_or_else(|_| n.to_string()));
-    let (host, sni) = match (sni, crate::addr::ip_literal(host).is_some()) {
+    let dest = crate::addr::ip_literal(host);
+    let (host, sni) = match (sni, dest.is_some()) {
         (Some(named), true) => (named, None),
         (sni, _) => (host.to_string(), sni),
     };
@@ -68,6 +69,7 @@ pub async fn serve_dropin_tls(
         host,
         port,
         sni,
+        dest,
     };
     serve_connection(tls, conn, ctx, (bound, None, None)).await
 }
@@ -114,6 +116,7 @@ fn tunnel(
             host,
             port,
             sni,
+            dest: None,
         };
         serve_connection(tls, conn, &ctx, (bound, None, Some(bot))).await
     })
