@@ -19,6 +19,15 @@ pub const MAX_ANSWER_HEAD: usize = 64 * 1024;
 /// connection closes with its last use.
 pub struct Connection(tokio::task::JoinHandle<()>);
 
+impl Connection {
+    /// Closes the connection now, for every request sharing it (HTTP/2): it
+    /// failed one of them (no answer in time, a broken stream, a `GOAWAY`
+    /// mid-answer), and is not to be asked again.
+    pub fn close(&self) {
+        self.0.abort();
+    }
+}
+
 impl Drop for Connection {
     fn drop(&mut self) {
         self.0.abort();

@@ -63,7 +63,7 @@ pub struct KeptConn {
     sender: Sender<RelayBody>,
     /// Its task, held: the connection lives as long as this (or, over
     /// HTTP/2, any sender sharing it).
-    _connection: std::sync::Arc<Connection>,
+    connection: std::sync::Arc<Connection>,
     /// `None`: unknown, so never kept.
     peer: Option<std::net::SocketAddr>,
 }
@@ -73,7 +73,7 @@ impl KeptConn {
     fn shared(&self) -> Option<KeptConn> {
         Some(KeptConn {
             sender: self.sender.shared()?,
-            _connection: self._connection.clone(),
+            connection: self.connection.clone(),
             peer: self.peer,
         })
     }
@@ -111,7 +111,7 @@ async fn send(
             why,
         })
     };
-    match tokio::time::timeout(idle, kept.sender.try_send(asked)).await {
+    let sent = match tokio::time::timeout(idle, kept.sender.try_send(asked)).await {
         Ok(Ok(response)) => Ok(Sent::Answered(response)),
         Ok(Err(mut e)) => match e.take_message() {
             Some(unsent) => Ok(Sent::Unsent(unsent, failed(e.into_error().to_string()))),
@@ -121,7 +121,13 @@ async fn send(
             authority: target.authority(),
             after: idle,
         })),
+    };
+    // A connection that failed a request is asked nothing more: an HTTP/2
+    // one is shared (kept while this request ran), and is closed for all.
+    if sent.is_err() {
+        kept.connection.close();
     }
+    sent
 }
 
 /// `request` in the form `sender`'s HTTP sends it: HTTP/1.1 in origin form
@@ -291,7 +297,7 @@ pub async fn relay(
         };
         let mut kept = KeptConn {
             sender,
-            _connection: std::sync::Arc::new(connection),
+            connection: std::sync::Arc::new(connection),
             peer,
         };
         kept.share(&ctx, server);
@@ -504,6 +510,10 @@ impl Relayed {
     /// tell the answer is incomplete.
     fn cut(&mut self, why: String) -> std::io::Error {
         self.ended = true;
+        // Not to be asked again (an HTTP/2 one is shared: closed for all).
+        if let Some(kept) = self.upstream.take() {
+            kept.connection.close();
+        }
         let protocol = match self.finish.target.scheme {
             Scheme::Https => crate::protocol::Protocol::Https,
             _ => crate::protocol::Protocol::Http,
