@@ -8,9 +8,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use robots_proxy::bot_limits::{
-    budgets_read_bound, Clock, Ledger, WallClock, BUDGETS_MAX_LINE,
-};
+use robots_proxy::bot_limits::{budgets_read_bound, Clock, Ledger, WallClock, BUDGETS_MAX_LINE};
 
 /// Mid-bucket, so a run does not cross into the next one.
 const T0: u64 = 20_000 * 86_400 + 150;
@@ -40,7 +38,9 @@ fn sorted(text: &str) -> Vec<&str> {
 fuzz_target!(|data: &[u8]| {
     let max_pairs = usize::from(data.first().copied().unwrap_or(0) % 64) + 1;
     let first = book(max_pairs);
-    let read = first.read_budgets(data.get(1..).unwrap_or_default()).expect("reads memory");
+    let read = first
+        .read_budgets(data.get(1..).unwrap_or_default())
+        .expect("reads memory");
     assert!(read.kept <= data.len());
     let text = written(&first);
     let lines = text.lines().count();
@@ -49,7 +49,10 @@ fuzz_target!(|data: &[u8]| {
     assert!(text.len() as u64 <= budgets_read_bound(max_pairs));
     let second = book(max_pairs);
     let again = second.read_budgets(text.as_bytes()).expect("reads memory");
-    assert_eq!((again.kept, again.malformed, again.over_bound), (lines, 0, 0));
+    assert_eq!(
+        (again.kept, again.malformed, again.over_bound),
+        (lines, 0, 0)
+    );
     assert!(!again.unread);
     assert_eq!(sorted(&written(&second)), sorted(&text));
 });

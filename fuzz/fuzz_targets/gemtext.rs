@@ -13,7 +13,11 @@ fn render<H: MenuLine>(mut lines: MenuLines<H>, input: &[u8], cuts: &[u8]) -> Ve
     let mut rest = input;
     let mut sizes = cuts.iter().map(|&c| usize::from(c).max(1)).cycle();
     while !rest.is_empty() {
-        let n = if cuts.is_empty() { rest.len() } else { sizes.next().unwrap().min(rest.len()) };
+        let n = if cuts.is_empty() {
+            rest.len()
+        } else {
+            sizes.next().unwrap().min(rest.len())
+        };
         let (piece, more) = rest.split_at(n);
         lines.feed(piece, &mut out);
         rest = more;
@@ -24,7 +28,9 @@ fn render<H: MenuLine>(mut lines: MenuLines<H>, input: &[u8], cuts: &[u8]) -> Ve
 
 fn harmless(out: &[u8]) {
     let text = std::str::from_utf8(out).expect("gemtext is UTF-8");
-    assert!(!text.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+    assert!(!text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t'));
     assert!(!text.lines().any(|l| l.starts_with("```")));
 }
 

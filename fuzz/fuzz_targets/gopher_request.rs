@@ -8,7 +8,10 @@ use robots_proxy::gopher::wire::{parse_request, parse_selector_line};
 use robots_proxy::target::Target;
 
 fn one_line(up: &[u8]) -> bool {
-    up.ends_with(b"\r\n") && !up[..up.len() - 2].iter().any(|b| matches!(b, b'\r' | b'\n' | 0))
+    up.ends_with(b"\r\n")
+        && !up[..up.len() - 2]
+            .iter()
+            .any(|b| matches!(b, b'\r' | b'\n' | 0))
 }
 
 fuzz_target!(|data: &[u8]| {

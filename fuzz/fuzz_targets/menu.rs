@@ -12,7 +12,11 @@ fn rewrite(menu: &[u8], cuts: &[u8]) -> Vec<u8> {
     let mut rest = menu;
     let mut sizes = cuts.iter().map(|&c| usize::from(c).max(1)).cycle();
     while !rest.is_empty() {
-        let n = if cuts.is_empty() { rest.len() } else { sizes.next().unwrap().min(rest.len()) };
+        let n = if cuts.is_empty() {
+            rest.len()
+        } else {
+            sizes.next().unwrap().min(rest.len())
+        };
         let (piece, more) = rest.split_at(n);
         rw.feed(piece, &mut out);
         rest = more;

@@ -1,8 +1,9 @@
 //! Raw bytes as a web answer's preference fields (`Content-Usage`,
 //! `X-Robots-Tag`, `tdm-reservation`), split into fields at newlines (so
 //! repeated fields, obs-text, a CR or a fold's leading space and values as
-//! long as the input, up to the head's 64 KiB), for a page and an image,
-//! read for a bot with a token and one without, declaring every use:
+//! long as the input, up to the head's 64 KiB), for a page or an image,
+//! read for a bot with a token or one without (the input's last byte
+//! chooses), declaring every use:
 //! - nothing panics; a refusal names a field among them, cut to 200
 //!   characters, and refuses a use that was declared;
 //! - with no field that could refuse (none of those names), nothing is;
@@ -21,7 +22,12 @@ use libfuzzer_sys::fuzz_target;
 use robots_proxy::robots::response::{read, ResponsePreferences};
 use robots_proxy::robots::Use;
 
-const NAMES: [&str; 4] = ["content-usage", "x-robots-tag", "tdm-reservation", "x-other"];
+const NAMES: [&str; 4] = [
+    "content-usage",
+    "x-robots-tag",
+    "tdm-reservation",
+    "x-other",
+];
 const DECLARED: [Use; 4] = [Use::TrainAi, Use::TrainGenai, Use::Search, Use::AiInput];
 
 fn refused<'a>(
@@ -42,11 +48,16 @@ fn page(html: &[u8], token: &str, uses: &[Use]) -> Option<String> {
 
 fuzz_target!(|data: &[u8]| {
     for token in ["examplebot", ""] {
+        let data = &data[..data.len().min(64 * 1024)];
         if let Some(field) = page(data, token, &DECLARED) {
             assert!(field.starts_with("<meta name=\""), "{field}");
             assert!(field.chars().count() <= 200);
         }
-        let opened = [&b"<html><head><meta name=\"robots\" content=\"noai\">"[..], data].concat();
+        let opened = [
+            &b"<html><head><meta name=\"robots\" content=\"noai\">"[..],
+            data,
+        ]
+        .concat();
         assert!(page(&opened, token, &[Use::TrainAi]).is_some());
     }
     // The head's cap: no answer the proxy reads has more.
@@ -57,8 +68,13 @@ fuzz_target!(|data: &[u8]| {
         .map(|(i, v)| (NAMES[i % NAMES.len()], v))
         .collect();
     let at = data.first().map_or(0, |&b| b as usize % (fields.len() + 1));
-    for content_type in [Some(&b"text/html"[..]), Some(b"image/png"), None] {
-        for token in ["examplebot", ""] {
+    // The page or image, the bot with a token or without: chosen by the
+    // input's last byte, one pair a run.
+    let pick = data.last().copied().unwrap_or(0) as usize;
+    let content_type = [Some(&b"text/html"[..]), Some(b"image/png"), None][pick % 3];
+    let token = ["examplebot", ""][pick / 3 % 2];
+    {
+        {
             let stated = read(fields.iter().copied(), content_type, token);
             if let Some(r) = stated.refused(&DECLARED) {
                 assert!(DECLARED.contains(&r.declared));
@@ -87,7 +103,12 @@ fuzz_target!(|data: &[u8]| {
             let first = [b"noai, ", data].concat();
             let mut with = fields.clone();
             with.insert(at, ("x-robots-tag", &first));
-            assert!(refused(with, content_type, token, &[Use::TrainAi, Use::AiInput]));
+            assert!(refused(
+                with,
+                content_type,
+                token,
+                &[Use::TrainAi, Use::AiInput]
+            ));
             // The input, then a directive for this bot by name.
             let named = [data, b", examplebot: noai"].concat();
             let mut with = fields.clone();

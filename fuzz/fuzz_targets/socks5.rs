@@ -19,7 +19,11 @@ fuzz_target!(|data: &[u8]| {
         Some((&flag, rest)) => (flag & 1 == 1, rest),
         None => (false, data),
     };
-    let users = if with_users { vec![("u".to_string(), "p".to_string())] } else { vec![] };
+    let users = if with_users {
+        vec![("u".to_string(), "p".to_string())]
+    } else {
+        vec![]
+    };
     RUNTIME.with(|rt| {
         rt.block_on(async {
             let (mut client, mut server) = tokio::io::duplex(64 * 1024);

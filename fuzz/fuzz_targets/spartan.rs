@@ -17,7 +17,10 @@ use robots_proxy::target::{Scheme, Target};
 
 /// The first line of `head` (CRLF ends it, nothing before is a line end).
 fn first_line(head: &[u8]) -> &[u8] {
-    let end = head.windows(2).position(|w| w == b"\r\n").expect("a line end");
+    let end = head
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .expect("a line end");
     let line = &head[..end];
     assert!(!line.contains(&b'\r') && !line.contains(&b'\n'), "{line:?}");
     line
@@ -29,7 +32,11 @@ fuzz_target!(|data: &[u8]| {
         assert!(r.data_len() <= MAX_UPLOAD);
         let head = r.upstream_head();
         let line = first_line(&head);
-        assert_eq!(line.len() + 2, head.len(), "a line's request sends only its line");
+        assert_eq!(
+            line.len() + 2,
+            head.len(),
+            "a line's request sends only its line"
+        );
         // The upstream line reads back as the same request (an IPv6 host is
         // sent without its brackets, as the spec asks: not a line we take).
         if !r.target.host.starts_with('[') {
