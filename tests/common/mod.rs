@@ -945,3 +945,32 @@ pub async fn text_hole_on(addr: SocketAddr, robots: &str) -> GopherOrigin {
     )
     .await
 }
+
+/// The kernel as a test wants it: every connection was going to `to` (none:
+/// not redirected), and `local` are this machine's addresses besides loopback.
+#[derive(Default)]
+pub struct FakeKernel {
+    pub to: Mutex<Option<SocketAddr>>,
+    pub local: Vec<std::net::IpAddr>,
+}
+
+impl FakeKernel {
+    pub fn redirect_to(&self, addr: SocketAddr) {
+        *self.to.lock().unwrap() = Some(addr);
+    }
+}
+
+impl robots_proxy::transparent::OriginalDestination for FakeKernel {
+    fn original_destination(&self, _stream: &TcpStream) -> std::io::Result<SocketAddr> {
+        self.to
+            .lock()
+            .unwrap()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+}
+
+impl robots_proxy::transparent::LocalAddresses for FakeKernel {
+    fn is_local(&self, ip: std::net::IpAddr) -> bool {
+        self.local.contains(&ip)
+    }
+}

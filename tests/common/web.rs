@@ -468,3 +468,78 @@ pub fn answer_bytes(fields: &[&[u8]], body: &[u8]) -> Vec<u8> {
     out.extend_from_slice(body);
     out
 }
+
+/// Hole 1's robots.txt row, from the site's side: a request of a bot held
+/// by its rate (`1/s`) waits while the site's robots.txt becomes
+/// unreachable (another bot's request fetches it again: `503`, no good
+/// copy). When its turn comes it is decided again with the copy the proxy
+/// holds then: refused (`503`, naming robots.txt), never sent, and it
+/// fetched nothing itself. `proxy_with(config)` makes the proxy (with a
+/// fleet's store, or alone).
+pub async fn robots_txt_unreachable_while_waiting<F, P>(proxy_with: F)
+where
+    F: FnOnce(robots_proxy::config::Config) -> P,
+    P: std::future::Future<Output = robots_proxy::server::Proxy>,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let down = Arc::new(AtomicBool::new(false));
+    let site_down = down.clone();
+    let origin = WebOrigin::start(move |path| match path {
+        "/robots.txt" if site_down.load(Ordering::SeqCst) => (503, vec![], vec![]),
+        "/robots.txt" => (404, vec![], vec![]),
+        _ => (200, vec![], b"page".to_vec()),
+    })
+    .await;
+    let mut config = web_config_with(
+        r#"
+[socks5]
+users = [{ name = "s", password = "s-pass" }, { name = "o", password = "o-pass" }]
+[bot]
+name = "anon"
+agent = "anonbot"
+[[bots]]
+name = "rated"
+agent = "examplebot"
+rate = "1/s"
+socks5_users = ["s"]
+[[bots]]
+name = "other"
+agent = "otherbot"
+socks5_users = ["o"]
+"#,
+    );
+    config.robots.ttl = std::time::Duration::from_millis(100);
+    let proxy = proxy_with(config).await;
+    let http = proxy.addr(robots_proxy::listener::Listener::Http);
+    let rated = basic("s", "s-pass");
+    let mut client = WebClient::connect(http).await;
+    let first = client
+        .get(&origin.url("/first"), &[("proxy-authorization", &rated)])
+        .await;
+    assert_eq!(first.status, 200, "{first:?}");
+    // Waits about 1 s on its bot's rate.
+    let waiting_url = origin.url("/waiting");
+    let waiting = tokio::spawn(async move {
+        let answer = client.get(&waiting_url, &[]).await;
+        (answer.status, answer.body)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    down.store(true, Ordering::SeqCst);
+    let other = basic("o", "o-pass");
+    let mut client = WebClient::connect(http).await;
+    let refreshed = client
+        .get(&origin.url("/other"), &[("proxy-authorization", &other)])
+        .await;
+    assert_eq!(
+        refreshed.status, 503,
+        "robots.txt unreachable: {refreshed:?}"
+    );
+    let (status, why) = waiting.await.unwrap();
+    assert_eq!(status, 503, "decided again when its turn came: {why}");
+    assert!(why.contains("robots.txt"), "{why}");
+    assert_eq!(
+        origin.targets(),
+        ["/robots.txt", "/first", "/robots.txt"],
+        "the waiting request fetched nothing, and was not sent"
+    );
+}

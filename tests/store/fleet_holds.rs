@@ -301,60 +301,9 @@ async fn a_site_s_hold_is_read_and_written_for_proxies_of_the_previous_version()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_request_waiting_when_robots_txt_becomes_unreachable_is_refused_in_a_fleet() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let redis = RedisServer::start();
-    let down = std::sync::Arc::new(AtomicBool::new(false));
-    let site_down = down.clone();
-    let origin = WebOrigin::start(move |path| match path {
-        "/robots.txt" if site_down.load(Ordering::SeqCst) => (503, vec![], vec![]),
-        "/robots.txt" => (404, vec![], vec![]),
-        _ => (200, vec![], b"page".to_vec()),
+    crate::common::web::robots_txt_unreachable_while_waiting(|config| {
+        start_proxy(with_store(config, &redis, OnUnavailable::Refuse))
     })
     .await;
-    let toml = r#"
-[socks5]
-users = [{ name = "s", password = "s-pass" }, { name = "o", password = "o-pass" }]
-[bot]
-name = "anon"
-agent = "anonbot"
-[[bots]]
-name = "rated"
-agent = "examplebot"
-rate = "1/s"
-socks5_users = ["s"]
-[[bots]]
-name = "other"
-agent = "otherbot"
-socks5_users = ["o"]
-"#;
-    let mut config = with_store(
-        crate::common::web::web_config_with(toml),
-        &redis,
-        OnUnavailable::Refuse,
-    );
-    config.robots.ttl = Duration::from_millis(100);
-    let proxy = start_proxy(config).await;
-    let http = proxy.addr(Listener::Http);
-    let rated = crate::common::web::basic("s", "s-pass");
-    let mut client = WebClient::connect(http).await;
-    let first = client
-        .get(&origin.url("/first"), &[("proxy-authorization", &rated)])
-        .await;
-    assert_eq!(first.status, 200, "{first:?}");
-    let waiting_url = origin.url("/waiting");
-    let waiting = tokio::spawn(async move {
-        let answer = client.get(&waiting_url, &[]).await;
-        (answer.status, answer.body)
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    down.store(true, Ordering::SeqCst);
-    let other = crate::common::web::basic("o", "o-pass");
-    let mut client = WebClient::connect(http).await;
-    let refreshed = client
-        .get(&origin.url("/other"), &[("proxy-authorization", &other)])
-        .await;
-    assert_eq!(refreshed.status, 503, "{refreshed:?}");
-    let (status, why) = waiting.await.unwrap();
-    assert_eq!(status, 503, "decided again when its turn came: {why}");
-    assert!(!origin.targets().contains(&"/waiting".to_string()));
 }

@@ -9,12 +9,12 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
-use robots_proxy::transparent::{Kernel, LocalAddresses, OriginalDestination};
+use robots_proxy::transparent::Kernel;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -210,88 +210,7 @@ async fn gemini_clients_waiting_for_a_capsule_are_held_by_its_44() {
 /// waiting request fetches nothing itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_waiting_when_robots_txt_becomes_unreachable_is_refused() {
-    let down = Arc::new(AtomicBool::new(false));
-    let site_down = down.clone();
-    let origin = WebOrigin::start(move |path| match path {
-        "/robots.txt" if site_down.load(Ordering::SeqCst) => (503, vec![], vec![]),
-        "/robots.txt" => (404, vec![], vec![]),
-        _ => (200, vec![], b"page".to_vec()),
-    })
-    .await;
-    let mut config = web_config_with(
-        r#"
-[socks5]
-users = [{ name = "s", password = "s-pass" }, { name = "o", password = "o-pass" }]
-[bot]
-name = "anon"
-agent = "anonbot"
-[[bots]]
-name = "rated"
-agent = "examplebot"
-rate = "1/s"
-socks5_users = ["s"]
-[[bots]]
-name = "other"
-agent = "otherbot"
-socks5_users = ["o"]
-"#,
-    );
-    config.robots.ttl = Duration::from_millis(100);
-    let proxy = start_proxy(config).await;
-    let http = proxy.addr(Listener::Http);
-    let rated = crate::common::web::basic("s", "s-pass");
-    let mut client = WebClient::connect(http).await;
-    let first = client
-        .get(&origin.url("/first"), &[("proxy-authorization", &rated)])
-        .await;
-    assert_eq!(first.status, 200);
-    // Waits about 1 s on its bot's rate.
-    let waiting_url = origin.url("/waiting");
-    let waiting = tokio::spawn(async move {
-        let answer = client.get(&waiting_url, &[]).await;
-        (answer.status, answer.body)
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    down.store(true, Ordering::SeqCst);
-    let other = crate::common::web::basic("o", "o-pass");
-    let mut client = WebClient::connect(http).await;
-    let refreshed = client
-        .get(&origin.url("/other"), &[("proxy-authorization", &other)])
-        .await;
-    assert_eq!(
-        refreshed.status, 503,
-        "robots.txt unreachable: {refreshed:?}"
-    );
-    let (status, why) = waiting.await.unwrap();
-    assert_eq!(status, 503, "decided again when its turn came: {why}");
-    assert!(why.contains("robots.txt"), "{why}");
-    assert_eq!(
-        origin.targets(),
-        ["/robots.txt", "/first", "/robots.txt"],
-        "the waiting request fetched nothing, and was not sent"
-    );
-}
-
-/// The kernel as the transparent rows want it: every connection was going
-/// to `to`.
-#[derive(Default)]
-struct Redirect {
-    to: Mutex<Option<SocketAddr>>,
-}
-
-impl OriginalDestination for Redirect {
-    fn original_destination(&self, _stream: &TcpStream) -> std::io::Result<SocketAddr> {
-        self.to
-            .lock()
-            .unwrap()
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
-    }
-}
-
-impl LocalAddresses for Redirect {
-    fn is_local(&self, _ip: std::net::IpAddr) -> bool {
-        false
-    }
+    crate::common::web::robots_txt_unreachable_while_waiting(start_proxy).await;
 }
 
 /// How a crawler comes back to a site.
@@ -307,7 +226,7 @@ enum WayIn {
 /// `https` or not.
 async fn told_via(
     proxy: &Proxy,
-    kernel: &Redirect,
+    kernel: &FakeKernel,
     (way, https): (WayIn, bool),
     port: u16,
     path: &str,
@@ -352,7 +271,7 @@ Connection: close
             s
         }
         (WayIn::Transparent, _) => {
-            *kernel.to.lock().unwrap() = Some(SocketAddr::from(([127, 0, 0, 1], port)));
+            kernel.redirect_to(SocketAddr::from(([127, 0, 0, 1], port)));
             TcpStream::connect(proxy.addr(Listener::Transparent))
                 .await
                 .unwrap()
@@ -423,7 +342,7 @@ async fn a_429_holds_the_site_on_every_port_scheme_and_way_in() {
     config
         .listen
         .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
-    let kernel = Arc::new(Redirect::default());
+    let kernel = Arc::new(FakeKernel::default());
     let proxy = Proxy::start_with(
         config,
         Kernel {

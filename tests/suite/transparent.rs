@@ -5,45 +5,16 @@
 //! a network namespace of its own.
 
 use crate::common::small_web;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use crate::common::*;
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
-use robots_proxy::transparent::{Kernel, LocalAddresses, OriginalDestination};
+use robots_proxy::transparent::Kernel;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// The kernel as a test wants it: every connection was going to `to` (none:
-/// not redirected), and `local` are this machine's addresses besides loopback.
-#[derive(Default)]
-struct FakeKernel {
-    to: Mutex<Option<SocketAddr>>,
-    local: Vec<IpAddr>,
-}
-
-impl FakeKernel {
-    fn redirect_to(&self, addr: SocketAddr) {
-        *self.to.lock().unwrap() = Some(addr);
-    }
-}
-
-impl OriginalDestination for FakeKernel {
-    fn original_destination(&self, _stream: &TcpStream) -> std::io::Result<SocketAddr> {
-        self.to
-            .lock()
-            .unwrap()
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
-    }
-}
-
-impl LocalAddresses for FakeKernel {
-    fn is_local(&self, ip: IpAddr) -> bool {
-        self.local.contains(&ip)
-    }
-}
 
 async fn start(config_toml: Option<&str>, kernel: FakeKernel) -> (Proxy, Arc<FakeKernel>) {
     let mut config = match config_toml {
