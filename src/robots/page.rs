@@ -27,10 +27,6 @@ pub struct Head {
     pub ended: bool,
 }
 
-/// The most meta tags kept from one page (a page of a million of them is
-/// read as far as this).
-pub const MAX_METAS: usize = 64;
-
 /// Elements whose content is text up to their end tag, not markup.
 const RAW_TEXT: [&[u8]; 4] = [b"script", b"style", b"title", b"textarea"];
 
@@ -68,10 +64,10 @@ pub fn scan(html: &[u8], wanted: impl Fn(&str) -> bool) -> Head {
                 break;
             }
             if name.eq_ignore_ascii_case(b"meta") {
+                // Every one wanted, however many: the prefix bounds them (a
+                // cap here would drop the one that refuses).
                 if let Some(meta) = meta(&attributes, &wanted) {
-                    if head.metas.len() < MAX_METAS {
-                        head.metas.push(meta);
-                    }
+                    head.metas.push(meta);
                 }
             } else if let Some(raw) = RAW_TEXT.iter().find(|r| name.eq_ignore_ascii_case(r)) {
                 match end_tag(&html[at..], raw) {
@@ -300,8 +296,12 @@ mod tests {
 
     #[test]
     fn hostile_pages_are_bounded() {
-        let many = "<meta name=robots content=x>".repeat(10_000);
-        assert_eq!(robots_metas(&many).metas.len(), MAX_METAS);
+        let many = format!(
+            "{}<meta name=robots content=noai>",
+            "<meta name=robots content=x>".repeat(2_000)
+        );
+        let head = robots_metas(&many);
+        assert_eq!(head.metas.len(), 2_001, "none dropped: the last one counts");
         // Junk, binary, unclosed everything: no panic, linear.
         let junk: Vec<u8> = (0..70_000u32).map(|i| (i * 7919 % 256) as u8).collect();
         let _ = scan(&junk, |_| true);
