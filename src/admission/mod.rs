@@ -156,12 +156,16 @@ pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admit
         Err(refusal) => return Err(refused(refusal, server, robots)),
     };
     // What robots.txt says may have changed while it waited: the copy
-    // cached now decides again (never fetched for this). Boxed: the cache's
+    // cached now decides again (never fetched for this). Only a copy no
+    // longer fresh can have been fetched again meanwhile: a request whose
+    // copy is still fresh (most) looks nothing up. Boxed: the cache's
     // lookup would size every waiting request.
-    if let Err(refusal) = Box::pin(robots_again(ctx, (&server, bot, target), &entry)).await {
-        match reporting && crate::report::reportable(&refusal) {
-            true => report.add(Would::Refuse(refusal)),
-            false => return Err(refused(refusal, server, robots)),
+    if Instant::now() >= entry.fresh_until() {
+        if let Err(refusal) = Box::pin(robots_again(ctx, (&server, bot, target), &entry)).await {
+            match reporting && crate::report::reportable(&refusal) {
+                true => report.add(Would::Refuse(refusal)),
+                false => return Err(refused(refusal, server, robots)),
+            }
         }
     }
     holds.started();
