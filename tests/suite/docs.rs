@@ -633,6 +633,135 @@ fn the_architecture_table_is_the_import_graph() {
     }
 }
 
+/// The files of each folder of `src/` (a `mod.rs` and its children aside)
+/// import each other one way: no circle between siblings (`a.rs` naming
+/// `b.rs`'s items while `b.rs` names `a.rs`'s), whichever way they name
+/// each other (`super::b`, `super::{b, …}`, `crate::folder::b`, from a
+/// sibling folder's files too). A circle is two concepts in two files.
+#[test]
+fn no_circle_between_sibling_files() {
+    use std::collections::{BTreeMap, BTreeSet};
+    fn rust_files(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files.extend(rust_files(&path));
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+        files
+    }
+    /// Whether `code` names the item `name` of the folder `module` (`a::b`).
+    fn names(code: &str, module: &str, name: &str, depth: usize) -> bool {
+        let up = "super::".repeat(depth);
+        let word = |at: usize, text: &str| {
+            !text[at + name.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        };
+        let direct = [format!("{up}{name}"), format!("crate::{module}::{name}")];
+        let plain = direct.iter().any(|prefix| {
+            code.match_indices(prefix.as_str()).any(|(at, _)| {
+                let before = code[..at].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+                    && word(at + prefix.len() - name.len(), code)
+            })
+        });
+        let grouped = [format!("{up}{{"), format!("crate::{module}::{{")]
+            .iter()
+            .any(|open| {
+                code.match_indices(open.as_str()).any(|(at, _)| {
+                    let group = &code[at + open.len()..];
+                    let group = &group[..group.find('}').unwrap_or(group.len())];
+                    group.split(',').any(|item| {
+                        let item: String = item
+                            .trim()
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        item == name
+                    })
+                })
+            });
+        plain || grouped
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut folders = vec![src.clone()];
+    let mut checked = 0;
+    while let Some(dir) = folders.pop() {
+        let module = dir
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('/', "::");
+        let mut siblings: BTreeMap<String, Vec<(PathBuf, usize)>> = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                folders.push(path.clone());
+                let files = rust_files(&path)
+                    .into_iter()
+                    .map(|f| {
+                        let depth = f.strip_prefix(&path).unwrap().components().count();
+                        // `sub/mod.rs` names its folder's siblings with one `super::`.
+                        let depth = match f.file_name().is_some_and(|n| n == "mod.rs") {
+                            true => depth,
+                            false => depth + 1,
+                        };
+                        (f, depth)
+                    })
+                    .collect();
+                siblings.insert(stem, files);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !["mod", "lib", "main"].contains(&stem.as_str())
+            {
+                siblings.insert(stem, vec![(path, 1)]);
+            }
+        }
+        let mut edges: BTreeMap<&String, BTreeSet<&String>> = BTreeMap::new();
+        for (name, files) in &siblings {
+            let codes: Vec<(String, usize)> = files
+                .iter()
+                .map(|(f, depth)| (code_of(&std::fs::read_to_string(f).unwrap()), *depth))
+                .collect();
+            let named: BTreeSet<&String> = siblings
+                .keys()
+                .filter(|other| *other != name)
+                .filter(|other| {
+                    codes
+                        .iter()
+                        .any(|(code, depth)| names(code, &module, other, *depth))
+                })
+                .collect();
+            edges.insert(name, named);
+        }
+        checked += edges.len();
+        let mut placed: BTreeSet<&String> = BTreeSet::new();
+        while placed.len() < edges.len() {
+            let ready: Vec<&String> = edges
+                .iter()
+                .filter(|(f, deps)| !placed.contains(*f) && deps.iter().all(|d| placed.contains(d)))
+                .map(|(f, _)| *f)
+                .collect();
+            assert!(
+                !ready.is_empty(),
+                "{}: a circle between sibling files among {:?}",
+                dir.display(),
+                edges
+                    .iter()
+                    .filter(|(f, _)| !placed.contains(*f))
+                    .collect::<Vec<_>>()
+            );
+            placed.extend(ready);
+        }
+    }
+    assert!(checked > 100, "{checked} files and folders looked at");
+}
+
 /// Each protocol under `src/protocols/` is one folder that names no other
 /// protocol: what they share lives below them.
 #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use robots_proxy::config::Config;
 use robots_proxy::listener::Listener;
-use robots_proxy::protocols::http::serve::pseudonym;
+use robots_proxy::protocols::http::wire::pseudonym;
 
 use crate::common::web::{basic, raw_exchange, web_config_with, WebClient, WebOrigin};
 use crate::common::*;

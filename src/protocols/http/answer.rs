@@ -9,7 +9,6 @@ use hyper::body::{Body as HttpBody, Bytes, Frame, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
-use super::serve::pseudonym;
 use super::wire;
 use crate::access::Denied;
 use crate::refusal::{ProxyRule, Refusal};
@@ -27,7 +26,9 @@ pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    if let Ok(v) = HeaderValue::from_str(&wire::proxy_status(pseudonym(), answer.error, &text)) {
+    if let Ok(v) =
+        HeaderValue::from_str(&wire::proxy_status(wire::pseudonym(), answer.error, &text))
+    {
         headers.insert("proxy-status", v);
     }
     if let Refusal::Denied(Denied::ProxyAuth) = refusal {
@@ -53,7 +54,9 @@ pub fn refused(refusal: &Refusal, close: bool) -> Response<Body> {
 /// An answer's body: the proxy's own text, or the upstream's, relayed.
 pub enum Body {
     Full(Option<Bytes>),
-    Relayed(Box<super::relay::Relayed>),
+    /// The upstream's body, as the relay streams it (its type is the
+    /// relay's: erased, so answers need not know how relaying is done).
+    Relayed(Pin<Box<dyn HttpBody<Data = Bytes, Error = std::io::Error> + Send>>),
 }
 
 impl Body {
@@ -72,7 +75,7 @@ impl HttpBody for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
             Body::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            Body::Relayed(relayed) => Pin::new(relayed.as_mut()).poll_frame(cx),
+            Body::Relayed(relayed) => relayed.as_mut().poll_frame(cx),
         }
     }
 

@@ -27,7 +27,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::answer::Body;
 use super::client::{self, Connection, Sender};
-use super::serve::{pseudonym, Finish};
+use super::finish::Finish;
 use super::wire;
 use crate::admission::Admitted;
 use crate::bots::Bot;
@@ -227,7 +227,7 @@ pub fn upstream_request<B>(request: Request<B>, target: &Target, bot: &Bot) -> R
     if !bot.profile.uses().is_empty() {
         super::page::readable_codings(&mut parts.headers);
     }
-    wire::add_via(&mut parts.headers, Version::HTTP_11, pseudonym());
+    wire::add_via(&mut parts.headers, Version::HTTP_11, wire::pseudonym());
     let path = match &target.resource {
         Resource::Path(p) => p.as_str(),
         _ => "/",
@@ -393,7 +393,7 @@ pub async fn relay(
         });
     wire::strip_hop_by_hop(&mut parts.headers);
     // Received as HTTP/2, perhaps: said so in `Via`, relayed as HTTP/1.1.
-    wire::add_via(&mut parts.headers, parts.version, pseudonym());
+    wire::add_via(&mut parts.headers, parts.version, wire::pseudonym());
     parts.version = Version::HTTP_11;
     finish.outcome.status = Some(parts.status.as_u16());
     finish.outcome.waited = admitted.waited;
@@ -415,7 +415,7 @@ pub async fn relay(
     };
     Ok(Response::from_parts(
         parts,
-        Body::Relayed(Box::new(relayed)),
+        Body::Relayed(Box::pin(relayed)),
     ))
 }
 

@@ -20,14 +20,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::answer::{refused, Body};
+use super::finish::{protocol_of, Finish};
 use super::relay::{Attempt, NotRelayed};
 use super::wire::{self, Asked, BadRequest, MAX_HEADERS, MAX_HEADER_BYTES};
 use crate::access::Denied;
 use crate::bots::{BotId, Presented};
 use crate::context::Context;
-use crate::fate::Fate;
 use crate::metrics::Listener;
-use crate::protocol::Protocol;
 use crate::proxy::stalled::WriteDeadline;
 use crate::proxy::{count, log, Conn, Outcome};
 use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
@@ -54,19 +53,6 @@ pub enum Bound {
         /// else `421`.
         dest: Option<std::net::IpAddr>,
     },
-}
-
-/// This proxy in `Via` and `Proxy-Status`: its name and a random tag per
-/// process, so a request that comes back through it is a loop, while two
-/// proxies in a row are not.
-pub fn pseudonym() -> &'static str {
-    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        let mut tag = [0u8; 4];
-        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut tag);
-        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        format!("robots-proxy-{tag}")
-    })
 }
 
 /// One connection's requests, as each is served.
@@ -225,14 +211,8 @@ impl Requests {
         crate::proxy::noted(&self.ctx, bot, &admitted);
         match admitted {
             Ok(admitted) => {
-                let finish = Finish {
-                    ctx: self.ctx.clone(),
-                    conn: (self.peer, self.listener, started),
-                    bot,
-                    target,
-                    counted: false,
-                    outcome: Outcome::new(Fate::Relayed, None, String::new()),
-                };
+                let conn = (self.peer, self.listener, started);
+                let finish = Finish::new(self.ctx.clone(), conn, bot, target);
                 let attempt = Attempt::First { retryable };
                 match super::relay::relay(request, admitted, finish, attempt).await {
                     Err(NotRelayed::Challenged(finish)) => match again {
@@ -438,7 +418,7 @@ impl Requests {
         if request.headers().contains_key(header::UPGRADE) {
             return Some(Refusal::Malformed(BadRequest::Upgrade("Upgrade").into()));
         }
-        if wire::looped(request.headers(), pseudonym()) {
+        if wire::looped(request.headers(), wire::pseudonym()) {
             return Some(Refusal::ProxyRule(ProxyRule::Loop));
         }
         None
@@ -474,15 +454,6 @@ impl Requests {
     }
 }
 
-/// The `protocol` label of a request: the scheme of the server it reaches.
-fn protocol_of(target: Option<&Target>) -> Protocol {
-    match target.map(|t| t.scheme) {
-        Some(Scheme::Https) => Protocol::Https,
-        _ => Protocol::Http,
-    }
-}
-
-/// Whether a request carries a body (or asks to send one).
 /// The answer to a request the relay gave back: its refusal, counted and
 /// logged as its `Finish` is dropped. (A challenge handed back with nothing
 /// to ask again with is the server's to explain: a bad gateway.)
@@ -504,6 +475,7 @@ fn not_relayed(not: NotRelayed, unread_body: bool) -> Response<Body> {
     response
 }
 
+/// Whether a request carries a body (or asks to send one).
 fn has_body<B>(request: &Request<B>) -> bool {
     let headers = request.headers();
     headers.contains_key(header::TRANSFER_ENCODING)
@@ -511,57 +483,4 @@ fn has_body<B>(request: &Request<B>) -> bool {
         || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0")
-}
-
-/// What ends a relayed request: its count, when its answer has been
-/// streamed, and its log line, when the body is done with (or dropped: the
-/// client went away).
-pub struct Finish {
-    pub ctx: Arc<Context>,
-    /// The client, and when its request began.
-    pub conn: (SocketAddr, Listener, Instant),
-    pub bot: BotId,
-    pub target: Target,
-    pub outcome: Outcome,
-    counted: bool,
-}
-
-impl Finish {
-    /// Counts the request, once (before the client sees the end of its
-    /// answer, so metrics read after it include it).
-    pub fn count(&mut self) {
-        if !self.counted {
-            self.counted = true;
-            let protocol = protocol_of(Some(&self.target));
-            count(
-                &self.ctx,
-                protocol,
-                (Some(self.bot), Some(&self.target)),
-                &self.outcome,
-            );
-        }
-    }
-}
-
-impl Drop for Finish {
-    fn drop(&mut self) {
-        self.count();
-        let (peer, listener, started) = self.conn;
-        let conn = Conn {
-            peer,
-            listener,
-            socks5_user: None,
-            cert: Presented::NotTls,
-            started,
-            deadline: started,
-        };
-        let protocol = protocol_of(Some(&self.target));
-        log(
-            &self.ctx,
-            protocol,
-            &conn,
-            (Some(self.bot), Some(&self.target)),
-            &self.outcome,
-        );
-    }
 }

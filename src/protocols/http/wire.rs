@@ -11,6 +11,19 @@ use crate::refusal::{Busy, Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{canonical_host, Scheme, Target, TargetError};
 use crate::upstream::UpstreamError;
 
+/// This proxy in `Via` and `Proxy-Status`: its name and a random tag per
+/// process, so a request that comes back through it is a loop, while two
+/// proxies in a row are not.
+pub fn pseudonym() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let mut tag = [0u8; 4];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut tag);
+        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        format!("robots-proxy-{tag}")
+    })
+}
+
 /// The most bytes of a request's header section (request line included):
 /// hyper's read buffer, as squid's `request_header_max_size` (a robots.txt
 /// rule may be as long as a 16 KiB URL). A longer one is answered `431` and
