@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 
 use crate::context::Context;
-use crate::metrics::{Listener, Rejection, TlsSide};
+use crate::metrics::{Listener, TlsSide};
 use crate::protocol::sniff::{looks_like_tls, plainly_web};
 use crate::protocol::Protocol;
 use crate::protocols::gemini::serve as gemini;
@@ -91,6 +91,8 @@ pub async fn serve(
     };
     let hello = start.client_hello();
     let web_port = ctx.admission.config.ports.protocol_of(port) == Some(Protocol::Https);
+    // TLS that is plainly the web's goes to the row of `protocols::ALL`
+    // that takes a drop-in's TLS (`https`).
     let web = plainly_web(hello.alpn(), port, web_port);
     if let Some(over_tls) = web
         .then(|| crate::protocols::served(Protocol::Https).over_tls())
@@ -99,11 +101,6 @@ pub async fn serve(
         return over_tls
             .serve_tls(start, conn, ctx, (authority, (&host, port)))
             .await;
-    }
-    if web {
-        tracing::info!(%peer, host = %host, port, listener = listener.as_str(), "HTTPS; closed (Gemini and Gopher only)");
-        ctx.admission.metrics.rejected(listener, Rejection::Https);
-        return;
     }
     let config = match authority.server_config(&host) {
         Ok(c) => c,

@@ -63,7 +63,7 @@ pub mod protocol;
 pub mod protocols;
 /// The protocols at the crate's root too, as the tests, benches and fuzz
 /// targets name them.
-pub use protocols::{gemini, gopher, nex, spartan};
+pub use protocols::{gemini, gopher, http, nex, spartan};
 pub mod proxy;
 pub mod recent;
 pub mod refusal;

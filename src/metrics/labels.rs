@@ -26,11 +26,8 @@ label_set! {
         /// A connection on the transparent listener with no original destination
         /// (it was not redirected there by the kernel).
         NotRedirected => "not-redirected",
-        /// An HTTP request line.
+        /// An HTTP request line to a port that is not the web's.
         Http => "http",
-        /// TLS whose client offered only HTTP (ALPN), or to a port of
-        /// `socks5.https_ports` (never to Gemini's port 1965).
-        Https => "https",
         /// The client address already holds `limits.max_connections_per_client`.
         ClientCap => "client-cap",
         /// The admin listener's 32 places were busy, or this connection was
