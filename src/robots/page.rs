@@ -57,13 +57,14 @@ pub fn scan(html: &[u8], wanted: impl Fn(&str) -> bool) -> Head {
             }
         } else if tag.get(1).is_some_and(u8::is_ascii_alphabetic) {
             let name = tag_name(&tag[1..]);
-            let (attributes, len) = attributes(&tag[1 + name.len()..]);
+            let is_meta = name.eq_ignore_ascii_case(b"meta");
+            let (attributes, len) = attributes(&tag[1 + name.len()..], is_meta);
             at += name.len() + len;
             if name.eq_ignore_ascii_case(b"body") {
                 head.ended = true;
                 break;
             }
-            if name.eq_ignore_ascii_case(b"meta") {
+            if is_meta {
                 // Every one wanted, however many: the prefix bounds them (a
                 // cap here would drop the one that refuses).
                 if let Some(meta) = meta(&attributes, &wanted) {
@@ -93,8 +94,9 @@ fn tag_name(after_lt: &[u8]) -> &[u8] {
 type Attributes = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A start tag's attributes, up to its `>` (or the end of the prefix), and
-/// how many bytes they took.
-fn attributes(mut rest: &[u8]) -> (Attributes, usize) {
+/// how many bytes they took; kept (lower-cased, decoded) only when `keep`
+/// (a meta tag: any other tag is only stepped over).
+fn attributes(mut rest: &[u8], keep: bool) -> (Attributes, usize) {
     let start = rest.len();
     let mut found = Vec::new();
     loop {
@@ -114,7 +116,7 @@ fn attributes(mut rest: &[u8]) -> (Attributes, usize) {
             .skip(1)
             .position(|&b| b.is_ascii_whitespace() || b == b'/' || b == b'>' || b == b'=')
             .map_or(rest.len(), |p| p + 1);
-        let name = rest[..end].to_ascii_lowercase();
+        let name = &rest[..end];
         rest = trim_start(&rest[end..], |b| b.is_ascii_whitespace());
         let mut value = Vec::new();
         if let Some(after) = rest.strip_prefix(b"=") {
@@ -132,10 +134,14 @@ fn attributes(mut rest: &[u8]) -> (Attributes, usize) {
                     (&rest[..end], end)
                 }
             };
-            value = decode(raw);
+            if keep {
+                value = decode(raw);
+            }
             rest = &rest[len..];
         }
-        found.push((name, value));
+        if keep {
+            found.push((name.to_ascii_lowercase(), value));
+        }
     }
     (found, start - rest.len())
 }

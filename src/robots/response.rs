@@ -106,21 +106,22 @@ impl ResponsePreferences {
             name == "robots" || name == "tdm-reservation" || (!token.is_empty() && name == token)
         });
         for meta in &head.metas {
-            let field = format!(
-                "<meta name=\"{}\" content=\"{}\">",
-                meta.name,
-                text(&meta.content)
-            );
-            if meta.name == "tdm-reservation" {
-                if meta.content.trim_ascii() == b"1" {
-                    self.refuse(&AI_USES, Signal::TdmReservation, &field);
-                }
-                continue;
+            let signal = match meta.name == "tdm-reservation" {
+                true => (meta.content.trim_ascii() == b"1").then_some(Signal::TdmReservation),
+                // `robots` is every bot's, the bot's own name its alone;
+                // either way read as an `X-Robots-Tag` value would be (a
+                // page's `noimageai` is about the page's images: refused
+                // with it).
+                false => directives(&meta.content, (true, token)),
+            };
+            if let Some(signal) = signal {
+                let field = format!(
+                    "<meta name=\"{}\" content=\"{}\">",
+                    meta.name,
+                    text(&meta.content)
+                );
+                self.refuse(&AI_USES, signal, &field);
             }
-            // `robots` is every bot's, the bot's own name its alone; either
-            // way read as an `X-Robots-Tag` value would be (a page's
-            // `noimageai` is about the page's images: refused with it).
-            directives(self, &meta.content, (true, token), &field);
         }
         head
     }
@@ -199,18 +200,17 @@ const TAKES_VALUE: [&[u8]; 4] = [
 /// …`). Read from the bytes: a directive is found whatever the bytes around
 /// it.
 fn robots_tag(out: &mut ResponsePreferences, value: &[u8], image: bool, token: &str) {
-    let field = format!("X-Robots-Tag: {}", text(value));
-    directives(out, value, (image, token), &field);
+    // The field is written out only for a refusal's detail.
+    if let Some(signal) = directives(value, (image, token)) {
+        out.refuse(&AI_USES, signal, &format!("X-Robots-Tag: {}", text(value)));
+    }
 }
 
-/// Robots directives (`noai`, `noimageai` when `image`), comma-separated,
-/// every bot's until a `botname:` names one; refusals named `field`.
-fn directives(
-    out: &mut ResponsePreferences,
-    value: &[u8],
-    (image, token): (bool, &str),
-    field: &str,
-) {
+/// The first of robots directives (`noai`, `noimageai` when `image`),
+/// comma-separated, every bot's until a `botname:` names one, that refuses
+/// the bot whose token is `token`. (Each refuses the same uses: the first
+/// is the one a refusal names.)
+fn directives(value: &[u8], (image, token): (bool, &str)) -> Option<Signal> {
     let mut ours = true;
     for item in value.split(|&b| b == b',') {
         let mut directive = item.trim_ascii();
@@ -224,15 +224,14 @@ fn directives(
         if !ours {
             continue;
         }
-        let signal = if directive.eq_ignore_ascii_case(b"noai") {
-            Signal::NoAi
-        } else if directive.eq_ignore_ascii_case(b"noimageai") && image {
-            Signal::NoImageAi
-        } else {
-            continue;
-        };
-        out.refuse(&AI_USES, signal, field);
+        if directive.eq_ignore_ascii_case(b"noai") {
+            return Some(Signal::NoAi);
+        }
+        if directive.eq_ignore_ascii_case(b"noimageai") && image {
+            return Some(Signal::NoImageAi);
+        }
     }
+    None
 }
 
 /// An RFC 9110 token: one or more `tchar`.
