@@ -974,3 +974,57 @@ impl robots_proxy::transparent::LocalAddresses for FakeKernel {
         self.local.contains(&ip)
     }
 }
+
+/// A capsule whose robots.txt asks `Crawl-delay: 0.2`, whose `/warm` is a
+/// page, and whose every other page answers `answer` (a slow-down: `44 2`,
+/// a bare `44`, …).
+pub async fn slowing_capsule(answer: &'static str) -> Origin {
+    Origin::start(move |url| {
+        if url.ends_with("/robots.txt") {
+            text("20 text/plain", "User-agent: *\nCrawl-delay: 0.2\n")
+        } else if url.ends_with("/warm") {
+            text("20 text/gemini", "page")
+        } else {
+            text(answer, "")
+        }
+    })
+    .await
+}
+
+/// Six Gemini clients at once for `/p0` … `/p5` at `origin` (a
+/// [`slowing_capsule`] answering `answer`), spread over the Gemini
+/// listeners `proxies`: no two of its pages are asked within 2 s (less a
+/// margin), every client is answered `44` (the capsule's, or the proxy's),
+/// and `44 3600` lets one page through.
+pub async fn six_at_once_are_held(origin: &Origin, proxies: &[SocketAddr], answer: &str) {
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let addr = proxies[i % proxies.len()];
+            let url = origin.url(&format!("/p{i}"));
+            tokio::spawn(async move { gemini(addr, &url).await.0 })
+        })
+        .collect();
+    let mut headers = Vec::new();
+    for t in tasks {
+        headers.push(t.await.unwrap());
+    }
+    let starts: Vec<std::time::Instant> = origin
+        .arrivals
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, url)| url.contains("/p"))
+        .map(|(at, _)| *at)
+        .collect();
+    let gaps: Vec<f64> = starts
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    let row = format!("{answer}: {headers:?}, gaps {gaps:?}");
+    assert!(!starts.is_empty(), "{row}");
+    assert!(gaps.iter().all(|g| *g >= 1.9), "{row}");
+    assert!(headers.iter().all(|h| h.starts_with("44")), "{row}");
+    if answer == "44 3600" {
+        assert_eq!(starts.len(), 1, "{row}");
+    }
+}

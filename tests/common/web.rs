@@ -543,3 +543,32 @@ socks5_users = ["o"]
         "the waiting request fetched nothing, and was not sent"
     );
 }
+
+/// `head` (a request as a client writes it) sent on `stream`, over TLS when
+/// `tls` is given (trusting the CA in that file, naming that server), and
+/// the whole answer read until the proxy closes (10 s at most), as text.
+pub async fn raw_over(
+    stream: TcpStream,
+    tls: Option<(&std::path::Path, &str)>,
+    head: &str,
+) -> String {
+    let mut answer = Vec::new();
+    let bound = std::time::Duration::from_secs(10);
+    match tls {
+        Some((ca, name)) => {
+            let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+            let mut tls = tokio_rustls::TlsConnector::from(trusting(ca, &[b"http/1.1"]))
+                .connect(name, stream)
+                .await
+                .expect("the proxy's leaf");
+            tls.write_all(head.as_bytes()).await.unwrap();
+            let _ = tokio::time::timeout(bound, tls.read_to_end(&mut answer)).await;
+        }
+        None => {
+            let mut stream = stream;
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let _ = tokio::time::timeout(bound, stream.read_to_end(&mut answer)).await;
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}

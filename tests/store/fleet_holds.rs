@@ -118,16 +118,7 @@ async fn requests_reserved_at_the_fleet_s_gate_are_held_by_a_site_s_slow_down() 
 async fn gemini_requests_reserved_at_the_fleet_s_gate_are_held_by_a_44() {
     let redis = RedisServer::start();
     for answer in ["44 2", "44 3600", "44 Slow down"] {
-        let origin = Origin::start(move |url| {
-            if url.ends_with("/robots.txt") {
-                text("20 text/plain", "User-agent: *\nCrawl-delay: 0.2\n")
-            } else if url.ends_with("/warm") {
-                text("20 text/gemini", "page")
-            } else {
-                text(answer, "")
-            }
-        })
-        .await;
+        let origin = slowing_capsule(answer).await;
         let mut proxies = Vec::new();
         for _ in 0..2 {
             let mut config = with_store(test_config(), &redis, OnUnavailable::Refuse);
@@ -140,36 +131,8 @@ async fn gemini_requests_reserved_at_the_fleet_s_gate_are_held_by_a_44() {
             let warm = gemini(proxy.addr(Listener::Gemini), &origin.url("/warm")).await;
             assert_eq!(warm.0, "20 text/gemini");
         }
-        let tasks: Vec<_> = (0..6)
-            .map(|i| {
-                let addr = proxies[i % 2].addr(Listener::Gemini);
-                let url = origin.url(&format!("/p{i}"));
-                tokio::spawn(async move { gemini(addr, &url).await.0 })
-            })
-            .collect();
-        let mut headers = Vec::new();
-        for t in tasks {
-            headers.push(t.await.unwrap());
-        }
-        let starts: Vec<std::time::Instant> = origin
-            .arrivals
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(_, url)| url.contains("/p"))
-            .map(|(at, _)| *at)
-            .collect();
-        let gaps: Vec<f64> = starts
-            .windows(2)
-            .map(|w| (w[1] - w[0]).as_secs_f64())
-            .collect();
-        let row = format!("{answer}: {headers:?}, gaps {gaps:?}");
-        assert!(!starts.is_empty(), "{row}");
-        assert!(gaps.iter().all(|g| *g >= 1.9), "{row}");
-        assert!(headers.iter().all(|h| h.starts_with("44")), "{row}");
-        if answer == "44 3600" {
-            assert_eq!(starts.len(), 1, "{row}");
-        }
+        let listeners: Vec<_> = proxies.iter().map(|p| p.addr(Listener::Gemini)).collect();
+        six_at_once_are_held(&origin, &listeners, answer).await;
     }
 }
 

@@ -44,12 +44,10 @@ fn still_open(streams: &[TcpStream]) -> usize {
 
 /// One request from `from` to the HTTP listener: its status.
 async fn web_get_from(proxy: SocketAddr, from: &str, url: &str) -> String {
-    let mut tcp = tcp_from(from, proxy).await;
+    let tcp = tcp_from(from, proxy).await;
     let ask = format!("GET {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    tcp.write_all(ask.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer)).await;
-    String::from_utf8_lossy(&answer)
+    crate::common::web::raw_over(tcp, None, &ask)
+        .await
         .lines()
         .next()
         .unwrap_or("")

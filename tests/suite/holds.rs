@@ -15,10 +15,11 @@ use std::time::Duration;
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
 use robots_proxy::transparent::Kernel;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::web::{trusting, tunnel, web_config_with, LocalCa, WebClient, WebOrigin};
+use crate::common::web::{
+    raw_over, trusting, tunnel, web_config_with, LocalCa, WebClient, WebOrigin,
+};
 use crate::common::*;
 
 /// What a crawler was answered: the status, the seconds of the
@@ -158,46 +159,11 @@ async fn a_short_hold_delays_the_waiting_requests_until_it_has_passed() {
 async fn gemini_clients_waiting_for_a_capsule_are_held_by_its_44() {
     // The rows at once, each its own proxy and capsule.
     let rows = ["44 2", "44 3600", "44 Slow down"].map(|answer| async move {
-        let origin = Origin::start(move |url| {
-            if url.ends_with("/robots.txt") {
-                text("20 text/plain", "User-agent: *\nCrawl-delay: 0.2\n")
-            } else {
-                text(answer, "")
-            }
-        })
-        .await;
+        let origin = slowing_capsule(answer).await;
         let mut config = test_config();
         config.politeness.max_wait = Duration::from_secs(5);
         let proxy = start_proxy(config).await;
-        let addr = proxy.addr(Listener::Gemini);
-        let tasks: Vec<_> = (0..6)
-            .map(|i| {
-                let url = origin.url(&format!("/p{i}"));
-                tokio::spawn(async move { gemini(addr, &url).await.0 })
-            })
-            .collect();
-        let mut headers = Vec::new();
-        for t in tasks {
-            headers.push(t.await.unwrap());
-        }
-        let starts: Vec<std::time::Instant> = origin
-            .arrivals
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(_, url)| !url.ends_with("/robots.txt"))
-            .map(|(at, _)| *at)
-            .collect();
-        let gaps: Vec<f64> = starts
-            .windows(2)
-            .map(|w| (w[1] - w[0]).as_secs_f64())
-            .collect();
-        let row = format!("{answer}: {headers:?}, gaps {gaps:?}");
-        assert!(gaps.iter().all(|g| *g >= 1.9), "{row}");
-        assert!(headers.iter().all(|h| h.starts_with("44")), "{row}");
-        if answer == "44 3600" {
-            assert_eq!(starts.len(), 1, "{row}");
-        }
+        six_at_once_are_held(&origin, &[proxy.addr(Listener::Gemini)], answer).await;
         proxy.shutdown();
     });
     futures_util::future::join_all(rows).await;
@@ -232,13 +198,8 @@ async fn told_via(
     path: &str,
 ) -> Told {
     let ca = proxy.ca_cert_path.clone().expect("a CA");
-    let head = format!(
-        "GET {path} HTTP/1.1
-Host: 127.0.0.1:{port}
-Connection: close
-
-"
-    );
+    let head =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
     let stream = match (way, https) {
         (WayIn::Listener, false) => {
             let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
@@ -277,22 +238,7 @@ Connection: close
                 .unwrap()
         }
     };
-    let mut answer = Vec::new();
-    if https {
-        let tls = trusting(&ca, &[b"http/1.1"]);
-        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-        let mut tls = tokio_rustls::TlsConnector::from(tls)
-            .connect(name, stream)
-            .await
-            .expect("the proxy's leaf");
-        tls.write_all(head.as_bytes()).await.unwrap();
-        let _ = tls.read_to_end(&mut answer).await;
-    } else {
-        let mut stream = stream;
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let _ = stream.read_to_end(&mut answer).await;
-    }
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = raw_over(stream, https.then_some((ca.as_path(), "127.0.0.1")), &head).await;
     let (head, _) = answer
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("{way:?} https={https} {port}: {answer}"));

@@ -372,24 +372,8 @@ async fn web_direct(
     let tcp = TcpStream::connect(proxy.addr(Listener::Transparent))
         .await
         .unwrap();
-    let mut answer = Vec::new();
-    match tls {
-        Some((ca, sni)) => {
-            let config = crate::common::web::trusting(ca, &[b"http/1.1"]);
-            let mut tls = tokio_rustls::TlsConnector::from(config)
-                .connect(ServerName::try_from(sni.to_string()).unwrap(), tcp)
-                .await
-                .expect("the web's TLS is ended");
-            tls.write_all(head.as_bytes()).await.unwrap();
-            let _ = tls.read_to_end(&mut answer).await;
-        }
-        None => {
-            let mut tcp = tcp;
-            tcp.write_all(head.as_bytes()).await.unwrap();
-            let _ = tcp.read_to_end(&mut answer).await;
-        }
-    }
-    String::from_utf8_lossy(&answer)
+    crate::common::web::raw_over(tcp, tls, head)
+        .await
         .lines()
         .next()
         .unwrap_or("")
