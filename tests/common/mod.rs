@@ -1028,3 +1028,23 @@ pub async fn six_at_once_are_held(origin: &Origin, proxies: &[SocketAddr], answe
         assert_eq!(starts.len(), 1, "{row}");
     }
 }
+
+/// A proxy with `config` and its transparent listener on, whose kernel
+/// answers as `kernel` says (the original destination, this machine's
+/// addresses).
+pub async fn start_transparent(mut config: Config, kernel: FakeKernel) -> (Proxy, Arc<FakeKernel>) {
+    config.listen.set(
+        robots_proxy::listener::Listener::Transparent,
+        Some("127.0.0.1:0".parse().unwrap()),
+    );
+    let kernel = Arc::new(kernel);
+    let original: Arc<dyn robots_proxy::transparent::OriginalDestination> = kernel.clone();
+    let local: Arc<dyn robots_proxy::transparent::LocalAddresses> = kernel.clone();
+    let proxy = Proxy::start_with(
+        config,
+        robots_proxy::transparent::Kernel { original, local },
+    )
+    .await
+    .unwrap();
+    (proxy, kernel)
+}

@@ -572,3 +572,26 @@ pub async fn raw_over(
     }
     String::from_utf8_lossy(&answer).into_owned()
 }
+
+/// One site on three servers of 127.0.0.1: `busy` (plain HTTP, every page
+/// `429 Retry-After: 600`), `plain` (HTTP, every page a page) and `secure`
+/// (HTTPS, its certificate from the returned CA): each without robots.txt
+/// rules but `plain`'s `Allow: /`.
+pub async fn one_site_on_three_ports() -> (WebOrigin, WebOrigin, WebOrigin, LocalCa) {
+    let busy = WebOrigin::start(|path| match path {
+        "/robots.txt" => (404, vec![], vec![]),
+        _ => (429, vec![("retry-after", "600".into())], b"busy".to_vec()),
+    })
+    .await;
+    let plain = WebOrigin::site("User-agent: *\nAllow: /\n").await;
+    let ca = LocalCa::new();
+    let secure = WebOrigin::start_tls(
+        |path| match path {
+            "/robots.txt" => (404, vec![], vec![]),
+            _ => (200, vec![], b"secure page".to_vec()),
+        },
+        ca.acceptor(&["127.0.0.1", "localhost"]),
+    )
+    .await;
+    (busy, plain, secure, ca)
+}

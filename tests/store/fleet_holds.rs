@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::common::web::{trusting, tunnel, LocalCa, WebClient, WebOrigin};
+use crate::common::web::{trusting, tunnel, WebClient, WebOrigin};
 use crate::common::*;
 use crate::fleet::{web_fleet, with_store};
 use crate::redis_server::RedisServer;
@@ -143,21 +143,7 @@ async fn gemini_requests_reserved_at_the_fleet_s_gate_are_held_by_a_44() {
 #[ignore = "needs redis-server: cargo test -- --include-ignored"]
 async fn a_429_at_one_proxy_holds_the_site_on_every_port_at_the_other() {
     let redis = RedisServer::start();
-    let busy = WebOrigin::start(|path| match path {
-        "/robots.txt" => (404, vec![], vec![]),
-        _ => (429, vec![("retry-after", "600".into())], b"busy".to_vec()),
-    })
-    .await;
-    let plain = WebOrigin::site("User-agent: *\nAllow: /\n").await;
-    let ca = LocalCa::new();
-    let secure = WebOrigin::start_tls(
-        |path| match path {
-            "/robots.txt" => (404, vec![], vec![]),
-            _ => (200, vec![], b"secure page".to_vec()),
-        },
-        ca.acceptor(&["127.0.0.1"]),
-    )
-    .await;
+    let (busy, plain, secure, ca) = crate::common::web::one_site_on_three_ports().await;
     let mut proxies = Vec::new();
     for _ in 0..2 {
         let mut config = with_store(test_config(), &redis, OnUnavailable::Refuse);

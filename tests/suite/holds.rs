@@ -14,12 +14,9 @@ use std::time::Duration;
 
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
-use robots_proxy::transparent::Kernel;
 use tokio::net::TcpStream;
 
-use crate::common::web::{
-    raw_over, trusting, tunnel, web_config_with, LocalCa, WebClient, WebOrigin,
-};
+use crate::common::web::{raw_over, trusting, tunnel, web_config_with, WebClient, WebOrigin};
 use crate::common::*;
 
 /// What a crawler was answered: the status, the seconds of the
@@ -263,21 +260,7 @@ async fn told_via(
 /// is not yet known is answered `503`: it cannot be fetched before then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_holds_the_site_on_every_port_scheme_and_way_in() {
-    let busy = WebOrigin::start(|path| match path {
-        "/robots.txt" => (404, vec![], vec![]),
-        _ => (429, vec![("retry-after", "600".into())], b"busy".to_vec()),
-    })
-    .await;
-    let plain = WebOrigin::site("User-agent: *\nAllow: /\n").await;
-    let ca = LocalCa::new();
-    let secure = WebOrigin::start_tls(
-        |path| match path {
-            "/robots.txt" => (404, vec![], vec![]),
-            _ => (200, vec![], b"secure page".to_vec()),
-        },
-        ca.acceptor(&["127.0.0.1", "localhost"]),
-    )
-    .await;
+    let (busy, plain, secure, ca) = crate::common::web::one_site_on_three_ports().await;
     let mut config = web_config_with(&format!(
         "[bot]\nagent = \"examplebot\"\n[ports]\nhttp = [{}, {}]\nhttps = [{}]\n",
         busy.addr.port(),
@@ -285,19 +268,7 @@ async fn a_429_holds_the_site_on_every_port_scheme_and_way_in() {
         secure.addr.port()
     ));
     config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
-    config
-        .listen
-        .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
-    let kernel = Arc::new(FakeKernel::default());
-    let proxy = Proxy::start_with(
-        config,
-        Kernel {
-            original: kernel.clone(),
-            local: kernel.clone(),
-        },
-    )
-    .await
-    .unwrap();
+    let (proxy, kernel) = start_transparent(config, FakeKernel::default()).await;
     let said = told_via(
         &proxy,
         &kernel,

@@ -11,30 +11,16 @@ use std::sync::Arc;
 use crate::common::*;
 use robots_proxy::listener::Listener;
 use robots_proxy::server::Proxy;
-use robots_proxy::transparent::Kernel;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 async fn start(config_toml: Option<&str>, kernel: FakeKernel) -> (Proxy, Arc<FakeKernel>) {
-    let mut config = match config_toml {
+    let config = match config_toml {
         Some(toml) => test_config_with(toml),
         None => test_config(),
     };
-    config
-        .listen
-        .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
-    let kernel = Arc::new(kernel);
-    let proxy = Proxy::start_with(
-        config,
-        Kernel {
-            original: kernel.clone(),
-            local: kernel.clone(),
-        },
-    )
-    .await
-    .unwrap();
-    (proxy, kernel)
+    start_transparent(config, kernel).await
 }
 
 /// What a proxy-unaware Gopher client gets: it sends the bare selector it
@@ -406,19 +392,7 @@ async fn transparent_web_requests_are_held_against_their_destination() {
     );
     let mut config = test_config_with(&toml);
     config.http.extra_roots = vec![ca.pem_file(&config.state_dir)];
-    config
-        .listen
-        .set(Listener::Transparent, Some("127.0.0.1:0".parse().unwrap()));
-    let kernel = Arc::new(FakeKernel::default());
-    let proxy = Proxy::start_with(
-        config,
-        Kernel {
-            original: kernel.clone(),
-            local: kernel.clone(),
-        },
-    )
-    .await
-    .unwrap();
+    let (proxy, kernel) = start_transparent(config, FakeKernel::default()).await;
     let ca_pem = proxy.ca_cert_path.clone().expect("the drop-in CA");
     let ask = |path: &str, host: &str| {
         format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
