@@ -9,6 +9,8 @@
 
 pub mod gemtext;
 
+use std::future::Future;
+
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::admission::Admitted;
@@ -18,7 +20,10 @@ use crate::fate::Fate;
 use crate::protocols::gemini::wire::{header, BadRequest};
 use crate::protocols::gopher::menu::MenuLines;
 use crate::protocols::{gopher, nex, spartan};
-use crate::proxy::{relay_answer, relay_line, serve_admitted, Answer, Hangup, Outcome, Transform};
+use crate::proxy::{
+    ask_line, client_gone, client_left, exchange, relay_answer, relay_line, Attempt, Exchange,
+    Hangup, Load, Outcome, Said, Transform, Upstream, Verdict,
+};
 use crate::refusal::{Malformed, ProxyRule, Refusal};
 use crate::robots::encoding::percent_decode;
 use crate::target::{Resource, Scheme, Target};
@@ -144,14 +149,7 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
         _ => {}
     }
     let gateway = Gateway { ctx, request };
-    serve_admitted(
-        ctx,
-        (bot, request.target()),
-        client,
-        Hangup::OnEof,
-        &gateway,
-    )
-    .await
+    exchange(ctx, (bot, request.target()), client, &gateway).await
 }
 
 fn has_search(target: &Target) -> bool {
@@ -177,39 +175,82 @@ async fn prompt<W: AsyncWrite + Unpin>(client: &mut W) -> Outcome {
     )
 }
 
-/// How the gateway relays (each protocol its own way) and refuses (as
-/// the Gemini listener does).
+/// The gateway's part of the exchange: each protocol asked its own way,
+/// answered as Gemini (a refusal as the Gemini listener's). Their servers
+/// say nothing of their load.
 struct Gateway<'a> {
     ctx: &'a Context,
     request: &'a Request,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gateway<'_> {
-    async fn relay(
+/// An upstream that has begun to answer, by protocol, with its request.
+enum Head<'a> {
+    /// The answer's first bytes have come.
+    Gopher(Upstream, &'a gopher::wire::Request),
+    Nex(Upstream, &'a nex::wire::Request),
+    /// Its status line has come.
+    Spartan(spartan::serve::Answered, &'a spartan::wire::Request),
+}
+
+impl<'a, S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gateway<'a> {
+    type Head = Head<'a>;
+    type Answer = Outcome;
+
+    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
+        client_gone(client, Hangup::OnEof)
+    }
+
+    async fn ask(
         &self,
         client: &mut BufReader<S>,
         admitted: &Admitted,
-    ) -> Result<Outcome, Refusal> {
+        _: Attempt,
+    ) -> Result<Head<'a>, Refusal> {
         let ctx = self.ctx;
         match self.request {
             Request::Gopher(r) => {
                 let line = r.upstream_line();
-                let selector = r.target.matched_path();
-                let mime = gemtext::gopher_mime(r.item_type(), selector);
-                let menu = r.answer_is_menu().then(gemtext::gopher_menu);
                 let what = (&r.target, line.as_slice(), "selector");
-                relay_as_gemini(client, what, admitted, ctx, (mime, menu)).await
+                Ok(Head::Gopher(ask_line(what, admitted, ctx).await?, r))
             }
             Request::Nex(r) => {
                 let line = r.upstream_line();
+                let what = (&r.target, line.as_slice(), "path");
+                Ok(Head::Nex(ask_line(what, admitted, ctx).await?, r))
+            }
+            Request::Spartan(r) => {
+                let answered = spartan::serve::ask(client, r, admitted, ctx).await?;
+                Ok(Head::Spartan(answered, r))
+            }
+        }
+    }
+
+    fn verdict(&self, _: &Head<'a>, _: Attempt) -> Verdict {
+        Verdict::Relay(Load::Unsaid)
+    }
+
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        head: Head<'a>,
+        _admitted: Admitted,
+        said: Said,
+    ) -> Outcome {
+        let ctx = self.ctx;
+        let outcome = match head {
+            Head::Gopher(upstream, r) => {
+                let selector = r.target.matched_path();
+                let mime = gemtext::gopher_mime(r.item_type(), selector);
+                let menu = r.answer_is_menu().then(gemtext::gopher_menu);
+                relay_as_gemini(client, upstream, ctx, (mime, menu)).await
+            }
+            Head::Nex(upstream, r) => {
                 let path = r.target.matched_path();
                 let mime = gemtext::nex_mime(path);
                 let listing = gemtext::nex_is_listing(path).then(gemtext::nex_listing);
-                let what = (&r.target, line.as_slice(), "path");
-                relay_as_gemini(client, what, admitted, ctx, (mime, listing)).await
+                relay_as_gemini(client, upstream, ctx, (mime, listing)).await
             }
-            Request::Spartan(r) => {
-                let mut answered = spartan::serve::exchange(client, r, admitted, ctx).await?;
+            Head::Spartan(mut answered, r) => {
                 let said = &answered.header;
                 let (status, meta) = gemini_for_spartan(said.status, &said.meta, &r.target);
                 let head = header(status, &meta);
@@ -217,13 +258,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gateway<'_> {
                 let line = (&head[..head.len() - 2], status);
                 let upstream = &mut answered.upstream;
                 let connecting = answered.connecting;
-                Ok(relay_answer(upstream, client.get_mut(), line, ctx, connecting).await)
+                relay_answer(upstream, client.get_mut(), line, ctx, connecting).await
             }
-        }
+        };
+        outcome.with(said)
     }
 
-    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        crate::protocols::gemini::answer::answer(client, refusal).await
+    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
+        let outcome = crate::protocols::gemini::answer::answer(client.get_mut(), refusal).await;
+        outcome.with(said)
+    }
+
+    fn left(&self, _: &mut BufReader<S>) -> Outcome {
+        client_left()
     }
 }
 
@@ -253,11 +300,10 @@ pub fn gemini_for_spartan(status: u8, meta: &str, target: &Target) -> (u8, Strin
 /// rendered as gemtext by `render` where there is one.
 async fn relay_as_gemini<S, H>(
     client: &mut BufReader<S>,
-    what: (&Target, &[u8], &'static str),
-    admitted: &Admitted,
+    upstream: Upstream,
     ctx: &Context,
     (mime, render): (&'static str, Option<MenuLines<H>>),
-) -> Result<Outcome, Refusal>
+) -> Outcome
 where
     S: AsyncRead + AsyncWrite + Unpin,
     H: crate::protocols::gopher::menu::MenuLine,
@@ -267,9 +313,9 @@ where
         inner: render,
         out: Vec::new(),
     };
-    let mut outcome = relay_line(client, what, admitted, ctx, &mut headed).await?;
+    let mut outcome = relay_line(client, upstream, ctx, &mut headed).await;
     outcome.status = Some(20);
-    Ok(outcome)
+    outcome
 }
 
 /// An answer with a header written before its first bytes.

@@ -8,9 +8,11 @@
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
-use super::{
-    close, count, finish, log, stream, Conn, Cut, Ended, Outcome, Transform, CLIENT_BUFFER,
-};
+use std::sync::Arc;
+
+use tokio::net::TcpStream;
+
+use super::{close, finish, stream, Conn, Cut, Ended, Outcome, Tally, Transform, CLIENT_BUFFER};
 use crate::admission::Admitted;
 use crate::bots::BotId;
 use crate::context::Context;
@@ -71,7 +73,7 @@ pub trait LineProtocol {
 pub async fn serve_line<S, P>(
     stream: S,
     conn: Conn<'_>,
-    ctx: &Context,
+    ctx: &Arc<Context>,
     proto: P,
     listener: Listener,
 ) where
@@ -123,31 +125,28 @@ pub async fn serve_line<S, P>(
             return;
         }
     };
-    let target = request.as_ref().map(P::target);
-    finish(
-        client.get_mut(),
-        &outcome,
-        (&ctx.admission.metrics, P::PROTOCOL),
-        (
-            || count(ctx, P::PROTOCOL, (bot, target), &outcome),
-            || log(ctx, P::PROTOCOL, &conn, (bot, target), &outcome),
-        ),
-    )
-    .await;
+    let target = request.as_ref().map(|r| P::target(r).clone());
+    let tally = Tally::new(ctx.clone(), P::PROTOCOL, &conn, (bot, target), outcome);
+    finish(client.get_mut(), tally).await;
 }
 
-/// The relay of a one-line plain-TCP request (Gopher, Nex): connects to the
-/// admitted server, sends `line`, waits for the first byte (a server that
-/// says nothing gets a refusal, not an empty answer), then streams the answer
-/// through `transform`. `what`: the line's name in a refusal. A refusal is
-/// returned only while nothing has been sent to the client yet.
-pub async fn relay_line<S: AsyncRead + AsyncWrite + Unpin, T: Transform>(
-    client: &mut BufReader<S>,
+/// An upstream that has begun to answer a one-line request: its first
+/// bytes are in its buffer.
+pub struct Upstream {
+    pub stream: BufReader<TcpStream>,
+    /// When connecting began.
+    pub connecting: Instant,
+}
+
+/// The exchange of a one-line plain-TCP request (Gopher, Nex) up to its
+/// answer's first byte: connects to the admitted server, sends `line`, and
+/// waits for the first byte (a server that says nothing gets a refusal, not
+/// an empty answer). `what`: the line's name in a refusal.
+pub async fn ask_line(
     (target, line, what): (&Target, &[u8], &'static str),
     admitted: &Admitted,
     ctx: &Context,
-    transform: &mut T,
-) -> Result<Outcome, Refusal> {
+) -> Result<Upstream, Refusal> {
     let idle = ctx.admission.config.limits.idle_timeout;
     let connecting = Instant::now();
     let upstream = ctx
@@ -187,14 +186,29 @@ pub async fn relay_line<S: AsyncRead + AsyncWrite + Unpin, T: Transform>(
             }))
         }
     }
-    let (bytes, ended) = stream(&mut upstream, client.get_mut(), idle, transform).await;
+    Ok(Upstream {
+        stream: upstream,
+        connecting,
+    })
+}
+
+/// The rest of a one-line request's answer, streamed to the client through
+/// `transform`.
+pub async fn relay_line<S: AsyncRead + AsyncWrite + Unpin, T: Transform>(
+    client: &mut BufReader<S>,
+    mut upstream: Upstream,
+    ctx: &Context,
+    transform: &mut T,
+) -> Outcome {
+    let idle = ctx.admission.config.limits.idle_timeout;
+    let (bytes, ended) = stream(&mut upstream.stream, client.get_mut(), idle, transform).await;
     ctx.admission
         .metrics
         .upstream_duration
-        .observe(connecting.elapsed().as_secs_f64());
-    Ok(Outcome {
+        .observe(upstream.connecting.elapsed().as_secs_f64());
+    Outcome {
         bytes,
         cut: ended == Ended::UpstreamFailed,
         ..Outcome::new(Fate::Relayed, None, ended.detail())
-    })
+    }
 }

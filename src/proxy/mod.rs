@@ -12,20 +12,21 @@ use tokio::io::{
 };
 use tokio::time::Instant;
 
-use crate::admission::{self, Admitted, Refused};
-use crate::bots::{BotId, Client, Presented};
+use crate::bots::{Client, Presented};
 use crate::context::Context;
-use crate::metrics::{Metrics, Protocol};
 use crate::refusal::Refusal;
-use crate::target::Target;
 
+pub mod exchange;
 pub mod line;
 mod outcome;
 mod served;
 pub mod stalled;
-pub use line::{relay_line, serve_line, LineProtocol, Unparsed};
-pub use outcome::{client_left, count, log, Outcome};
+mod tally;
+pub use exchange::{exchange, Attempt, Exchange, Load, Verdict};
+pub use line::{ask_line, relay_line, serve_line, LineProtocol, Unparsed, Upstream};
+pub use outcome::{client_left, Outcome, Said};
 pub use served::{Dest, OverTls, Plain, Served};
+pub use tally::Tally;
 
 /// One client connection as the request path sees it: who is asking, since
 /// when, and until when its request must have arrived.
@@ -94,27 +95,22 @@ impl Cut for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
 }
 
 /// Ends the answer to the client (a clean close, or a cut when the upstream
-/// failed mid-body). `counted` runs first (the request's counts: in place
-/// before the client can see the end), `then` after (the log line: once the
-/// client has its answer, so it adds nothing to its wait); then waits briefly
-/// for the client to close.
-pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(
-    client: &mut S,
-    outcome: &Outcome,
-    (metrics, protocol): (&Metrics, Protocol),
-    (counted, then): (impl FnOnce(), impl FnOnce()),
-) {
+/// failed mid-body). The request is counted first (in place before the
+/// client can see the end), and logged after (once the client has its
+/// answer, so the line adds nothing to its wait: as `tally` is dropped);
+/// then waits briefly for the client to close.
+pub async fn finish<S: AsyncRead + AsyncWrite + Cut + Unpin>(client: &mut S, mut tally: Tally) {
     // Given back before the client can see the end, so a client that
     // connects again the moment it does finds its place free.
     crate::slots::answered();
-    counted();
-    if outcome.cut {
-        metrics.truncated(protocol);
+    tally.count();
+    if tally.outcome.cut {
+        tally.truncated();
         client.cut().await;
-        then();
+        drop(tally);
     } else {
         let _ = client.shutdown().await;
-        then();
+        drop(tally);
         drain(client).await;
     }
 }
@@ -152,102 +148,6 @@ pub async fn client_gone<R: AsyncRead + Unpin>(client: &mut R, hangup: Hangup) {
             Ok(_) => continue,
             Err(_) => return,
         }
-    }
-}
-
-/// [`admission::admit`], given up as soon as the client goes away, so a client that
-/// disconnects while waiting gives its place in the host's queue back at once.
-/// `None`: the client left.
-pub async fn admit_while_connected<R: AsyncRead + Unpin>(
-    ctx: &Context,
-    (bot, target): (BotId, &Target),
-    client: &mut R,
-    hangup: Hangup,
-) -> Option<Result<Admitted, Refused>> {
-    tokio::select! {
-        admitted = admission::admit(&ctx.admission, bot, target) => Some(admitted),
-        _ = client_gone(client, hangup) => None,
-    }
-}
-
-/// What the status page learns from an admission: the addresses a host
-/// resolved to (observed here, not inside admission's steps), and its
-/// pictures: when the gate let the request start, against which spacing.
-pub fn noted(ctx: &Context, bot: BotId, admitted: &Result<Admitted, Refused>) {
-    match admitted {
-        Ok(a) => {
-            let bot = ctx.admission.config.bots.get(bot);
-            let reported = bot.limits.mode == crate::bots::limits::Mode::Report;
-            let start = (a.permit.started, a.spacing, reported);
-            ctx.recent
-                .started(&a.server, &bot.name, start, a.permit.behind);
-        }
-        Err(refused) => {
-            if let Some(server) = &refused.server {
-                ctx.recent.resolved(&server.name, &server.addrs);
-            }
-        }
-    }
-}
-
-/// One protocol's two ways to end an admitted request.
-pub trait Answer<S> {
-    /// Connects upstream and relays its answer; a refusal only while nothing
-    /// has been sent to the client yet.
-    fn relay(
-        &self,
-        client: &mut BufReader<S>,
-        admitted: &Admitted,
-    ) -> impl std::future::Future<Output = Result<Outcome, Refusal>>;
-
-    /// Writes the protocol's answer to a refusal.
-    fn refuse(
-        &self,
-        client: &mut S,
-        refusal: &Refusal,
-    ) -> impl std::future::Future<Output = Outcome>;
-}
-
-/// The skeleton every protocol shares once its request is parsed: wait for
-/// admission (robots.txt, politeness) while watching for the client to leave,
-/// then relay or refuse. Its outcome carries the politeness wait.
-pub async fn serve_admitted<S, A>(
-    ctx: &Context,
-    request: (BotId, &Target),
-    client: &mut BufReader<S>,
-    hangup: Hangup,
-    protocol: &A,
-) -> Outcome
-where
-    S: AsyncRead + Unpin,
-    A: Answer<S>,
-{
-    let admitted = admit_while_connected(ctx, request, client, hangup).await;
-    if let Some(admitted) = &admitted {
-        noted(ctx, request.0, admitted);
-    }
-    // The evidence moves into the outcome once the request has ended (not
-    // copied before: a second copy would be held across the relay).
-    match admitted {
-        Some(Ok(mut admitted)) => {
-            // Boxed: the relay's state (upstream connection, TLS, buffers)
-            // is allocated when relaying starts, so a connection waiting for
-            // its turn holds only what waiting needs (tests/footprint.rs).
-            let mut outcome = match Box::pin(protocol.relay(client, &admitted)).await {
-                Ok(outcome) => outcome,
-                Err(refusal) => protocol.refuse(client.get_mut(), &refusal).await,
-            };
-            outcome.waited = admitted.waited;
-            outcome.report = std::mem::take(&mut admitted.report);
-            outcome.robots = admitted.robots.take();
-            outcome
-        }
-        Some(Err(mut refused)) => {
-            let mut outcome = protocol.refuse(client.get_mut(), &refused.refusal).await;
-            outcome.robots = refused.robots.take();
-            outcome
-        }
-        None => client_left(),
     }
 }
 

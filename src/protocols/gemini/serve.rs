@@ -1,6 +1,7 @@
 //! One Gemini request: TLS, the request line, the shared checks, then the
 //! upstream's answer streamed back (its header checked, then byte for byte).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +19,11 @@ use crate::metrics::{Protocol, TlsSide};
 use crate::protocols::gemini::answer::answer;
 use crate::protocols::gemini::titan::Upload;
 use crate::protocols::gemini::wire::{
-    parse_header, parse_url, read_line, BadRequest, LineError, MAX_HEADER, MAX_URL,
+    parse_header, parse_url, read_line, BadRequest, Header, LineError, MAX_HEADER, MAX_URL,
 };
 use crate::proxy::{
-    self, close, count, finish, log, relay_answer, serve_admitted, Answer, Conn, Cut, Hangup,
-    Outcome, CLIENT_BUFFER,
+    self, client_gone, client_left, close, exchange, finish, relay_answer, Attempt, Conn, Cut,
+    Exchange, Hangup, Load, Outcome, Said, Tally, Verdict, CLIENT_BUFFER,
 };
 use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{Scheme, Target};
@@ -178,24 +179,8 @@ where
                 return;
             }
         };
-        finish(
-            client.get_mut(),
-            &outcome,
-            (&ctx.admission.metrics, Protocol::Gemini),
-            (
-                || count(ctx, Protocol::Gemini, (bot, target.as_ref()), &outcome),
-                || {
-                    log(
-                        ctx,
-                        Protocol::Gemini,
-                        &conn,
-                        (bot, target.as_ref()),
-                        &outcome,
-                    )
-                },
-            ),
-        )
-        .await;
+        let tally = Tally::new(ctx.clone(), Protocol::Gemini, &conn, (bot, target), outcome);
+        finish(client.get_mut(), tally).await;
     }
 }
 
@@ -280,8 +265,9 @@ where
                 ctx,
                 target,
                 upload: None,
+                hangup: Hangup::OnEof,
             };
-            serve_admitted(ctx, (bot, target), client, Hangup::OnEof, &gemini).await
+            exchange(ctx, (bot, target), client, &gemini).await
         }
         Asked::Titan(upload) if !ctx.admission.config.bots.get(bot).limits.uploads => {
             let refusal = Refusal::ProxyRule(ProxyRule::Upload {
@@ -290,53 +276,114 @@ where
             answer(client.get_mut(), &refusal).await
         }
         Asked::Titan(upload) => {
+            // The data that follows the line is the upload's: nothing may
+            // read it while the request waits.
             let gemini = Gemini {
                 ctx,
                 target: &upload.target,
                 upload: Some(upload),
+                hangup: Hangup::Unwatched,
             };
-            // The data that follows the line is the upload's: nothing may
-            // read it while the request waits.
-            let request = (bot, &upload.target);
-            serve_admitted(ctx, request, client, Hangup::Unwatched, &gemini).await
+            exchange(ctx, (bot, &upload.target), client, &gemini).await
         }
         Asked::Other(request) => O::process(client, bot, request, ctx).await,
     };
     (Some(asked.target().clone()), outcome)
 }
 
-/// How Gemini relays and refuses.
+/// Gemini's part of the exchange: the URL (or a Titan upload's line and
+/// data) sent, the header checked, the answer streamed back byte for byte,
+/// a refusal as a status. A `44` asks its server's next start to wait: by its
+/// seconds (the older spec), else by doubling the spacing (the newer one);
+/// a success ends that.
 struct Gemini<'a> {
     ctx: &'a Context,
     target: &'a Target,
     /// A Titan upload: its line and its data are sent instead.
     upload: Option<&'a Upload>,
+    hangup: Hangup,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gemini<'_> {
-    async fn relay(
+/// A capsule that has answered with a valid header; its body is still to be read.
+struct Answered {
+    upstream: BufReader<tokio_rustls::client::TlsStream<TcpStream>>,
+    /// The header as it came (its end removed).
+    line: Vec<u8>,
+    header: Header,
+    connecting: Instant,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gemini<'_> {
+    type Head = Answered;
+    type Answer = Outcome;
+
+    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
+        client_gone(client, self.hangup)
+    }
+
+    async fn ask(
         &self,
         client: &mut BufReader<S>,
         admitted: &Admitted,
-    ) -> Result<Outcome, Refusal> {
-        relay(client, (self.target, self.upload), admitted, self.ctx).await
+        _: Attempt,
+    ) -> Result<Answered, Refusal> {
+        ask(client, (self.target, self.upload), admitted, self.ctx).await
     }
 
-    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        answer(client, refusal).await
+    fn verdict(&self, answered: &Answered, _: Attempt) -> Verdict {
+        let header = &answered.header;
+        Verdict::Relay(match header.class() {
+            4 if header.status == 44 => Load::Busy(
+                header
+                    .meta
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_secs),
+            ),
+            2 => Load::Fine,
+            _ => Load::Unsaid,
+        })
+    }
+
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        mut answered: Answered,
+        _admitted: Admitted,
+        said: Said,
+    ) -> Outcome {
+        let line = (answered.line.as_slice(), answered.header.status);
+        let upstream = &mut answered.upstream;
+        relay_answer(
+            upstream,
+            client.get_mut(),
+            line,
+            self.ctx,
+            answered.connecting,
+        )
+        .await
+        .with(said)
+    }
+
+    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
+        answer(client.get_mut(), refusal).await.with(said)
+    }
+
+    fn left(&self, _: &mut BufReader<S>) -> Outcome {
+        client_left()
     }
 }
 
 /// Connects upstream, sends the canonical URL (a Titan upload's line, then
-/// its data from the client), and streams the answer back as it arrives: the
-/// header after checking it, then the body, byte for byte. A refusal is
-/// returned only while nothing has been sent to the client yet.
-async fn relay<S>(
+/// its data from the client), and reads the answer's header, checked. Any
+/// failure is a refusal: nothing has been sent to the client yet.
+async fn ask<S>(
     client: &mut BufReader<S>,
     (target, upload): (&Target, Option<&Upload>),
     admitted: &Admitted,
     ctx: &Context,
-) -> Result<Outcome, Refusal>
+) -> Result<Answered, Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -366,28 +413,16 @@ where
     let line = read_line(&mut upstream, MAX_HEADER, idle)
         .await
         .map_err(|e| bad_answer(e.to_string()))?;
-    let upstream_header = parse_header(&line).map_err(|e| bad_answer(e.to_string()))?;
+    let header = parse_header(&line).map_err(|e| bad_answer(e.to_string()))?;
     ctx.admission
         .metrics
         .upstream_first_byte
         .observe(connecting.elapsed().as_secs_f64());
-    ctx.admission.metrics.gemini_status(upstream_header.status);
-    // An upstream `44` is relayed, and pushes the host's next start out: by its
-    // seconds (the older spec), else by doubling the spacing (the newer one).
-    match upstream_header.class() {
-        4 if upstream_header.status == 44 => {
-            let secs = upstream_header
-                .meta
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .map(Duration::from_secs);
-            admitted.permit.slow_down(&admitted.server.name, secs).await;
-        }
-        2 => admitted.permit.recovered(&admitted.server.name).await,
-        _ => {}
-    }
-
-    let answer = (line.as_slice(), upstream_header.status);
-    Ok(relay_answer(&mut upstream, client.get_mut(), answer, ctx, connecting).await)
+    ctx.admission.metrics.gemini_status(header.status);
+    Ok(Answered {
+        upstream,
+        line,
+        header,
+        connecting,
+    })
 }

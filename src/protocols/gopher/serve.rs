@@ -2,6 +2,7 @@
 //! the upstream's answer streamed back: text and binary byte for byte, menus
 //! (type 1, and the results of type 7) rewritten to point back through the proxy.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -18,8 +19,8 @@ use crate::protocols::gopher::wire::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
 use crate::proxy::{
-    self, close, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome,
-    Unparsed,
+    self, ask_line, client_gone, client_left, close, exchange, relay_line, Attempt, Conn, Cut,
+    Exchange, Hangup, LineProtocol, Load, Outcome, Said, Unparsed, Upstream, Verdict,
 };
 use crate::refusal::{ProxyRule, Refusal};
 use crate::target::Target;
@@ -90,7 +91,7 @@ pub async fn turn_away(mut stream: TcpStream, peer: SocketAddr) {
 pub fn serve_line<'a, S: AsyncRead + AsyncWrite + Cut + Unpin + 'a>(
     stream: S,
     conn: Conn<'a>,
-    ctx: &'a Context,
+    ctx: &'a Arc<Context>,
     parse: impl Fn(&[u8]) -> Result<Request, BadRequest> + 'a,
     listener: Listener,
 ) -> impl std::future::Future<Output = ()> + 'a {
@@ -159,54 +160,68 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
         request,
         rewrite_menus,
     };
-    let admitted = (bot, &request.target);
-    serve_admitted(ctx, admitted, client, Hangup::OnError, &gopher).await
+    exchange(ctx, (bot, &request.target), client, &gopher).await
 }
 
-/// How Gopher relays and refuses.
+/// Gopher's part of the exchange: the selector sent, the answer streamed
+/// back (menus through the rewriter for the Gopher listener's clients), a
+/// refusal as a type-3 menu. Its servers say nothing of their load.
 struct Gopher<'a> {
     ctx: &'a Context,
     request: &'a Request,
     rewrite_menus: bool,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Gopher<'_> {
+impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gopher<'_> {
+    type Head = Upstream;
+    type Answer = Outcome;
+
+    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
+        client_gone(client, Hangup::OnError)
+    }
+
+    async fn ask(
+        &self,
+        _: &mut BufReader<S>,
+        admitted: &Admitted,
+        _: Attempt,
+    ) -> Result<Upstream, Refusal> {
+        let line = self.request.upstream_line();
+        ask_line(
+            (&self.request.target, &line, "selector"),
+            admitted,
+            self.ctx,
+        )
+        .await
+    }
+
+    fn verdict(&self, _: &Upstream, _: Attempt) -> Verdict {
+        Verdict::Relay(Load::Unsaid)
+    }
+
     async fn relay(
         &self,
         client: &mut BufReader<S>,
-        admitted: &Admitted,
-    ) -> Result<Outcome, Refusal> {
-        relay(client, self.request, admitted, self.ctx, self.rewrite_menus).await
+        upstream: Upstream,
+        _admitted: Admitted,
+        said: Said,
+    ) -> Outcome {
+        let mut rewriter = match &self.ctx.gopher_public {
+            Some((host, port)) if self.rewrite_menus && self.request.answer_is_menu() => {
+                Some(MenuRewriter::new(host, *port))
+            }
+            _ => None,
+        };
+        relay_line(client, upstream, self.ctx, &mut rewriter)
+            .await
+            .with(said)
     }
 
-    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        answer(client, refusal).await
+    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
+        answer(client.get_mut(), refusal).await.with(said)
     }
-}
 
-/// Sends the selector upstream and streams the answer back, menus through
-/// the rewriter for the Gopher listener's clients. A refusal is returned only
-/// while nothing has been sent to the client yet.
-async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
-    client: &mut BufReader<S>,
-    request: &Request,
-    admitted: &Admitted,
-    ctx: &Context,
-    rewrite_menus: bool,
-) -> Result<Outcome, Refusal> {
-    let mut rewriter = match &ctx.gopher_public {
-        Some((host, port)) if rewrite_menus && request.answer_is_menu() => {
-            Some(MenuRewriter::new(host, *port))
-        }
-        _ => None,
-    };
-    let line = request.upstream_line();
-    relay_line(
-        client,
-        (&request.target, &line, "selector"),
-        admitted,
-        ctx,
-        &mut rewriter,
-    )
-    .await
+    fn left(&self, _: &mut BufReader<S>) -> Outcome {
+        client_left()
+    }
 }

@@ -6,7 +6,7 @@
 
 pub mod answer;
 pub mod client;
-pub mod finish;
+pub mod exchange;
 pub mod page;
 pub mod relay;
 pub mod robots;

@@ -21,16 +21,16 @@ use std::time::Duration;
 
 use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
-use hyper::{Request, Response, StatusCode, Version};
+use hyper::{Request, Response, Version};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, Sleep};
 
-use super::answer::Body;
 use super::client::{self, Connection, Sender};
-use super::finish::Finish;
 use super::wire;
 use crate::admission::Admitted;
-use crate::bots::Bot;
+use crate::bots::{Bot, BotId};
+use crate::context::Context;
+use crate::proxy::Tally;
 use crate::refusal::{Refusal, UpstreamFailure};
 use crate::target::{Resource, Scheme, Target};
 use crate::upstream::Trust;
@@ -45,16 +45,6 @@ pub fn no_body() -> RelayBody {
     http_body_util::Empty::new()
         .map_err(|never| match never {})
         .boxed()
-}
-
-/// Which asking of a request this is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attempt {
-    /// The first: signed as the bot's `web_bot_auth` says. `retryable`: a
-    /// `GET` or `HEAD` without a body, which may be asked again if challenged.
-    First { retryable: bool },
-    /// The retry of a challenged request: signed.
-    SignedRetry,
 }
 
 /// An upstream connection that may be kept for the next request to its
@@ -80,7 +70,7 @@ impl KeptConn {
 
     /// Kept for other requests to `server` while this one runs, if it can
     /// be shared (HTTP/2: requests at once on one connection).
-    fn share(&self, ctx: &crate::context::Context, server: &crate::target::HostKey) {
+    fn share(&self, ctx: &Context, server: &crate::target::HostKey) {
         if let (Some(shared), Some(peer)) = (self.shared(), self.peer) {
             let in_flight = ctx.admission.config.politeness.per_host_concurrency;
             ctx.kept.put(server, peer, shared, in_flight);
@@ -166,15 +156,6 @@ fn fit(request: &mut Request<RelayBody>, sender: &Sender<RelayBody>, target: &Ta
     *request.uri_mut() = uri.parse().unwrap_or_else(|_| hyper::Uri::from_static("/"));
 }
 
-/// Why a request was not relayed.
-pub enum NotRelayed {
-    /// Refused, while nothing has been answered.
-    Refused(Refusal, Finish),
-    /// The server asked for a signature this bot gives when challenged: ask
-    /// again, signed, as a new request (admitted anew).
-    Challenged(Finish),
-}
-
 /// The fields signing a request for `target` with `signer` now.
 fn sign(headers: &mut hyper::HeaderMap, signer: &crate::identity::Signer, target: &Target) {
     use crate::identity::{directory, sign};
@@ -196,13 +177,6 @@ fn sign(headers: &mut hyper::HeaderMap, signer: &crate::identity::Signer, target
             headers.insert(name, value);
         }
     }
-}
-
-/// Whether an answer challenges the client to sign (RFC 9421 §5: an
-/// `Accept-Signature` on `401`, `403` or `429`).
-fn challenges(parts: &hyper::http::response::Parts) -> bool {
-    matches!(parts.status.as_u16(), 401 | 403 | 429)
-        && parts.headers.contains_key("accept-signature")
 }
 
 /// A request for `target` as it goes upstream: origin-form, HTTP/1.1,
@@ -239,221 +213,96 @@ pub fn upstream_request<B>(request: Request<B>, target: &Target, bot: &Bot) -> R
     Request::from_parts(parts, body)
 }
 
-/// Relays `request` to the admitted server: the answer whose body streams
-/// as the client reads it, or a refusal while nothing has been answered.
-pub async fn relay(
+/// The upstream's answer, up to its head: the connection it came on and
+/// when connecting began.
+pub struct Answered {
+    pub response: Response<Incoming>,
+    pub connection: KeptConn,
+    pub connecting: Instant,
+}
+
+/// Sends `request` of `bot` to the admitted server (`signed`: with the
+/// bot's signature, whatever its `web_bot_auth` says) and reads the
+/// answer's head: over a kept connection to the server first, else a new
+/// one; a refusal while nothing has been answered.
+pub async fn ask(
+    ctx: &Context,
     request: Request<RelayBody>,
-    admitted: Admitted,
-    mut finish: Finish,
-    attempt: Attempt,
-) -> Result<Response<Body>, NotRelayed> {
-    let signed = attempt == Attempt::SignedRetry;
-    let ctx = finish.ctx.clone();
+    (bot, target): (BotId, &Target),
+    admitted: &Admitted,
+    signed: bool,
+) -> Result<Answered, Refusal> {
     let idle = ctx.admission.config.limits.idle_timeout;
-    let target = &finish.target;
     let connecting = Instant::now();
     let upstream = &ctx.admission.upstream;
     let addrs = &admitted.server.addrs;
     let server = &admitted.server.name;
-    let exchange = async {
-        let bot = ctx.admission.config.bots.get(finish.bot);
-        let mut asked = upstream_request(request, target, bot);
-        let signer = ctx.signers.get(finish.bot);
-        if let Some(signer) = signer.filter(|s| signed || s.when == crate::identity::When::Always) {
-            sign(asked.headers_mut(), signer, target);
+    let mut asked = upstream_request(request, target, ctx.admission.config.bots.get(bot));
+    let signer = ctx.signers.get(bot);
+    if let Some(signer) = signer.filter(|s| signed || s.when == crate::identity::When::Always) {
+        sign(asked.headers_mut(), signer, target);
+    }
+    let answered = |response, connection| {
+        ctx.admission
+            .metrics
+            .upstream_first_byte
+            .observe(connecting.elapsed().as_secs_f64());
+        Ok(Answered {
+            response,
+            connection,
+            connecting,
+        })
+    };
+    // A kept connection to this server first: a request it could not
+    // take (closed meanwhile) comes back unsent, and goes on a new one.
+    while let Some(mut kept) = ctx.kept.take::<KeptConn>(server, addrs) {
+        // Ready once its last answer has been read; closed meanwhile: the next.
+        let ready = tokio::time::timeout(Duration::from_secs(1), kept.sender.ready()).await;
+        if !matches!(ready, Ok(Ok(()))) {
+            continue;
         }
-        // A kept connection to this server first: a request it could not
-        // take (closed meanwhile) comes back unsent, and goes on a new one.
-        while let Some(mut kept) = ctx.kept.take::<KeptConn>(server, addrs) {
-            // Ready once its last answer has been read; closed meanwhile: the next.
-            let ready = tokio::time::timeout(Duration::from_secs(1), kept.sender.ready()).await;
-            if !matches!(ready, Ok(Ok(()))) {
-                continue;
-            }
-            kept.share(&ctx, server);
-            match send(&mut kept, asked, target, idle).await? {
-                Sent::Answered(response) => return Ok((response, kept)),
-                Sent::Unsent(unsent, _) => asked = unsent,
-            }
-        }
-        let ((sender, connection), peer) = match target.scheme {
-            Scheme::Https => {
-                let tls = upstream
-                    .connect_tls(&target.host, target.port, addrs, Trust::RootsOfferingH2)
-                    .await
-                    .map_err(Refusal::from)?;
-                let peer = tls.get_ref().0.peer_addr().ok();
-                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                (handshake(tls, target, h2).await?, peer)
-            }
-            _ => {
-                let tcp = upstream
-                    .connect_tcp(&target.host, addrs)
-                    .await
-                    .map_err(Refusal::from)?;
-                let peer = tcp.peer_addr().ok();
-                (handshake(tcp, target, false).await?, peer)
-            }
-        };
-        let mut kept = KeptConn {
-            sender,
-            connection: std::sync::Arc::new(connection),
-            peer,
-        };
-        kept.share(&ctx, server);
+        kept.share(ctx, server);
         match send(&mut kept, asked, target, idle).await? {
-            Sent::Answered(response) => Ok((response, kept)),
-            Sent::Unsent(_, refusal) => Err(refusal),
+            Sent::Answered(response) => return answered(response, kept),
+            Sent::Unsent(unsent, _) => asked = unsent,
+        }
+    }
+    let ((sender, connection), peer) = match target.scheme {
+        Scheme::Https => {
+            let tls = upstream
+                .connect_tls(&target.host, target.port, addrs, Trust::RootsOfferingH2)
+                .await
+                .map_err(Refusal::from)?;
+            let peer = tls.get_ref().0.peer_addr().ok();
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            (handshake(tls, target, h2).await?, peer)
+        }
+        _ => {
+            let tcp = upstream
+                .connect_tcp(&target.host, addrs)
+                .await
+                .map_err(Refusal::from)?;
+            let peer = tcp.peer_addr().ok();
+            (handshake(tcp, target, false).await?, peer)
         }
     };
-    let (response, connection) = match exchange.await {
-        Ok(answered) => answered,
-        Err(refusal) => return Err(NotRelayed::Refused(refusal, finish)),
+    let mut kept = KeptConn {
+        sender,
+        connection: std::sync::Arc::new(connection),
+        peer,
     };
-    ctx.admission
-        .metrics
-        .upstream_first_byte
-        .observe(connecting.elapsed().as_secs_f64());
-    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        drop(connection);
-        let refusal = Refusal::Upstream(UpstreamFailure::Answer {
-            authority: target.authority(),
-            why: "switched protocols, which was not asked".into(),
-        });
-        return Err(NotRelayed::Refused(refusal, finish));
+    kept.share(ctx, server);
+    match send(&mut kept, asked, target, idle).await? {
+        Sent::Answered(response) => answered(response, kept),
+        Sent::Unsent(_, refusal) => Err(refusal),
     }
-    let (mut parts, mut body) = response.into_parts();
-    // A challenge this bot answers by signing: asked again, as a new
-    // request; this answer (its body unread) is not the server's word on
-    // its load.
-    let answers_challenges = ctx
-        .signers
-        .get(finish.bot)
-        .is_some_and(|s| s.when == crate::identity::When::Challenged);
-    if attempt == (Attempt::First { retryable: true }) && answers_challenges && challenges(&parts) {
-        drop(connection);
-        return Err(NotRelayed::Challenged(finish));
-    }
-    // The server's own word on its load: `429` or `503` slows this server
-    // down (for its `Retry-After` in seconds, else its spacing doubles),
-    // at most `politeness.max_slow_down`, for every bot and, in a fleet,
-    // every proxy; any other answer ends its back-off.
-    match parts.status {
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-            let seconds = wire::retry_after(&parts.headers);
-            admitted
-                .permit
-                .slow_down(&admitted.server.name, seconds)
-                .await;
-        }
-        _ => admitted.permit.recovered(&admitted.server.name).await,
-    }
-    let mut admitted = admitted;
-    // The answer's own word on the bot's declared uses, in its fields and,
-    // for a page, its head's meta tags (read first, then relayed): a
-    // refusal is not relayed, or, in report mode, is reported.
-    let bot = ctx.admission.config.bots.get(finish.bot);
-    let mut head = std::collections::VecDeque::new();
-    let mut refusal = preference(&ctx, &finish, &parts.headers);
-    if refusal.is_none() && !bot.profile.uses().is_empty() && super::page::is_page(&parts.headers) {
-        let who = (bot.profile.token(), bot.profile.uses());
-        // Boxed: only bots that declare uses read it.
-        match Box::pin(super::page::refused(&mut body, &parts.headers, idle, who)).await {
-            Ok((frames, refused)) => {
-                head = frames;
-                refusal = refused.map(|refused| preference_refusal(&finish, bot, refused));
-            }
-            Err(why) => {
-                drop(connection);
-                let failed = Refusal::Upstream(UpstreamFailure::Answer {
-                    authority: target.authority(),
-                    why,
-                });
-                return Err(NotRelayed::Refused(failed, finish));
-            }
-        }
-    }
-    if let Some(refusal) = refusal {
-        match bot.limits.mode {
-            crate::bots::limits::Mode::Report => {
-                admitted.report.add(crate::report::Would::Refuse(refusal))
-            }
-            crate::bots::limits::Mode::Enforce => {
-                drop(connection);
-                return Err(NotRelayed::Refused(refusal, finish));
-            }
-        }
-    }
-    // Kept for the next request once its body has been read, unless the
-    // server said it closes it.
-    let closes = parts.version < Version::HTTP_11
-        || parts.headers.get_all(header::CONNECTION).iter().any(|v| {
-            v.to_str()
-                .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
-        });
-    wire::strip_hop_by_hop(&mut parts.headers);
-    // Received as HTTP/2, perhaps: said so in `Via`, relayed as HTTP/1.1.
-    wire::add_via(&mut parts.headers, parts.version, wire::pseudonym());
-    parts.version = Version::HTTP_11;
-    finish.outcome.status = Some(parts.status.as_u16());
-    finish.outcome.waited = admitted.waited;
-    finish.outcome.report = std::mem::take(&mut admitted.report);
-    finish.outcome.robots = admitted.robots.take();
-    let relayed = Relayed {
-        body,
-        head,
-        idle,
-        timer: Box::pin(tokio::time::sleep(idle)),
-        connecting,
-        upstream: Some(connection),
-        keep: !closes,
-        server: admitted.server.name.clone(),
-        clean: false,
-        finish,
-        _admitted: admitted,
-        ended: false,
-    };
-    Ok(Response::from_parts(
-        parts,
-        Body::Relayed(Box::pin(relayed)),
-    ))
 }
 
-/// The refusal an answer's preference fields give one of the bot's
-/// declared uses, if any ([`crate::robots::response`]).
-fn preference(
-    ctx: &crate::context::Context,
-    finish: &Finish,
-    headers: &hyper::HeaderMap,
-) -> Option<Refusal> {
-    let bot = ctx.admission.config.bots.get(finish.bot);
-    let uses = bot.profile.uses();
-    if uses.is_empty() {
-        return None;
-    }
-    let content_type = headers.get(header::CONTENT_TYPE).map(|v| v.as_bytes());
-    // (A profile's token is lower case already.)
-    let token = bot.profile.token();
-    let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
-    let refused = crate::robots::response::read(fields, content_type, token).refused(uses)?;
-    Some(preference_refusal(finish, bot, refused))
-}
-
-/// The refusal of a use the answer (its fields, its page) refuses.
-fn preference_refusal(
-    finish: &Finish,
-    bot: &Bot,
-    refused: crate::robots::response::Refused,
-) -> Refusal {
-    Refusal::Preference(crate::refusal::ResponsePreference {
-        host: finish.target.host.clone(),
-        port: finish.target.port,
-        bot: match bot.profile.token() {
-            "" => "this bot".into(),
-            token => token.into(),
-        },
-        refused,
-    })
+/// Whether an answer challenges the client to sign (RFC 9421 §5: an
+/// `Accept-Signature` on `401`, `403` or `429`).
+pub fn challenges(parts: &hyper::http::response::Parts) -> bool {
+    matches!(parts.status.as_u16(), 401 | 403 | 429)
+        && parts.headers.contains_key("accept-signature")
 }
 
 /// HTTP/1.1, or HTTP/2 when the server chose it (`h2`), over an upstream
@@ -496,15 +345,39 @@ pub struct Relayed {
     upstream: Option<KeptConn>,
     keep: bool,
     server: crate::target::HostKey,
-    /// Whether the whole body was read.
-    clean: bool,
-    finish: Finish,
+    /// Its count and its log line.
+    tally: Tally,
     /// Its permit and holds, given back when the body is dropped.
     _admitted: Admitted,
     ended: bool,
 }
 
 impl Relayed {
+    /// The body of `answered`'s answer (its `head` read already, for a
+    /// page), kept for the next request to its server once read whole
+    /// unless `keep` is false; `admitted` held until it ends.
+    pub fn new(
+        (body, head): (Incoming, std::collections::VecDeque<Frame<Bytes>>),
+        (connection, connecting, keep): (KeptConn, Instant, bool),
+        admitted: Admitted,
+        tally: Tally,
+    ) -> Relayed {
+        let idle = tally.ctx().admission.config.limits.idle_timeout;
+        Relayed {
+            body,
+            head,
+            idle,
+            timer: Box::pin(tokio::time::sleep(idle)),
+            connecting,
+            upstream: Some(connection),
+            keep,
+            server: admitted.server.name.clone(),
+            tally,
+            _admitted: admitted,
+            ended: false,
+        }
+    }
+
     /// The upstream stopped mid-answer: counted, and the client's
     /// connection cut (hyper aborts it on a body error) so the client can
     /// tell the answer is incomplete.
@@ -514,38 +387,31 @@ impl Relayed {
         if let Some(kept) = self.upstream.take() {
             kept.connection.close();
         }
-        let protocol = match self.finish.target.scheme {
-            Scheme::Https => crate::protocol::Protocol::Https,
-            _ => crate::protocol::Protocol::Http,
-        };
-        self.finish.ctx.admission.metrics.truncated(protocol);
-        self.finish.outcome.cut = true;
-        self.finish.outcome.detail = why.clone();
-        self.finish.count();
+        self.tally.cut(why.clone());
+        self.tally.count();
         std::io::Error::other(why)
     }
 
     fn done(&mut self) {
         self.ended = true;
-        self.clean = true;
         if let Some(kept) = self.upstream.take() {
             // An HTTP/2 connection was kept, shared, when this request began.
             let shared = kept.sender.is_shared();
             if let Some(peer) = kept.peer.filter(|_| self.keep && !shared) {
                 if !kept.sender.is_closed() {
-                    let ctx = &self.finish.ctx;
+                    let ctx = self.tally.ctx();
                     let in_flight = ctx.admission.config.politeness.per_host_concurrency;
                     ctx.kept.put(&self.server, peer, kept, in_flight);
                 }
             }
         }
-        self.finish
-            .ctx
+        self.tally
+            .ctx()
             .admission
             .metrics
             .upstream_duration
             .observe(self.connecting.elapsed().as_secs_f64());
-        self.finish.count();
+        self.tally.count();
     }
 }
 
@@ -563,7 +429,7 @@ impl HttpBody for Relayed {
         }
         if let Some(frame) = this.head.pop_front() {
             if let Some(data) = frame.data_ref() {
-                this.finish.outcome.bytes += data.len() as u64;
+                this.tally.outcome.bytes += data.len() as u64;
             }
             if this.head.is_empty() && this.body.is_end_stream() {
                 this.done();
@@ -573,7 +439,7 @@ impl HttpBody for Relayed {
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    this.finish.outcome.bytes += data.len() as u64;
+                    this.tally.outcome.bytes += data.len() as u64;
                 }
                 let next = Instant::now() + this.idle;
                 this.timer.as_mut().reset(next);
@@ -634,7 +500,7 @@ impl Drop for Relayed {
             self.done();
         }
         if !self.ended {
-            self.finish.outcome.detail = "client stopped reading".into();
+            self.tally.outcome.detail = "client stopped reading".into();
         }
     }
 }

@@ -20,16 +20,15 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::answer::{refused, Body};
-use super::finish::{protocol_of, Finish};
-use super::relay::{Attempt, NotRelayed};
+use super::exchange::{protocol_of, Asking, Web};
 use super::wire::{self, Asked, BadRequest, MAX_HEADERS, MAX_HEADER_BYTES};
 use crate::access::Denied;
 use crate::bots::{BotId, Presented};
 use crate::context::Context;
 use crate::metrics::Listener;
 use crate::proxy::stalled::WriteDeadline;
-use crate::proxy::{count, log, Conn, Outcome};
-use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
+use crate::proxy::{exchange, Conn, Outcome, Tally};
+use crate::refusal::{Malformed, ProxyRule, Refusal};
 use crate::target::{Scheme, Target};
 use crate::tls::Authority;
 
@@ -207,67 +206,19 @@ impl Requests {
         let (parts, body) = request.into_parts();
         let again = retryable.then(|| parts.clone());
         let request = Request::from_parts(parts, http_body_util::BodyExt::boxed(body));
-        let admitted = crate::admission::admit(&self.ctx.admission, bot, &target).await;
-        crate::proxy::noted(&self.ctx, bot, &admitted);
-        match admitted {
-            Ok(admitted) => {
-                let conn = (self.peer, self.listener, started);
-                let finish = Finish::new(self.ctx.clone(), conn, bot, target);
-                let attempt = Attempt::First { retryable };
-                match super::relay::relay(request, admitted, finish, attempt).await {
-                    Err(NotRelayed::Challenged(finish)) => match again {
-                        Some(parts) => self.signed_retry(parts, finish, unread_body).await,
-                        // Only a retryable request is handed back: its head was kept.
-                        None => not_relayed(NotRelayed::Challenged(finish), unread_body),
-                    },
-                    answered => answered.unwrap_or_else(|e| not_relayed(e, unread_body)),
-                }
-            }
-            Err(mut refused_) => {
-                let response = refused(&refused_.refusal, unread_body);
-                let mut outcome = Outcome::new(
-                    refused_.refusal.fate(),
-                    Some(response.status().as_u16()),
-                    refused_.refusal.detail(),
-                );
-                outcome.robots = refused_.robots.take();
-                self.ended(&conn, (Some(bot), Some(&target)), &outcome);
-                response
-            }
-        }
-    }
-
-    /// A challenged `GET` or `HEAD` asked again, signed, as a new request:
-    /// admitted anew (spaced, counted), its end (`finish`) the first
-    /// asking's, so the client's request is counted and logged once.
-    async fn signed_retry(
-        &self,
-        parts: hyper::http::request::Parts,
-        mut finish: Finish,
-        unread_body: bool,
-    ) -> Response<Body> {
-        let admitted =
-            crate::admission::admit(&self.ctx.admission, finish.bot, &finish.target).await;
-        crate::proxy::noted(&self.ctx, finish.bot, &admitted);
-        match admitted {
-            Ok(admitted) => {
-                let request = Request::from_parts(parts, super::relay::no_body());
-                super::relay::relay(request, admitted, finish, Attempt::SignedRetry)
-                    .await
-                    .unwrap_or_else(|e| not_relayed(e, unread_body))
-            }
-            Err(mut refused_) => {
-                // Counted and logged as `finish` is dropped.
-                let response = refused(&refused_.refusal, unread_body);
-                finish.outcome = Outcome::new(
-                    refused_.refusal.fate(),
-                    Some(response.status().as_u16()),
-                    refused_.refusal.detail(),
-                );
-                finish.outcome.robots = refused_.robots.take();
-                response
-            }
-        }
+        let mut asking = Asking {
+            request: Some(request),
+            again,
+        };
+        let web = Web {
+            ctx: &self.ctx,
+            conn,
+            bot,
+            target: &target,
+            unread_body,
+            retryable,
+        };
+        exchange(&self.ctx, (bot, &target), &mut asking, &web).await
     }
 
     /// On a connection made to an address, a request for a host by name
@@ -438,41 +389,17 @@ impl Requests {
             Some(response.status().as_u16()),
             refusal.detail(),
         );
-        self.ended(conn, (bot, target), &outcome);
+        let protocol = protocol_of(target);
+        let request = (bot, target.cloned());
+        drop(Tally::new(
+            self.ctx.clone(),
+            protocol,
+            conn,
+            request,
+            outcome,
+        ));
         response
     }
-
-    fn ended(
-        &self,
-        conn: &Conn,
-        (bot, target): (Option<BotId>, Option<&Target>),
-        outcome: &Outcome,
-    ) {
-        let protocol = protocol_of(target);
-        count(&self.ctx, protocol, (bot, target), outcome);
-        log(&self.ctx, protocol, conn, (bot, target), outcome);
-    }
-}
-
-/// The answer to a request the relay gave back: its refusal, counted and
-/// logged as its `Finish` is dropped. (A challenge handed back with nothing
-/// to ask again with is the server's to explain: a bad gateway.)
-fn not_relayed(not: NotRelayed, unread_body: bool) -> Response<Body> {
-    let (refusal, mut finish) = match not {
-        NotRelayed::Refused(refusal, finish) => (refusal, finish),
-        NotRelayed::Challenged(finish) => {
-            let refusal = Refusal::Upstream(UpstreamFailure::Answer {
-                authority: finish.target.authority(),
-                why: "asked for a signature".into(),
-            });
-            (refusal, finish)
-        }
-    };
-    let response = refused(&refusal, unread_body);
-    finish.outcome.fate = refusal.fate();
-    finish.outcome.status = Some(response.status().as_u16());
-    finish.outcome.detail = refusal.detail();
-    response
 }
 
 /// Whether a request carries a body (or asks to send one).

@@ -2,6 +2,9 @@
 //! document streamed back byte for byte; a refusal is a short text document
 //! ([`crate::protocols::nex::wire::refusal_document`]).
 
+use std::future::Future;
+use std::sync::Arc;
+
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::admission::Admitted;
@@ -10,8 +13,8 @@ use crate::context::Context;
 use crate::metrics::{Listener, Protocol};
 use crate::protocols::nex::wire::{parse_path_line, refusal_document, Request, MAX_REQUEST};
 use crate::proxy::{
-    self, relay_line, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol, Outcome, Unparsed,
-    Verbatim,
+    self, ask_line, client_gone, client_left, exchange, relay_line, Attempt, Conn, Cut, Exchange,
+    Hangup, LineProtocol, Load, Outcome, Said, Unparsed, Upstream, Verbatim, Verdict,
 };
 use crate::refusal::{Malformed, Refusal};
 use crate::target::Target;
@@ -31,7 +34,7 @@ pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) ->
 pub fn serve_line<'a, S: AsyncRead + AsyncWrite + Cut + Unpin + 'a>(
     stream: S,
     conn: Conn<'a>,
-    ctx: &'a Context,
+    ctx: &'a Arc<Context>,
     (host, port): (&'a str, u16),
     listener: Listener,
 ) -> impl std::future::Future<Output = ()> + 'a {
@@ -83,34 +86,56 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
     ctx: &Context,
 ) -> Outcome {
     let nex = Nex { ctx, request };
-    serve_admitted(ctx, (bot, &request.target), client, Hangup::OnError, &nex).await
+    exchange(ctx, (bot, &request.target), client, &nex).await
 }
 
-/// How Nex relays and refuses.
+/// Nex's part of the exchange: the path sent, the document streamed back
+/// byte for byte, a refusal as a short document. Its servers say nothing of
+/// their load.
 struct Nex<'a> {
     ctx: &'a Context,
     request: &'a Request,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Nex<'_> {
+impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Nex<'_> {
+    type Head = Upstream;
+    type Answer = Outcome;
+
+    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
+        client_gone(client, Hangup::OnError)
+    }
+
+    async fn ask(
+        &self,
+        _: &mut BufReader<S>,
+        admitted: &Admitted,
+        _: Attempt,
+    ) -> Result<Upstream, Refusal> {
+        let line = self.request.upstream_line();
+        ask_line((&self.request.target, &line, "path"), admitted, self.ctx).await
+    }
+
+    fn verdict(&self, _: &Upstream, _: Attempt) -> Verdict {
+        Verdict::Relay(Load::Unsaid)
+    }
+
     async fn relay(
         &self,
         client: &mut BufReader<S>,
-        admitted: &Admitted,
-    ) -> Result<Outcome, Refusal> {
-        let line = self.request.upstream_line();
-        let target = &self.request.target;
-        relay_line(
-            client,
-            (target, &line, "path"),
-            admitted,
-            self.ctx,
-            &mut Verbatim,
-        )
-        .await
+        upstream: Upstream,
+        _admitted: Admitted,
+        said: Said,
+    ) -> Outcome {
+        relay_line(client, upstream, self.ctx, &mut Verbatim)
+            .await
+            .with(said)
     }
 
-    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        answer(client, refusal).await
+    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
+        answer(client.get_mut(), refusal).await.with(said)
+    }
+
+    fn left(&self, _: &mut BufReader<S>) -> Outcome {
+        client_left()
     }
 }

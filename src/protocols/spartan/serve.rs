@@ -2,6 +2,9 @@
 //! upload), the shared checks, then the upstream's status line checked and
 //! the answer streamed back byte for byte.
 
+use std::future::Future;
+use std::sync::Arc;
+
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -16,8 +19,8 @@ use crate::protocols::spartan::wire::{
     MAX_REQUEST,
 };
 use crate::proxy::{
-    self, relay_answer, send_request, serve_admitted, Answer, Conn, Cut, Hangup, LineProtocol,
-    Outcome, Unparsed,
+    self, client_gone, client_left, exchange, relay_answer, send_request, Attempt, Conn, Cut,
+    Exchange, Hangup, LineProtocol, Load, Outcome, Said, Unparsed, Verdict,
 };
 use crate::refusal::{ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{canonical_host, Target};
@@ -46,7 +49,7 @@ pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) ->
 pub fn serve_line<'a, S: AsyncRead + AsyncWrite + Cut + Unpin + 'a>(
     stream: S,
     conn: Conn<'a>,
-    ctx: &'a Context,
+    ctx: &'a Arc<Context>,
     (host, port): (&'a str, u16),
     listener: Listener,
 ) -> impl std::future::Future<Output = ()> + 'a {
@@ -123,43 +126,71 @@ pub async fn process<S: AsyncRead + AsyncWrite + Unpin>(
         Data::Follows(_) => Hangup::Unwatched,
         _ => Hangup::OnError,
     };
-    let spartan = Spartan { ctx, request };
-    serve_admitted(ctx, (bot, &request.target), client, hangup, &spartan).await
+    let spartan = Spartan {
+        ctx,
+        request,
+        hangup,
+    };
+    exchange(ctx, (bot, &request.target), client, &spartan).await
 }
 
-/// How Spartan relays and refuses.
+/// Spartan's part of the exchange: the request (and its data) sent, the
+/// status line checked, the answer streamed back byte for byte, a refusal
+/// as a status line. Its statuses say nothing of the server's load.
 struct Spartan<'a> {
     ctx: &'a Context,
     request: &'a Request,
+    hangup: Hangup,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Answer<S> for Spartan<'_> {
-    async fn relay(
+impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Spartan<'_> {
+    type Head = Answered;
+    type Answer = Outcome;
+
+    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
+        client_gone(client, self.hangup)
+    }
+
+    async fn ask(
         &self,
         client: &mut BufReader<S>,
         admitted: &Admitted,
-    ) -> Result<Outcome, Refusal> {
-        relay(client, self.request, admitted, self.ctx).await
+        _: Attempt,
+    ) -> Result<Answered, Refusal> {
+        ask(client, self.request, admitted, self.ctx).await
     }
 
-    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
-        answer(client, refusal).await
+    fn verdict(&self, _: &Answered, _: Attempt) -> Verdict {
+        Verdict::Relay(Load::Unsaid)
     }
-}
 
-/// Sends the request (and its data) upstream, checks the status line, and
-/// streams the answer back. A refusal only while nothing has been sent to
-/// the client.
-async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
-    client: &mut BufReader<S>,
-    request: &Request,
-    admitted: &Admitted,
-    ctx: &Context,
-) -> Result<Outcome, Refusal> {
-    let mut answered = exchange(client, request, admitted, ctx).await?;
-    let line = (answered.line.as_slice(), answered.header.status);
-    let upstream = &mut answered.upstream;
-    Ok(relay_answer(upstream, client.get_mut(), line, ctx, answered.connecting).await)
+    async fn relay(
+        &self,
+        client: &mut BufReader<S>,
+        mut answered: Answered,
+        _admitted: Admitted,
+        said: Said,
+    ) -> Outcome {
+        let line = (answered.line.as_slice(), answered.header.status);
+        let upstream = &mut answered.upstream;
+        relay_answer(
+            upstream,
+            client.get_mut(),
+            line,
+            self.ctx,
+            answered.connecting,
+        )
+        .await
+        .with(said)
+    }
+
+    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
+        answer(client.get_mut(), refusal).await.with(said)
+    }
+
+    fn left(&self, _: &mut BufReader<S>) -> Outcome {
+        client_left()
+    }
 }
 
 /// An upstream that has answered a Spartan request with a valid status
@@ -177,7 +208,7 @@ pub struct Answered {
 /// follows it, from the client), and reads the status line, within the
 /// idle deadline. Any failure is a refusal: nothing has been sent to the
 /// client yet.
-pub async fn exchange<S: AsyncRead + Unpin>(
+pub async fn ask<S: AsyncRead + Unpin>(
     client: &mut BufReader<S>,
     request: &Request,
     admitted: &Admitted,

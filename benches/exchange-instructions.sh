@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Instructions per relayed request of the whole proxy, by protocol: Gemini
+# (a TLS connection per request), Gopher (a TCP connection per request) and
+# HTTP (absolute-form GETs on one keep-alive connection), counted by
+# valgrind's callgrind over the proxy's process (examples/exchange_load.rs
+# sends them, checked, one after another, to an origin it starts on
+# loopback). Each protocol runs 100 and 200 requests on a fresh proxy; the
+# difference / 100 is one request, start-up, robots.txt's one fetch and
+# shutdown cancelled out. A count is the same on every run, whatever else the
+# machine is doing: two builds compare exactly.
+#
+# With BASE_COMMIT, that commit is built too (in a git worktree sharing this
+# tree's target directory) and counted beside this tree, with the ratio.
+#
+#   benches/exchange-instructions.sh [BASE_COMMIT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+base=${1:-}
+# shellcheck source=../tests/interop/common.sh
+. tests/interop/common.sh
+if ! command -v valgrind >/dev/null; then
+  apt-get install -y -qq valgrind >/dev/null
+fi
+start_work
+cleanup_more() { git worktree remove --force "$work/base" 2>/dev/null || true; }
+target=$(pwd)/target
+cargo build --release --locked --quiet --bin robots-proxy --example exchange_load
+cp target/release/robots-proxy "$work/robots-proxy"
+builds=(robots-proxy)
+if [ -n "$base" ]; then
+  git worktree add --detach --quiet "$work/base" "$base"
+  (cd "$work/base" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin robots-proxy)
+  cp target/release/robots-proxy "$work/robots-proxy-base"
+  builds=(robots-proxy-base robots-proxy)
+fi
+
+# count BUILD PROTOCOL REQUESTS -> instructions of the whole run
+count() {
+  local gport oport hport mport out
+  gport=$(free_port) oport=$(free_port) hport=$(free_port) mport=$(free_port)
+  out="$work/callgrind.$1.$2.$3"
+  rm -rf "$work/state"
+  RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file=/dev/null --log-file="$out" \
+    "$work/$1" run --gemini-listen "127.0.0.1:$gport" --gopher-listen "127.0.0.1:$oport" \
+    --http-listen "127.0.0.1:$hport" --metrics-listen "127.0.0.1:$mport" --agent benchbot \
+    --allow-private-upstreams --state-dir "$work/state" --default-delay 0s > /dev/null 2>&1 &
+  local pid=$!
+  for port in "$gport" "$oport" "$hport"; do wait_port "$port" "$out"; done
+  local proxy
+  case "$2" in
+    gemini) proxy=127.0.0.1:$gport ;;
+    gopher) proxy=127.0.0.1:$oport ;;
+    http) proxy=127.0.0.1:$hport ;;
+  esac
+  target/release/examples/exchange_load "$2" "$proxy" "$3"
+  kill -TERM "$pid"
+  wait "$pid" || true
+  sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out"
+}
+
+printf '%-8s' protocol
+for b in "${builds[@]}"; do printf ' %18s' "$b"; done
+[ -n "$base" ] && printf ' %8s' "new/old"
+printf '\n'
+for protocol in gemini gopher http; do
+  printf '%-8s' "$protocol"
+  per=()
+  for b in "${builds[@]}"; do
+    one=$(( ($(count "$b" "$protocol" 200) - $(count "$b" "$protocol" 100)) / 100 ))
+    per+=("$one")
+    printf ' %18d' "$one"
+  done
+  if [ -n "$base" ]; then
+    printf ' %8s' "$(awk -v a="${per[1]}" -v b="${per[0]}" 'BEGIN { printf "%.3f", a / b }')"
+  fi
+  printf '\n'
+done
