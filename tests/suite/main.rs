@@ -41,6 +41,7 @@ mod robots_refresh;
 mod small_web;
 mod socks5;
 mod state_files;
+mod tallies;
 mod transparent;
 mod tunnels;
 mod upstreams;

@@ -179,7 +179,11 @@ where
                 return;
             }
         };
-        let tally = Tally::new(ctx.clone(), Protocol::Gemini, &conn, (bot, target), outcome);
+        // The `protocol` label is the server's: a gateway's request is its
+        // URL's protocol's (a Titan upload, Gemini's).
+        let protocol = target.as_ref().and_then(|t| Protocol::of(t.scheme));
+        let protocol = protocol.unwrap_or(Protocol::Gemini);
+        let tally = Tally::new(ctx.clone(), protocol, &conn, (bot, target), outcome);
         finish(client.get_mut(), tally).await;
     }
 }
