@@ -61,7 +61,10 @@ fn agree(name: &str, paths: &[&str], expected: &[bool], decide: impl Fn(&str) ->
 /// decision over both spellings of its path (`Target::decide`).
 fn decide_url(policy: &Policy, url: &str) -> bool {
     Target::parse(url)
-        .and_then(|t| t.decide(policy, SelectorReading::default()))
+        .and_then(|t| {
+            let paths = robots_proxy::protocol::rules::of(t.scheme).paths;
+            t.decide(policy, (paths, SelectorReading::default()))
+        })
         .map(|d| d.allowed())
         .unwrap_or(false)
 }

@@ -177,7 +177,7 @@ async fn main() {
                 let tcp = TcpStream::connect(proxy).await.expect("the proxy");
                 let name = ServerName::try_from("localhost").expect("a name");
                 let mut tls = connector.connect(name, tcp).await.expect("TLS");
-                let url = format!("gemini://localhost:{}/page{i}\r\n", origin.port());
+                let url = format!("gemini://127.0.0.1:{}/page{i}\r\n", origin.port());
                 tls.write_all(url.as_bytes()).await.expect("sent");
                 let mut answer = Vec::new();
                 let _ = tls.read_to_end(&mut answer).await;

@@ -144,7 +144,11 @@ pub fn decide_target(
 ) -> Result<(Decision, Vec<u8>), TargetError> {
     if is_url(target) {
         let t = Target::parse(target)?;
-        Ok((t.decide(policy, reading)?, t.matched_path().to_vec()))
+        let paths = crate::protocol::rules::of(t.scheme).paths;
+        Ok((
+            t.decide(policy, (paths, reading))?,
+            t.matched_path().to_vec(),
+        ))
     } else if target.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
         Err(TargetError::ControlCharacter)
     } else {

@@ -176,6 +176,24 @@ pub fn fold_path(path: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// How a protocol's servers read a path, as a path is decided
+/// (`protocol::rules`: each protocol's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathReading {
+    /// A file server's: `%2F` decoded, then folded ([`decide_path`]).
+    Decoded,
+    /// The web's: also its parameters and its case ([`decide_web_path`]).
+    Web,
+}
+
+/// A path decided as `reading` says its servers read it.
+pub fn decide_path_as(policy: &Policy, path: &[u8], reading: PathReading) -> Decision {
+    match reading {
+        PathReading::Decoded => decide_path(policy, path),
+        PathReading::Web => decide_web_path(policy, path),
+    }
+}
+
 /// Decides a path with its query (Gemini, Spartan, HTTP, or a bare `check`
 /// target): as written, and as a server that decodes it reads it: `%2F` taken
 /// as `/` ([`slashes_decoded`]), then folded ([`fold_path`]). The query is left

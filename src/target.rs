@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use crate::robots::encoding::{normalize, percent_decode, Mode};
 use crate::robots::{Decision, Policy};
-use crate::spelling::{self, remove_dot_segments, SelectorReading, SpellingError};
+use crate::spelling::{self, remove_dot_segments, PathReading, SelectorReading, SpellingError};
 
 /// The protocols a target can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -61,12 +61,6 @@ impl Scheme {
             Scheme::Http => 80,
             Scheme::Https => 443,
         }
-    }
-
-    /// The web's (`http`, `https`): servers share addresses by the thousand
-    /// there (CDNs, hosting), so they are gated by name, not by address.
-    pub fn is_web(self) -> bool {
-        matches!(self, Scheme::Http | Scheme::Https)
     }
 
     /// The scheme whose robots.txt rules it: its own, but for Titan, whose
@@ -248,19 +242,17 @@ impl Target {
     }
 
     /// Decides this target over every spelling that reaches the same resource
-    /// ([`crate::spelling`]); `reading` says how Gopher selectors are read.
+    /// ([`crate::spelling`]); `reading` says how its protocol's servers read
+    /// a path (its rules: `protocol::rules`) and how Gopher selectors are read.
     pub fn decide(
         &self,
         policy: &Policy,
-        reading: SelectorReading,
+        (paths, selectors): (PathReading, SelectorReading),
     ) -> Result<Decision, TargetError> {
         match &self.resource {
-            Resource::Path(p) if self.scheme.is_web() => {
-                Ok(spelling::decide_web_path(policy, p.as_bytes()))
-            }
-            Resource::Path(p) => Ok(spelling::decide_path(policy, p.as_bytes())),
+            Resource::Path(p) => Ok(spelling::decide_path_as(policy, p.as_bytes(), paths)),
             Resource::Gopher { selector, .. } | Resource::Selector(selector) => {
-                Ok(spelling::decide_selector(policy, selector, reading)?)
+                Ok(spelling::decide_selector(policy, selector, selectors)?)
             }
         }
     }

@@ -516,6 +516,8 @@ pub async fn explain(ctx: &Context, url: &str) -> Explained {
         decision: decision.into(),
         explanation,
     };
+    // As the target's servers read a path.
+    let paths = crate::protocol::rules::of(target.scheme).paths;
     let verdicts: Vec<Verdict> = match entry.as_ref() {
         None => bots
             .iter()
@@ -531,16 +533,16 @@ pub async fn explain(ctx: &Context, url: &str) -> Explained {
             Some(ps) => bots
                 .iter()
                 .zip(ps.iter())
-                .map(
-                    |(b, p)| match target.decide(p, ctx.admission.config.selector_reading) {
+                .map(|(b, p)| {
+                    match target.decide(p, (paths, ctx.admission.config.selector_reading)) {
                         Ok(d) => verdict(
                             b,
                             if d.allowed() { "allow" } else { "disallow" },
                             p.explain(&d).to_string().replace('\t', "; "),
                         ),
                         Err(err) => verdict(b, "error", err.to_string()),
-                    },
-                )
+                    }
+                })
                 .collect(),
             None => {
                 let (decision, why) = match e.state() {

@@ -237,8 +237,9 @@ fn robots_decide(
     match &entry.rules {
         Rules::Found { policies, stale } => {
             let policy = &policies[bot];
+            let paths = crate::protocol::rules::of(target.scheme).paths;
             let decision = target
-                .decide(policy, ctx.config.selector_reading)
+                .decide(policy, (paths, ctx.config.selector_reading))
                 .map_err(|e| Refusal::Malformed(Malformed::Target(e)))?;
             if !decision.allowed() {
                 let token = ctx.config.bots.get(bot).profile.token();

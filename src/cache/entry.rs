@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::bots::BotId;
 use crate::fetch::Validators;
+use crate::protocol::rules::Naming;
 use crate::robots::{BotProfile, Policy, RobotsTxt};
 use crate::target::HostKey;
 
@@ -302,9 +303,9 @@ pub(super) fn as_named(
     bot: &BotProfile,
     scheme: crate::target::Scheme,
 ) -> std::borrow::Cow<'_, BotProfile> {
-    match scheme.is_web() {
-        true => std::borrow::Cow::Owned(bot.on_the_web()),
-        false => std::borrow::Cow::Borrowed(bot),
+    match crate::protocol::rules::of(scheme).naming {
+        Naming::ProductToken => std::borrow::Cow::Owned(bot.on_the_web()),
+        Naming::WithVirtualAgents => std::borrow::Cow::Borrowed(bot),
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::slowed::Site;
 use super::{GateBy, Local, Permit, SlowDown, Turns};
+use crate::protocol::rules::{self, SiteBy};
 use crate::store::{GateAsk, Lease, OnUnavailable, SlowedAs, Store};
 use crate::target::Server;
 
@@ -38,10 +39,7 @@ impl Named {
     fn of(server: &Server) -> Named {
         Named {
             site: Site::of(&server.name).to_string(),
-            legacy: server
-                .name
-                .scheme
-                .is_web()
+            legacy: (rules::of(server.name.scheme).site == SiteBy::Host)
                 .then(|| format!("{}:{}", server.name.host, server.name.port)),
         }
     }

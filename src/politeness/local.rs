@@ -16,6 +16,7 @@ use super::slowed::{backoff_spacing, Site, Slowed};
 use super::{
     after, aliases, Alias, GateBy, GateId, GateView, Permit, PolitenessConfig, SlowDown, Turns,
 };
+use crate::protocol::rules::{self, Unsaid};
 use crate::target::{HostKey, Server};
 
 pub(super) struct Waiter {
@@ -481,7 +482,7 @@ impl Local {
         // The web without a usable Retry-After: the back-off's hold, counted
         // by site whether or not this process's gate admitted the request.
         let (seconds, held) = match seconds {
-            None if server.scheme.is_web() => {
+            None if rules::of(server.scheme).unsaid == Unsaid::BackOff => {
                 let level = self
                     .web_levels
                     .lock()

@@ -53,13 +53,13 @@ pub enum GateBy {
 }
 
 impl GateBy {
-    /// What gates a server of `scheme`: the web's are gated by host name
-    /// whatever `key` says (both schemes, every port: one site, one
-    /// visitor), the small web's as configured.
+    /// What gates a server of `scheme`: as its protocol's rules say (the
+    /// web's by host name whatever `key` says: both schemes, every port, one
+    /// site, one visitor), else as configured.
     pub fn for_scheme(self, scheme: crate::target::Scheme) -> GateBy {
-        match scheme.is_web() {
-            true => GateBy::Host,
-            false => self,
+        match crate::protocol::rules::of(scheme).gate {
+            crate::protocol::rules::GateBy::HostName => GateBy::Host,
+            crate::protocol::rules::GateBy::Configured => self,
         }
     }
 

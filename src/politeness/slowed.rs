@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{after, PolitenessConfig};
+use crate::protocol::rules::{self, SiteBy};
 use crate::target::HostKey;
 
 /// Whom a slow-down holds, keyed like the gate: on the web, a site (its
@@ -26,16 +27,20 @@ impl Site {
     pub fn of(server: &HostKey) -> Site {
         Site {
             host: server.host.clone(),
-            port: (!server.scheme.is_web()).then_some(server.port),
+            port: match rules::of(server.scheme).site {
+                SiteBy::Host => None,
+                SiteBy::HostAndPort => Some(server.port),
+            },
         }
     }
 
     /// Whether a request to `server` is held by this site's slow-down.
     pub fn holds(&self, server: &HostKey) -> bool {
         self.host == server.host
-            && match self.port {
-                None => server.scheme.is_web(),
-                Some(port) => !server.scheme.is_web() && port == server.port,
+            && match (self.port, rules::of(server.scheme).site) {
+                (None, SiteBy::Host) => true,
+                (Some(port), SiteBy::HostAndPort) => port == server.port,
+                _ => false,
             }
     }
 }

@@ -1,6 +1,7 @@
 //! Unit tests of [`super`].
 
 use super::*;
+use crate::protocol::rules::{self, Unsaid};
 use crate::target::{HostKey, Scheme};
 use tokio_util::sync::CancellationToken;
 
@@ -770,7 +771,8 @@ async fn requests_waiting_when_a_server_slows_down_are_held_by_it() {
                 turns.push(w.await.unwrap());
             }
             let case = format!("{said:?} {:?}: {turns:?}", server.name.scheme);
-            match (said, server.name.scheme.is_web()) {
+            let backs_off = rules::of(server.name.scheme).unsaid == Unsaid::BackOff;
+            match (said, backs_off) {
                 // Held past every bound: told at once, with the rest.
                 (Said::For(3600), _) | (Said::Bare, true) => {
                     for (at, turn) in &turns {

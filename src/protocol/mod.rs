@@ -9,6 +9,7 @@ use crate::target::Scheme;
 
 pub mod line;
 pub mod ports;
+pub mod rules;
 pub mod sniff;
 
 pub use line::{read_line, LineError};

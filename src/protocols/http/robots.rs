@@ -58,7 +58,7 @@ impl HttpRobots {
         );
         let mut hops = Hops::default();
         for _hop in 0..=MAX_REDIRECTS {
-            let target = match hops.next(&url, Scheme::is_web) {
+            let target = match hops.next(&url, |s| matches!(s, Scheme::Http | Scheme::Https)) {
                 Ok(target) => target,
                 Err(ended) => return ended,
             };
