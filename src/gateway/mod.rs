@@ -193,6 +193,7 @@ enum Head<'a> {
 }
 
 impl<'a, S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gateway<'a> {
+    type AfterTurn = crate::proxy::exchange::Boxed;
     type Head = Head<'a>;
     type Answer = Outcome;
 

@@ -63,6 +63,8 @@ pub enum Verdict {
 /// What one protocol supplies to [`exchange`]. `C` is its client, as the
 /// protocol writes to it (a byte stream; for the web, the request to send).
 pub trait Exchange<C> {
+    /// How the exchange after admission is held: [`Boxed`], or [`Inline`].
+    type AfterTurn: Holding;
     /// The upstream's answer up to its head, with what relaying the rest needs.
     type Head;
     /// What the protocol's caller gets: the outcome (a byte stream's answer
@@ -116,6 +118,35 @@ pub trait Exchange<C> {
     fn left(&self, client: &mut C) -> Self::Answer;
 }
 
+/// How the part of an exchange after admission (upstream connection, TLS,
+/// buffers) is held while it runs.
+pub trait Holding {
+    type Held<F: Future>: Future<Output = F::Output>;
+    fn hold<F: Future>(exchange: F) -> Self::Held<F>;
+}
+
+/// Boxed: allocated when the request's turn comes, so a connection waiting
+/// for its turn holds only what waiting needs (tests/footprint.rs).
+pub enum Boxed {}
+
+impl Holding for Boxed {
+    type Held<F: Future> = std::pin::Pin<Box<F>>;
+    fn hold<F: Future>(exchange: F) -> Self::Held<F> {
+        Box::pin(exchange)
+    }
+}
+
+/// Inline, in the future that waited (moving a large state into a box costs
+/// a copy of all of it, for every request).
+pub enum Inline {}
+
+impl Holding for Inline {
+    type Held<F: Future> = F;
+    fn hold<F: Future>(exchange: F) -> F {
+        exchange
+    }
+}
+
 /// One request of `bot` for `target`, from admission to its answer.
 pub async fn exchange<C, P: Exchange<C>>(
     ctx: &Context,
@@ -128,17 +159,8 @@ pub async fn exchange<C, P: Exchange<C>>(
     };
     match admitted {
         Ok(admitted) => {
-            // Boxed: the exchange's state (upstream connection, TLS,
-            // buffers) is allocated when it starts, so a connection waiting
-            // for its turn holds only what waiting needs (tests/footprint.rs).
-            Box::pin(admitted_exchange(
-                ctx,
-                (bot, target),
-                client,
-                protocol,
-                admitted,
-            ))
-            .await
+            let exchange = admitted_exchange(ctx, (bot, target), client, protocol, admitted);
+            <P::AfterTurn as Holding>::hold(exchange).await
         }
         Err(mut refused) => {
             let said = Said::refused(&mut refused);

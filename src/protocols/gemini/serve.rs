@@ -318,6 +318,7 @@ struct Answered {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gemini<'_> {
+    type AfterTurn = crate::proxy::exchange::Boxed;
     type Head = Answered;
     type Answer = Outcome;
 

@@ -173,6 +173,7 @@ struct Gopher<'a> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gopher<'_> {
+    type AfterTurn = crate::proxy::exchange::Boxed;
     type Head = Upstream;
     type Answer = Outcome;
 

@@ -93,6 +93,7 @@ impl Web<'_> {
 }
 
 impl<'a> Exchange<Asking> for Web<'a> {
+    type AfterTurn = crate::proxy::exchange::Inline;
     type Head = Head;
     type Answer = Response<Body>;
 

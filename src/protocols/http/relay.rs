@@ -5,14 +5,15 @@
 //! whole and the server did not say `close`), else a new one: plain TCP for
 //! `http://` and TLS verified against the roots for `https://`. A keep-alive
 //! client naming another host never reaches this one's connection. The
-//! request's hop-by-hop headers dropped, `Host` set from the target, `Via` added; the answer's head within `limits.idle_timeout`,
+//! request's hop-by-hop headers dropped, `Host` set from the target, `Via`
+//! added; the answer's head within `limits.idle_timeout` ([`ask`]),
 //! its body streamed with each frame within it. The politeness slot and the
 //! bot's holds are kept until the body has been relayed.
 //!
 //! A bot that signs (Web Bot Auth, [`crate::identity`]) has each request
 //! signed ("always"), or a `GET`/`HEAD` the server challenged (`401`, `403`
-//! or `429` with `Accept-Signature`) handed back to be asked again, signed,
-//! as a new request ("challenged"): [`NotRelayed::Challenged`].
+//! or `429` with `Accept-Signature`, [`challenges`]) asked again, signed, as
+//! a new request ("challenged": the exchange's verdict, in `exchange.rs`).
 
 use std::future::Future;
 use std::pin::Pin;

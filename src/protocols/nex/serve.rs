@@ -98,6 +98,7 @@ struct Nex<'a> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Nex<'_> {
+    type AfterTurn = crate::proxy::exchange::Boxed;
     type Head = Upstream;
     type Answer = Outcome;
 

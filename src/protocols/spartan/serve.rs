@@ -144,6 +144,7 @@ struct Spartan<'a> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Spartan<'_> {
+    type AfterTurn = crate::proxy::exchange::Boxed;
     type Head = Answered;
     type Answer = Outcome;
 
