@@ -8,9 +8,10 @@
 # worker thread (the count of a multi-threaded runtime depends on how its
 # threads happen to steal and park); the difference / 400 is one request,
 # start-up, robots.txt's one fetch and shutdown cancelled out. Unlike time,
-# the count hardly depends on what else the machine is doing (what varies is
-# how often a read finds nothing yet, within a few per cent): two builds
-# compare in one run.
+# the count hardly depends on what else the machine is doing; what varies is
+# how often the runtime finds a socket not ready yet and parks (about ±3 % of
+# a Gopher request, measured), so each figure is the median of three runs,
+# the two builds' runs interleaved.
 #
 # With BASE_COMMIT, that commit is built too (in a git worktree sharing this
 # tree's target directory) and counted beside this tree, with the ratio.
@@ -66,16 +67,28 @@ printf '%-8s' protocol
 for b in "${builds[@]}"; do printf ' %18s' "$b"; done
 [ -n "$base" ] && printf ' %8s' "new/old"
 printf '\n'
+median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
 for protocol in gemini gopher http; do
+  declare -A runs=()
+  for round in 1 2 3; do
+    for b in "${builds[@]}"; do
+      one=$(( ($(count "$b" "$protocol" 600) - $(count "$b" "$protocol" 200)) / 400 ))
+      runs[$b]="${runs[$b]:-} $one"
+    done
+  done
   printf '%-8s' "$protocol"
   per=()
   for b in "${builds[@]}"; do
-    one=$(( ($(count "$b" "$protocol" 600) - $(count "$b" "$protocol" 200)) / 400 ))
-    per+=("$one")
-    printf ' %18d' "$one"
+    # shellcheck disable=SC2086
+    m=$(median ${runs[$b]})
+    per+=("$m")
+    printf ' %18d' "$m"
   done
   if [ -n "$base" ]; then
     printf ' %8s' "$(awk -v a="${per[1]}" -v b="${per[0]}" 'BEGIN { printf "%.3f", a / b }')"
   fi
-  printf '\n'
+  printf '   (runs:'
+  for b in "${builds[@]}"; do printf ' %s' "${runs[$b]}"; done
+  printf ')\n'
+  unset runs
 done
