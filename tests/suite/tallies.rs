@@ -341,3 +341,76 @@ async fn each_transparent_request_is_counted_once_and_logged_once() {
     }
     assert_eq!(logged(&hosts), want);
 }
+
+/// A request that ends otherwise than by its answer is still counted and
+/// logged once: its client left while it waited for its turn; its server
+/// answered junk after it was admitted (a Gemini header that does not parse:
+/// `43`; a web answer that is no HTTP: `502`), refused by the exchange.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_ends_early_is_counted_once_and_logged_once() {
+    use crate::common::web::{answer_bytes, RawOrigin};
+    log();
+    // Crawl-delay 1: robots.txt is fetched at t≈0, a page waits ≈1 s.
+    let capsule = capsule(
+        text("20 text/plain", "User-agent: *\nCrawl-delay: 1\n"),
+        Reply::Bytes(b"not a header\r\n".to_vec()),
+    )
+    .await;
+    let junk = RawOrigin::start(|path, _| match path {
+        "/robots.txt" => answer_bytes(&[b"content-type: text/plain"], b"User-agent: *\n"),
+        _ => b"not HTTP at all\r\n\r\n".to_vec(),
+    })
+    .await;
+    let proxy = start_proxy(web_config("")).await;
+
+    let tcp = tokio::net::TcpStream::connect(proxy.addr(Listener::Gemini))
+        .await
+        .unwrap();
+    let connector = TlsConnector::from(robots_proxy::tls::client_config().unwrap());
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.write_all(format!("{}\r\n", capsule.url("/left")).as_bytes())
+        .await
+        .unwrap();
+    let politeness = proxy.context().admission.politeness.clone();
+    wait_until("/left is queued", || politeness.usage().1 == 1).await;
+    tls.shutdown().await.unwrap();
+    drop(tls);
+    wait_until("the client's place given back", || {
+        politeness.usage().1 == 0
+    })
+    .await;
+
+    let (header, _) = gemini(proxy.addr(Listener::Gemini), &capsule.url("/junk")).await;
+    assert!(header.starts_with("43"), "{header}");
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let answer = client.get(&junk.url("/junk"), &[]).await;
+    assert_eq!(answer.status, 502, "{answer:?}");
+
+    let metrics = settled_metrics(proxy.addr(Listener::Admin)).await;
+    assert_eq!(requests_total(&metrics), 3.0, "{metrics}");
+    let outcome = |fate: &str| {
+        sample(
+            &metrics,
+            &format!(
+                r#"robots_proxy_request_outcomes_total{{bot="default",outcome="{fate}",protocol="gemini"}}"#
+            ),
+        )
+    };
+    assert_eq!(outcome("client-left"), Some(1.0), "{metrics}");
+    assert_eq!(outcome("upstream"), Some(1.0), "{metrics}");
+    let hosts = [capsule.addr.to_string(), junk.addr.to_string()];
+    let want: BTreeMap<_, _> = [
+        (("gemini".into(), "gemini".into(), "error".into()), 2),
+        (("http".into(), "http".into(), "error".into()), 1),
+    ]
+    .into_iter()
+    .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while logged(&hosts) != want && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(logged(&hosts), want);
+}
