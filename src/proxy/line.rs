@@ -50,7 +50,9 @@ pub trait LineProtocol {
 
     fn parse(&self, line: &[u8]) -> Result<Self::Request, Unparsed>;
 
-    fn target(request: &Self::Request) -> &Target;
+    /// The request's target, for its count and log line (taken: the
+    /// request is done with).
+    fn into_target(request: Self::Request) -> Target;
 
     /// Admission, then the relay or the answer to its refusal.
     fn process<S: AsyncRead + AsyncWrite + Unpin>(
@@ -125,7 +127,7 @@ pub async fn serve_line<S, P>(
             return;
         }
     };
-    let target = request.as_ref().map(|r| P::target(r).clone());
+    let target = request.map(P::into_target);
     let tally = Tally::new(ctx.clone(), P::PROTOCOL, &conn, (bot, target), outcome);
     finish(client.get_mut(), tally).await;
 }

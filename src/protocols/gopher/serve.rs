@@ -128,8 +128,8 @@ impl<F: Fn(&[u8]) -> Result<Request, BadRequest>> LineProtocol for Lines<F> {
         })
     }
 
-    fn target(request: &Request) -> &Target {
-        &request.target
+    fn into_target(request: Request) -> Target {
+        request.target
     }
 
     async fn process<S: AsyncRead + AsyncWrite + Unpin>(

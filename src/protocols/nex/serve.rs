@@ -61,8 +61,8 @@ impl LineProtocol for Lines<'_> {
             .map_err(|e| Unparsed::refused(Refusal::Malformed(Malformed::Target(e))))
     }
 
-    fn target(request: &Request) -> &Target {
-        &request.target
+    fn into_target(request: Request) -> Target {
+        request.target
     }
 
     async fn process<S: AsyncRead + AsyncWrite + Unpin>(

@@ -89,8 +89,8 @@ impl LineProtocol for Lines<'_> {
         Ok(request)
     }
 
-    fn target(request: &Request) -> &Target {
-        &request.target
+    fn into_target(request: Request) -> Target {
+        request.target
     }
 
     async fn process<S: AsyncRead + AsyncWrite + Unpin>(
