@@ -35,8 +35,12 @@ target=$(pwd)/target
 git worktree add --detach --quiet "$work/base" "$base"
 (cd "$work/base" && CARGO_TARGET_DIR=$target cargo build --release --quiet --bin robots-proxy)
 cp target/release/robots-proxy "$work/robots-proxy-base"
-cargo build --release --locked --quiet --bin robots-proxy --example gemini_load \
-  --example gopher_load --example gopher_instant
+# The proxy is built alone: built in one go with an example, it would link
+# the tokio of the dev-dependencies (test-util: a clock that can be paused,
+# whose every reading takes a lock), not the one it ships with.
+cargo build --release --locked --quiet --bin robots-proxy
+cargo build --release --locked --quiet --example gemini_load --example gopher_load \
+  --example gopher_instant
 echo "baseline: $(git rev-parse --short "$base") $(git log -1 --format=%s "$base" | cut -c1-60)"
 echo "proxied:  this tree, $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + changes')"
 

@@ -35,8 +35,12 @@ start_work
 cleanup_more() { git worktree remove --force "$work/base" 2>/dev/null || true; }
 target=$(pwd)/target/instructions
 export CARGO_TARGET_DIR=$target CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1
-cargo build --release --locked --quiet --bin robots-proxy --example exchange_load
+# The proxy is built alone: built in one go with an example, it would link
+# the tokio of the dev-dependencies (test-util: a clock that can be paused,
+# whose every reading takes a lock), not the one it ships with.
+cargo build --release --locked --quiet --bin robots-proxy
 cp "$target/release/robots-proxy" "$work/robots-proxy"
+cargo build --release --locked --quiet --example exchange_load
 cp "$target/release/examples/exchange_load" "$work/exchange_load"
 builds=(robots-proxy)
 if [ -n "$base" ]; then

@@ -37,7 +37,11 @@ done
 need haproxy haproxy gophernicus gophernicus socat socat openssl openssl
 agate=$(find_agate)
 start_work
-cargo build --release --locked --quiet --bin robots-proxy --example gemini_load --example gopher_load \
+# The proxy is built alone: built in one go with an example, it would link
+# the tokio of the dev-dependencies (test-util: a clock that can be paused,
+# whose every reading takes a lock), not the one it ships with.
+cargo build --release --locked --quiet --bin robots-proxy
+cargo build --release --locked --quiet --example gemini_load --example gopher_load \
   --example gopher_instant --example handshake_floor --example relay_floor
 
 # agate, with a robots.txt that allows the bench bot everything.
