@@ -840,3 +840,58 @@ fn the_check_page_lists_every_flag() {
         );
     }
 }
+
+/// Every snippet that points a crawler at the proxy for `https://` points it
+/// there for `http://` too: a crawler told only `https_proxy` sends its
+/// `http://` pages straight to the site, past robots.txt (found with Scrapy).
+#[test]
+fn a_crawler_pointed_at_the_proxy_is_pointed_for_both_schemes() {
+    let mut pages = vec!["README.md".to_string()];
+    for entry in
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide")).unwrap()
+    {
+        let p = entry.unwrap().path();
+        pages.push(format!(
+            "docs/guide/{}",
+            p.file_name().unwrap().to_string_lossy()
+        ));
+    }
+    let sets = |text: &str, var: &str| {
+        let lower = text.to_ascii_lowercase();
+        lower.match_indices(&format!("{var}=")).any(|(i, _)| {
+            // Not the tail of a longer name (`https_proxy=` holds no `http_proxy=`).
+            i == 0 || !lower.as_bytes()[i - 1].is_ascii_alphanumeric()
+        })
+    };
+    let mut snippets = 0;
+    for page in &pages {
+        let text = read(page);
+        let mut block = String::new();
+        let mut fenced = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                if fenced && sets(&block, "https_proxy") {
+                    snippets += 1;
+                    assert!(
+                        sets(&block, "http_proxy"),
+                        "{page}: a snippet sets https_proxy but not http_proxy:\n{block}"
+                    );
+                }
+                fenced = !fenced;
+                block.clear();
+                continue;
+            }
+            match fenced {
+                true => {
+                    block.push_str(line);
+                    block.push('\n');
+                }
+                false => assert!(
+                    !sets(line, "https_proxy") || sets(line, "http_proxy"),
+                    "{page}: {line}"
+                ),
+            }
+        }
+    }
+    assert!(snippets >= 1, "no snippet points a crawler at the proxy");
+}
