@@ -143,6 +143,7 @@ fn run(part: &str, total: usize) {
             max_delay: None,
             per_host_concurrency: 1,
             max_wait: Duration::from_secs(60),
+            web_max_wait: robots_proxy::politeness::WEB_MAX_WAIT,
             max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
             key: GateBy::Address,
             web_backoff: Default::default(),

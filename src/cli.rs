@@ -284,7 +284,8 @@ pub struct RunArgs {
     pub default_delay: Option<String>,
 
     /// A request that would wait longer than this for its host's turn is answered
-    /// "slow down" at once (Gemini 44, Gopher 3503), e.g. 60s.
+    /// "slow down" at once (Gemini 44, Gopher 3503, the web 429), e.g. 60s: sets
+    /// politeness.max_wait and web_max_wait (a bot's own max_wait stands before it).
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other)]
     pub max_wait: Option<String>,
 

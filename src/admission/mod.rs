@@ -117,7 +117,12 @@ pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admit
         Err(refusal) => return Err(refused(refusal, server, robots)),
     }
     let asked_at = Instant::now();
-    let max_wait = ctx.politeness.config().max_wait;
+    // Its crawler's patience: its bot's `max_wait`, else its protocol's.
+    let bot_max_wait = ctx.config.bots.get(bot).limits.max_wait;
+    let max_wait = ctx
+        .politeness
+        .config()
+        .max_wait_for(bot_max_wait, target.scheme);
     let asked = Asked {
         bot,
         target,
@@ -414,13 +419,14 @@ async fn turn_reported(
     report: &mut Report,
 ) -> Result<(Permit, Duration), Refusal> {
     let politeness = ctx.politeness.config();
-    let by = crate::politeness::after(Instant::now(), politeness.max_wait);
+    let bot_max_wait = ctx.config.bots.get(bot).limits.max_wait;
+    let max_wait = politeness.max_wait_for(bot_max_wait, server.name.scheme);
+    let by = crate::politeness::after(Instant::now(), max_wait);
     let own = politeness
         .delay_for(None)
         .min(politeness.delay_for(entry.crawl_delay(bot)));
     let relaxed = own.min(delay);
     let robots_asks = politeness.delay_for(entry.crawl_delay(bot));
-    let max_wait = politeness.max_wait;
     drop(politeness);
     let would_wait = ctx.politeness.would_wait(server, delay);
     let (permit, waited) = turn(ctx, server, (relaxed, hold), by).await?;

@@ -13,6 +13,10 @@ pub(crate) const DAY: u64 = 86_400;
 pub struct BotLimits {
     /// A floor under this bot's spacing at each server (`min_delay`).
     pub min_delay: Duration,
+    /// The longest its requests wait for their turn (`max_wait`: its
+    /// crawler's own patience), whatever the protocol; `None`: the
+    /// protocol's (`politeness.max_wait`, `politeness.web_max_wait`).
+    pub max_wait: Option<Duration>,
     /// Requests of this bot in flight per server, at most.
     pub concurrency: Option<usize>,
     /// This bot's starts across all servers, at most.

@@ -265,6 +265,7 @@ pub(super) fn access(raw: &RawConfig, listen: &Listens) -> Result<Access, Config
 /// The keys of a bot's limits, as an error names them.
 struct LimitKeys {
     min_delay: &'static str,
+    max_wait: &'static str,
     concurrency: &'static str,
     rate: &'static str,
     daily_requests_per_server: &'static str,
@@ -279,6 +280,7 @@ struct LimitKeys {
 
 const BOT_KEYS: LimitKeys = LimitKeys {
     min_delay: "bot.min_delay",
+    max_wait: "bot.max_wait",
     concurrency: "bot.concurrency",
     rate: "bot.rate",
     daily_requests_per_server: "bot.daily_requests_per_server",
@@ -293,6 +295,7 @@ const BOT_KEYS: LimitKeys = LimitKeys {
 
 const BOTS_KEYS: LimitKeys = LimitKeys {
     min_delay: "bots.min_delay",
+    max_wait: "bots.max_wait",
     concurrency: "bots.concurrency",
     rate: "bots.rate",
     daily_requests_per_server: "bots.daily_requests_per_server",
@@ -313,6 +316,18 @@ fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigE
         std::time::Duration::ZERO,
         bound::DELAY,
     )?;
+    let max_wait = raw
+        .max_wait
+        .map(|text| {
+            let written = Some(text);
+            duration(
+                keys.max_wait,
+                written,
+                std::time::Duration::ZERO,
+                bound::MAX_WAIT,
+            )
+        })
+        .transpose()?;
     let concurrency = raw
         .concurrency
         .map(|n| count(keys.concurrency, Some(n), n, bound::PER_HOST_CONCURRENCY))
@@ -360,6 +375,7 @@ fn bot_limits(keys: &LimitKeys, raw: &RawBotLimits) -> Result<BotLimits, ConfigE
         .unwrap_or_default();
     Ok(BotLimits {
         min_delay,
+        max_wait,
         concurrency,
         rate,
         daily_requests_per_server,

@@ -33,6 +33,7 @@ fn secret(value: &str, redact: bool, hidden: impl FnOnce(&str) -> String) -> Str
 /// A bot's limits as its section writes them (an unset one left out).
 struct LimitKeys {
     min_delay: Option<DurationText>,
+    max_wait: Option<DurationText>,
     concurrency: Option<usize>,
     rate: Option<String>,
     daily_requests_per_server: Option<u32>,
@@ -50,6 +51,7 @@ fn limits_of(bot: &crate::bots::Bot) -> LimitKeys {
     let l = &bot.limits;
     LimitKeys {
         min_delay: d(l.min_delay),
+        max_wait: l.max_wait.and_then(d),
         concurrency: l.concurrency,
         rate: l.rate.map(|r| r.to_string()),
         daily_requests_per_server: l.daily_requests_per_server,
@@ -101,6 +103,7 @@ impl RawConfig {
                     agent: Some(bot.profile.token().to_string()),
                     virtual_agents: Some(bot.profile.virtual_agents().to_vec()),
                     min_delay: l.min_delay,
+                    max_wait: l.max_wait,
                     concurrency: l.concurrency,
                     rate: l.rate,
                     daily_requests_per_server: l.daily_requests_per_server,
@@ -126,6 +129,7 @@ impl RawConfig {
                         client_certs: strings(&bot.client_certs),
                         clients: strings(&bot.clients),
                         min_delay: l.min_delay,
+                        max_wait: l.max_wait,
                         concurrency: l.concurrency,
                         rate: l.rate,
                         daily_requests_per_server: l.daily_requests_per_server,
@@ -295,6 +299,7 @@ fn politeness(config: &Config) -> RawPoliteness {
         max_delay: p.max_delay.and_then(d),
         per_host_concurrency: Some(p.per_host_concurrency),
         max_wait: d(p.max_wait),
+        web_max_wait: d(p.web_max_wait),
         max_slow_down: d(p.max_slow_down),
         web_backoff: d(p.web_backoff.first),
         web_backoff_forgive: d(p.web_backoff.forgive),

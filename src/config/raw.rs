@@ -114,6 +114,8 @@ pub struct RawPoliteness {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_wait: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_max_wait: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_slow_down: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub web_backoff: Option<DurationText>,
@@ -216,6 +218,8 @@ pub struct RawBot {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_delay: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
@@ -266,6 +270,8 @@ pub struct RawNamedBot {
     pub clients: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_delay: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -468,6 +474,7 @@ const MAX_ERRORS: usize = 50;
 /// (the same keys in both; serde's `flatten` cannot deny unknown keys).
 pub struct RawBotLimits<'a> {
     pub min_delay: Option<&'a str>,
+    pub max_wait: Option<&'a str>,
     pub concurrency: Option<usize>,
     pub rate: Option<&'a str>,
     pub daily_requests_per_server: Option<u32>,
@@ -487,6 +494,7 @@ macro_rules! raw_bot_limits {
             pub fn limits(&self) -> RawBotLimits<'_> {
                 RawBotLimits {
                     min_delay: self.min_delay.as_deref(),
+                    max_wait: self.max_wait.as_deref(),
                     concurrency: self.concurrency,
                     rate: self.rate.as_deref(),
                     daily_requests_per_server: self.daily_requests_per_server,

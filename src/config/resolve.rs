@@ -650,7 +650,7 @@ fn tls(raw: &RawConfig) -> Result<TlsConfig, ConfigError> {
     Ok(tls)
 }
 
-/// `[politeness]`, `--default-delay` and `--max-wait`.
+/// `[politeness]`, `--default-delay` and `--max-wait` (both bounds).
 fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, ConfigError> {
     // Every wrong value of the section is reported, not only the first.
     let mut c = Checks::default();
@@ -659,10 +659,12 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
         ("--default-delay", &flags.default_delay),
         ("politeness.default_delay", &p.default_delay),
     );
+    // `--max-wait` bounds every wait, the web's and the small web's.
     let (wait_key, wait_text) = flag_or_key(
         ("--max-wait", &flags.max_wait),
         ("politeness.max_wait", &p.max_wait),
     );
+
     let politeness = PolitenessConfig {
         default_delay: c.take(duration(
             default_key,
@@ -695,6 +697,12 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
             wait_key,
             wait_text,
             Duration::from_secs(60),
+            bound::MAX_WAIT,
+        )),
+        web_max_wait: c.take(duration(
+            "politeness.web_max_wait",
+            p.web_max_wait.as_deref(),
+            crate::politeness::WEB_MAX_WAIT,
             bound::MAX_WAIT,
         )),
         max_slow_down: c.take(duration(
@@ -736,6 +744,11 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
             }
         },
     };
+    let mut politeness = politeness;
+    // `--max-wait` bounds every wait: the web's too.
+    if flags.max_wait.is_some() {
+        politeness.web_max_wait = politeness.max_wait;
+    }
     if let Some(max) = politeness.max_delay {
         if max < politeness.min_delay {
             c.fail(invalid(

@@ -99,8 +99,12 @@ pub struct PolitenessConfig {
     /// `None`: a host's Crawl-delay stands, however long.
     pub max_delay: Option<Duration>,
     pub per_host_concurrency: usize,
-    /// A request that would wait longer is answered "slow down" at once.
+    /// A small-web request that would wait longer is answered "slow down"
+    /// at once (unless its bot's `max_wait` says otherwise).
     pub max_wait: Duration,
+    /// The same for the web, whose crawlers wait longer (Scrapy's download
+    /// timeout is 180 s): [`WEB_MAX_WAIT`] unless set.
+    pub web_max_wait: Duration,
     /// The longest a server's own "slow down" holds it back: a Gemini
     /// `44 N`, the doubling of a `44` without a number (and, for the web,
     /// `Retry-After`). A hostile `44 999999999999` means this, not a century.
@@ -111,16 +115,36 @@ pub struct PolitenessConfig {
     pub web_backoff: WebBackoff,
 }
 
+/// `politeness.web_max_wait` unless set: within the common crawlers' own
+/// patience (Scrapy's 180 s download timeout, with time left for the page
+/// itself), longer than the small web's 60 s (docs/guide/running.md has the
+/// table).
+pub const WEB_MAX_WAIT: Duration = Duration::from_secs(150);
+
 /// `politeness.max_slow_down` unless set.
 pub const MAX_SLOW_DOWN: Duration = Duration::from_secs(24 * 3600);
 
 impl PolitenessConfig {
-    /// The longest a request asked now may wait: `max_wait`, or less when
-    /// it must be answered by `by`.
+    /// The longest a request asked now may wait: until `by` when it must be
+    /// answered by then (its own bound, from admission), else `max_wait`.
     pub fn max_wait_by(&self, by: Option<Instant>) -> Duration {
         by.map_or(self.max_wait, |by| {
-            self.max_wait
-                .min(by.saturating_duration_since(Instant::now()))
+            by.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// The longest a request of `bot_max_wait`'s bot for a server of
+    /// `scheme` waits for its turn: its bot's `max_wait`, else its
+    /// protocol's (the web's or the small web's).
+    pub fn max_wait_for(
+        &self,
+        bot_max_wait: Option<Duration>,
+        scheme: crate::target::Scheme,
+    ) -> Duration {
+        use crate::protocol::rules::{self, Wait};
+        bot_max_wait.unwrap_or(match rules::of(scheme).wait {
+            Wait::Web => self.web_max_wait,
+            Wait::SmallWeb => self.max_wait,
         })
     }
 
@@ -336,7 +360,11 @@ impl Politeness {
         delay: Option<Duration>,
         hold: Duration,
     ) -> Result<Permit, SlowDown> {
-        self.admit_by(server, delay, hold, None).await
+        // As long as a request of its protocol waits (a web site's
+        // robots.txt as long as its pages).
+        let max_wait = self.config().max_wait_for(None, server.name.scheme);
+        let by = after(Instant::now(), max_wait);
+        self.admit_by(server, delay, hold, Some(by)).await
     }
 
     /// [`Politeness::admit_holding`] for a request that may wait no later

@@ -24,6 +24,7 @@ fn config() -> PolitenessConfig {
         max_delay: None,
         per_host_concurrency: 1,
         max_wait: Duration::from_secs(600),
+        web_max_wait: Duration::from_secs(600),
         max_slow_down: MAX_SLOW_DOWN,
         key: GateBy::Address,
         web_backoff: Default::default(),
@@ -592,6 +593,7 @@ proptest::proptest! {
                 max_delay: None,
                 per_host_concurrency: concurrency,
                 max_wait,
+                web_max_wait: max_wait,
                 max_slow_down: MAX_SLOW_DOWN,
                 key: GateBy::Host,
                 web_backoff: Default::default(),
@@ -739,6 +741,7 @@ async fn requests_waiting_when_a_server_slows_down_are_held_by_it() {
             };
             let gate = Politeness::new(PolitenessConfig {
                 max_wait: Duration::from_secs(30),
+                web_max_wait: Duration::from_secs(30),
                 web_backoff: web_hold,
                 ..config()
             });
@@ -833,6 +836,7 @@ async fn a_web_site_s_hold_is_the_site_s_on_every_port_and_scheme() {
     let gate = Politeness::new(PolitenessConfig {
         key: GateBy::Host,
         max_wait: Duration::from_secs(5),
+        web_max_wait: Duration::from_secs(5),
         ..config()
     });
     let at = |scheme, port| Server {

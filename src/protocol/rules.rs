@@ -38,6 +38,15 @@ pub enum Unsaid {
     DoubleSpacing,
 }
 
+/// How long a protocol's requests wait for their turn, unless their bot says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// `politeness.web_max_wait`: web crawlers wait minutes.
+    Web,
+    /// `politeness.max_wait`.
+    SmallWeb,
+}
+
 /// How a protocol's robots.txt names a bot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Naming {
@@ -54,6 +63,7 @@ pub struct Rules {
     pub site: SiteBy,
     pub gate: GateBy,
     pub unsaid: Unsaid,
+    pub wait: Wait,
     pub naming: Naming,
     /// How its servers read a path, when deciding one.
     pub paths: PathReading,
@@ -64,6 +74,7 @@ const WEB: Rules = Rules {
     site: SiteBy::Host,
     gate: GateBy::HostName,
     unsaid: Unsaid::BackOff,
+    wait: Wait::Web,
     naming: Naming::ProductToken,
     paths: PathReading::Web,
 };
@@ -73,6 +84,7 @@ const SMALL_WEB: Rules = Rules {
     site: SiteBy::HostAndPort,
     gate: GateBy::Configured,
     unsaid: Unsaid::DoubleSpacing,
+    wait: Wait::SmallWeb,
     naming: Naming::WithVirtualAgents,
     paths: PathReading::Decoded,
 };

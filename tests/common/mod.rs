@@ -117,6 +117,7 @@ fn tuned(mut config: Config) -> Config {
     // No spacing unless a test asks for it (tests/suite/politeness.rs does).
     config.politeness.default_delay = Duration::ZERO;
     config.politeness.max_wait = Duration::from_secs(10);
+    config.politeness.web_max_wait = Duration::from_secs(10);
     config
 }
 

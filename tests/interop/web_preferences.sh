@@ -36,6 +36,7 @@ upstream_ports = ["10000-65535"]
 # 429 and never wait the hold out.
 [politeness]
 max_wait = "5s"
+web_max_wait = "5s"
 
 [http]
 extra_roots = ["$web/ca.pem"]

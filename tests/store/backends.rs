@@ -129,6 +129,7 @@ fn gate_config() -> PolitenessConfig {
         max_delay: None,
         per_host_concurrency: 1,
         max_wait: Duration::from_secs(5),
+        web_max_wait: Duration::from_secs(5),
         max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
         key: GateBy::Host,
         web_backoff: Default::default(),

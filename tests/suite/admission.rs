@@ -297,3 +297,51 @@ async fn a_limit_and_the_turn_share_max_wait() {
         .expect("held 1 s by the rate, then 1 s more by the turn");
     assert!(matches!(no.refusal, Refusal::SlowDown(_)), "{}", no.refusal);
 }
+
+/// How long a request waits for its turn is its crawler's patience: the
+/// web's 150 s unless set (web crawlers wait minutes: Scrapy 180 s), the small
+/// web's 60 s. A turn 100 s away (robots.txt's fetch took the server's turn,
+/// and its Crawl-delay is 100 s) is waited for on the web, "slow down" at
+/// once on Gemini.
+#[tokio::test(start_paused = true)]
+async fn the_web_waits_for_a_turn_the_small_web_would_not() {
+    let robots = found("User-agent: *\nCrawl-delay: 100\n");
+    let (web, _) = admission(config(BOT_TOML), robots.clone());
+    let page = admitted(&web, "http://127.0.0.1/1").await;
+    assert!(page.waited >= Duration::from_secs(100) - Duration::from_millis(1));
+    assert!(page.waited < Duration::from_secs(101), "{:?}", page.waited);
+
+    let (small, _) = admission(config(BOT_TOML), robots);
+    let asked = tokio::time::Instant::now();
+    let refused = refused(&small, "gemini://127.0.0.1/1").await;
+    assert!(
+        matches!(refused.refusal, Refusal::SlowDown(_)),
+        "{}",
+        refused.refusal
+    );
+    assert_eq!(asked.elapsed(), Duration::ZERO, "told at once");
+}
+
+/// A bot's `max_wait` is its crawler's patience, whatever the protocol: a
+/// crawler that gives up after 5 s is told "slow down" at once rather than
+/// kept waiting past it; one that waits 2 minutes waits for a Gemini turn
+/// 100 s away.
+#[tokio::test(start_paused = true)]
+async fn a_bot_s_max_wait_is_its_patience_on_every_protocol() {
+    let robots = found("User-agent: *\nCrawl-delay: 100\n");
+    let impatient = format!("{BOT_TOML}max_wait = \"5s\"\n");
+    let (web, _) = admission(config(&impatient), robots.clone());
+    let asked = tokio::time::Instant::now();
+    let refused = refused(&web, "https://127.0.0.1/1").await;
+    assert!(
+        matches!(refused.refusal, Refusal::SlowDown(_)),
+        "{}",
+        refused.refusal
+    );
+    assert_eq!(asked.elapsed(), Duration::ZERO, "told at once");
+
+    let patient = format!("{BOT_TOML}max_wait = \"2m\"\n");
+    let (small, _) = admission(config(&patient), robots);
+    let page = admitted(&small, "gemini://127.0.0.1/1").await;
+    assert!(page.waited >= Duration::from_secs(100) - Duration::from_millis(1));
+}

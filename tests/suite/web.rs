@@ -225,6 +225,7 @@ async fn the_web_is_spaced_per_host_not_per_address() {
     let origin = WebOrigin::site("User-agent: *\nCrawl-delay: 30\n").await;
     let mut config = web_config();
     config.politeness.max_wait = Duration::ZERO;
+    config.politeness.web_max_wait = Duration::ZERO;
     let proxy = start_proxy(config).await;
     let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
     let port = origin.addr.port();
@@ -284,6 +285,7 @@ async fn a_client_that_leaves_while_waiting_gives_its_place_back() {
     let origin = WebOrigin::site("User-agent: *\nCrawl-delay: 30\n").await;
     let mut config = web_config();
     config.politeness.max_wait = Duration::from_secs(60);
+    config.politeness.web_max_wait = Duration::from_secs(60);
     let proxy = start_proxy(config).await;
     let http = proxy.addr(Listener::Http);
     let politeness = proxy.context().admission.politeness.clone();
