@@ -9,8 +9,6 @@
 
 pub mod gemtext;
 
-use std::future::Future;
-
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::admission::Admitted;
@@ -21,8 +19,7 @@ use crate::protocols::gemini::wire::{header, BadRequest};
 use crate::protocols::gopher::menu::MenuLines;
 use crate::protocols::{gopher, nex, spartan};
 use crate::proxy::{
-    ask_line, client_gone, client_left, exchange, relay_answer, relay_line, Attempt, Exchange,
-    Hangup, Load, Outcome, Said, Transform, Upstream, Verdict,
+    ask_line, exchange, relay_answer, relay_line, Hangup, Outcome, Streamed, Transform, Upstream,
 };
 use crate::refusal::{Malformed, ProxyRule, Refusal};
 use crate::robots::encoding::percent_decode;
@@ -192,20 +189,17 @@ enum Head<'a> {
     Spartan(spartan::serve::Answered, &'a spartan::wire::Request),
 }
 
-impl<'a, S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gateway<'a> {
-    type AfterTurn = crate::proxy::exchange::Boxed;
+impl<'a, S: AsyncRead + AsyncWrite + Unpin> Streamed<S> for Gateway<'a> {
     type Head = Head<'a>;
-    type Answer = Outcome;
 
-    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
-        client_gone(client, Hangup::OnEof)
+    fn hangup(&self) -> Hangup {
+        Hangup::OnEof
     }
 
     async fn ask(
         &self,
         client: &mut BufReader<S>,
         admitted: &Admitted,
-        _: Attempt,
     ) -> Result<Head<'a>, Refusal> {
         let ctx = self.ctx;
         match self.request {
@@ -226,19 +220,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gateway<'
         }
     }
 
-    fn verdict(&self, _: &Head<'a>, _: Attempt) -> Verdict {
-        Verdict::Relay(Load::Unsaid)
-    }
-
-    async fn relay(
-        &self,
-        client: &mut BufReader<S>,
-        head: Head<'a>,
-        _admitted: Admitted,
-        said: Said,
-    ) -> Outcome {
+    async fn relay(&self, client: &mut BufReader<S>, head: Head<'a>) -> Outcome {
         let ctx = self.ctx;
-        let outcome = match head {
+        match head {
             Head::Gopher(upstream, r) => {
                 let selector = r.target.matched_path();
                 let mime = gemtext::gopher_mime(r.item_type(), selector);
@@ -261,17 +245,11 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gateway<'
                 let connecting = answered.connecting;
                 relay_answer(upstream, client.get_mut(), line, ctx, connecting).await
             }
-        };
-        outcome.with(said)
+        }
     }
 
-    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
-        let outcome = crate::protocols::gemini::answer::answer(client.get_mut(), refusal).await;
-        outcome.with(said)
-    }
-
-    fn left(&self, _: &mut BufReader<S>) -> Outcome {
-        client_left()
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        crate::protocols::gemini::answer::answer(client, refusal).await
     }
 }
 

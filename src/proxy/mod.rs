@@ -21,11 +21,13 @@ pub mod line;
 mod outcome;
 mod served;
 pub mod stalled;
+mod streamed;
 mod tally;
 pub use exchange::{exchange, Attempt, Exchange, Load, Verdict};
 pub use line::{ask_line, relay_line, serve_line, LineProtocol, Unparsed, Upstream};
 pub use outcome::{client_left, Outcome, Said};
 pub use served::{Dest, OverTls, Plain, Served};
+pub use streamed::Streamed;
 pub use tally::Tally;
 
 /// One client connection as the request path sees it: who is asking, since

@@ -1,7 +1,6 @@
 //! One Gemini request: TLS, the request line, the shared checks, then the
 //! upstream's answer streamed back (its header checked, then byte for byte).
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +21,8 @@ use crate::protocols::gemini::wire::{
     parse_header, parse_url, read_line, BadRequest, Header, LineError, MAX_HEADER, MAX_URL,
 };
 use crate::proxy::{
-    self, client_gone, client_left, close, exchange, finish, relay_answer, Attempt, Conn, Cut,
-    Exchange, Hangup, Load, Outcome, Said, Tally, Verdict, CLIENT_BUFFER,
+    self, close, exchange, finish, relay_answer, Conn, Cut, Hangup, Load, Outcome, Streamed, Tally,
+    CLIENT_BUFFER,
 };
 use crate::refusal::{Malformed, ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{Scheme, Target};
@@ -317,27 +316,24 @@ struct Answered {
     connecting: Instant,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gemini<'_> {
-    type AfterTurn = crate::proxy::exchange::Boxed;
+impl<S: AsyncRead + AsyncWrite + Unpin> Streamed<S> for Gemini<'_> {
     type Head = Answered;
-    type Answer = Outcome;
 
-    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
-        client_gone(client, self.hangup)
+    fn hangup(&self) -> Hangup {
+        self.hangup
     }
 
     async fn ask(
         &self,
         client: &mut BufReader<S>,
         admitted: &Admitted,
-        _: Attempt,
     ) -> Result<Answered, Refusal> {
         ask(client, (self.target, self.upload), admitted, self.ctx).await
     }
 
-    fn verdict(&self, answered: &Answered, _: Attempt) -> Verdict {
+    fn load(&self, answered: &Answered) -> Load {
         let header = &answered.header;
-        Verdict::Relay(match header.class() {
+        match header.class() {
             4 if header.status == 44 => Load::Busy(
                 header
                     .meta
@@ -348,16 +344,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gemini<'_> {
             ),
             2 => Load::Fine,
             _ => Load::Unsaid,
-        })
+        }
     }
 
-    async fn relay(
-        &self,
-        client: &mut BufReader<S>,
-        mut answered: Answered,
-        _admitted: Admitted,
-        said: Said,
-    ) -> Outcome {
+    async fn relay(&self, client: &mut BufReader<S>, mut answered: Answered) -> Outcome {
         let line = (answered.line.as_slice(), answered.header.status);
         let upstream = &mut answered.upstream;
         relay_answer(
@@ -368,15 +358,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gemini<'_> {
             answered.connecting,
         )
         .await
-        .with(said)
     }
 
-    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
-        answer(client.get_mut(), refusal).await.with(said)
-    }
-
-    fn left(&self, _: &mut BufReader<S>) -> Outcome {
-        client_left()
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
     }
 }
 

@@ -2,7 +2,6 @@
 //! the upstream's answer streamed back: text and binary byte for byte, menus
 //! (type 1, and the results of type 7) rewritten to point back through the proxy.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -19,8 +18,8 @@ use crate::protocols::gopher::wire::{
     error_menu, parse_request, BadRequest, MenuRewriter, Request, MAX_REQUEST,
 };
 use crate::proxy::{
-    self, ask_line, client_gone, client_left, close, exchange, relay_line, Attempt, Conn, Cut,
-    Exchange, Hangup, LineProtocol, Load, Outcome, Said, Unparsed, Upstream, Verdict,
+    self, ask_line, close, exchange, relay_line, Conn, Cut, Hangup, LineProtocol, Outcome,
+    Streamed, Unparsed, Upstream,
 };
 use crate::refusal::{ProxyRule, Refusal};
 use crate::target::Target;
@@ -172,57 +171,30 @@ struct Gopher<'a> {
     rewrite_menus: bool,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Gopher<'_> {
-    type AfterTurn = crate::proxy::exchange::Boxed;
+impl<S: AsyncRead + AsyncWrite + Unpin> Streamed<S> for Gopher<'_> {
     type Head = Upstream;
-    type Answer = Outcome;
 
-    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
-        client_gone(client, Hangup::OnError)
+    fn hangup(&self) -> Hangup {
+        Hangup::OnError
     }
 
-    async fn ask(
-        &self,
-        _: &mut BufReader<S>,
-        admitted: &Admitted,
-        _: Attempt,
-    ) -> Result<Upstream, Refusal> {
+    async fn ask(&self, _: &mut BufReader<S>, admitted: &Admitted) -> Result<Upstream, Refusal> {
         let line = self.request.upstream_line();
-        ask_line(
-            (&self.request.target, &line, "selector"),
-            admitted,
-            self.ctx,
-        )
-        .await
+        let what = (&self.request.target, line.as_slice(), "selector");
+        ask_line(what, admitted, self.ctx).await
     }
 
-    fn verdict(&self, _: &Upstream, _: Attempt) -> Verdict {
-        Verdict::Relay(Load::Unsaid)
-    }
-
-    async fn relay(
-        &self,
-        client: &mut BufReader<S>,
-        upstream: Upstream,
-        _admitted: Admitted,
-        said: Said,
-    ) -> Outcome {
+    async fn relay(&self, client: &mut BufReader<S>, upstream: Upstream) -> Outcome {
         let mut rewriter = match &self.ctx.gopher_public {
             Some((host, port)) if self.rewrite_menus && self.request.answer_is_menu() => {
                 Some(MenuRewriter::new(host, *port))
             }
             _ => None,
         };
-        relay_line(client, upstream, self.ctx, &mut rewriter)
-            .await
-            .with(said)
+        relay_line(client, upstream, self.ctx, &mut rewriter).await
     }
 
-    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
-        answer(client.get_mut(), refusal).await.with(said)
-    }
-
-    fn left(&self, _: &mut BufReader<S>) -> Outcome {
-        client_left()
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
     }
 }

@@ -2,7 +2,6 @@
 //! document streamed back byte for byte; a refusal is a short text document
 //! ([`crate::protocols::nex::wire::refusal_document`]).
 
-use std::future::Future;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -13,8 +12,8 @@ use crate::context::Context;
 use crate::metrics::{Listener, Protocol};
 use crate::protocols::nex::wire::{parse_path_line, refusal_document, Request, MAX_REQUEST};
 use crate::proxy::{
-    self, ask_line, client_gone, client_left, exchange, relay_line, Attempt, Conn, Cut, Exchange,
-    Hangup, LineProtocol, Load, Outcome, Said, Unparsed, Upstream, Verbatim, Verdict,
+    self, ask_line, exchange, relay_line, Conn, Cut, Hangup, LineProtocol, Outcome, Streamed,
+    Unparsed, Upstream, Verbatim,
 };
 use crate::refusal::{Malformed, Refusal};
 use crate::target::Target;
@@ -97,46 +96,24 @@ struct Nex<'a> {
     request: &'a Request,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Nex<'_> {
-    type AfterTurn = crate::proxy::exchange::Boxed;
+impl<S: AsyncRead + AsyncWrite + Unpin> Streamed<S> for Nex<'_> {
     type Head = Upstream;
-    type Answer = Outcome;
 
-    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
-        client_gone(client, Hangup::OnError)
+    fn hangup(&self) -> Hangup {
+        Hangup::OnError
     }
 
-    async fn ask(
-        &self,
-        _: &mut BufReader<S>,
-        admitted: &Admitted,
-        _: Attempt,
-    ) -> Result<Upstream, Refusal> {
+    async fn ask(&self, _: &mut BufReader<S>, admitted: &Admitted) -> Result<Upstream, Refusal> {
         let line = self.request.upstream_line();
-        ask_line((&self.request.target, &line, "path"), admitted, self.ctx).await
+        let what = (&self.request.target, line.as_slice(), "path");
+        ask_line(what, admitted, self.ctx).await
     }
 
-    fn verdict(&self, _: &Upstream, _: Attempt) -> Verdict {
-        Verdict::Relay(Load::Unsaid)
+    async fn relay(&self, client: &mut BufReader<S>, upstream: Upstream) -> Outcome {
+        relay_line(client, upstream, self.ctx, &mut Verbatim).await
     }
 
-    async fn relay(
-        &self,
-        client: &mut BufReader<S>,
-        upstream: Upstream,
-        _admitted: Admitted,
-        said: Said,
-    ) -> Outcome {
-        relay_line(client, upstream, self.ctx, &mut Verbatim)
-            .await
-            .with(said)
-    }
-
-    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
-        answer(client.get_mut(), refusal).await.with(said)
-    }
-
-    fn left(&self, _: &mut BufReader<S>) -> Outcome {
-        client_left()
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
     }
 }

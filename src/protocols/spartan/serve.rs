@@ -2,7 +2,6 @@
 //! upload), the shared checks, then the upstream's status line checked and
 //! the answer streamed back byte for byte.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -19,8 +18,8 @@ use crate::protocols::spartan::wire::{
     MAX_REQUEST,
 };
 use crate::proxy::{
-    self, client_gone, client_left, exchange, relay_answer, send_request, Attempt, Conn, Cut,
-    Exchange, Hangup, LineProtocol, Load, Outcome, Said, Unparsed, Verdict,
+    self, exchange, relay_answer, send_request, Conn, Cut, Hangup, LineProtocol, Outcome, Streamed,
+    Unparsed,
 };
 use crate::refusal::{ProxyRule, Refusal, UpstreamFailure};
 use crate::target::{canonical_host, Target};
@@ -143,35 +142,22 @@ struct Spartan<'a> {
     hangup: Hangup,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Spartan<'_> {
-    type AfterTurn = crate::proxy::exchange::Boxed;
+impl<S: AsyncRead + AsyncWrite + Unpin> Streamed<S> for Spartan<'_> {
     type Head = Answered;
-    type Answer = Outcome;
 
-    fn gone<'c>(&'c self, client: &'c mut BufReader<S>) -> impl Future<Output = ()> + 'c {
-        client_gone(client, self.hangup)
+    fn hangup(&self) -> Hangup {
+        self.hangup
     }
 
     async fn ask(
         &self,
         client: &mut BufReader<S>,
         admitted: &Admitted,
-        _: Attempt,
     ) -> Result<Answered, Refusal> {
         ask(client, self.request, admitted, self.ctx).await
     }
 
-    fn verdict(&self, _: &Answered, _: Attempt) -> Verdict {
-        Verdict::Relay(Load::Unsaid)
-    }
-
-    async fn relay(
-        &self,
-        client: &mut BufReader<S>,
-        mut answered: Answered,
-        _admitted: Admitted,
-        said: Said,
-    ) -> Outcome {
+    async fn relay(&self, client: &mut BufReader<S>, mut answered: Answered) -> Outcome {
         let line = (answered.line.as_slice(), answered.header.status);
         let upstream = &mut answered.upstream;
         relay_answer(
@@ -182,15 +168,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Exchange<BufReader<S>> for Spartan<'_> {
             answered.connecting,
         )
         .await
-        .with(said)
     }
 
-    async fn refuse(&self, client: &mut BufReader<S>, refusal: &Refusal, said: Said) -> Outcome {
-        answer(client.get_mut(), refusal).await.with(said)
-    }
-
-    fn left(&self, _: &mut BufReader<S>) -> Outcome {
-        client_left()
+    async fn refuse(&self, client: &mut S, refusal: &Refusal) -> Outcome {
+        answer(client, refusal).await
     }
 }
 
