@@ -24,14 +24,37 @@ use crate::fate::Fate;
 use crate::protocol::Protocol;
 use crate::proxy::{client_left, Attempt, Conn, Exchange, Load, Outcome, Said, Tally, Verdict};
 use crate::refusal::{Refusal, UpstreamFailure};
-use crate::target::{Scheme, Target};
+use crate::target::Target;
 
-/// The `protocol` label of a request: the scheme of the server it reaches.
-pub fn protocol_of(target: Option<&Target>) -> Protocol {
-    match target.map(|t| t.scheme) {
-        Some(Scheme::Https) => Protocol::Https,
-        _ => Protocol::Http,
-    }
+/// The `protocol` label of a web request: the scheme of the server it
+/// reaches (`http` when it names none).
+fn protocol_of(target: Option<&Target>) -> Protocol {
+    target
+        .and_then(|t| Protocol::of(t.scheme))
+        .unwrap_or(Protocol::Http)
+}
+
+/// The answer to a web request's refusal, the request counted and logged
+/// (its tally made and dropped at once) as `said` adds: before admission, or
+/// in the exchange.
+pub fn refuse(
+    ctx: &Arc<Context>,
+    (conn, bot, target): (&Conn, Option<BotId>, Option<&Target>),
+    refusal: &Refusal,
+    (unread_body, said): (bool, Said),
+) -> Response<Body> {
+    let response = refused(refusal, unread_body);
+    let status = Some(response.status().as_u16());
+    let outcome = Outcome::new(refusal.fate(), status, refusal.detail()).with(said);
+    let protocol = protocol_of(target);
+    drop(Tally::new(
+        ctx.clone(),
+        protocol,
+        conn,
+        (bot, target.cloned()),
+        outcome,
+    ));
+    response
 }
 
 /// What a web request has to send: the request itself, and for a bodiless
@@ -243,11 +266,8 @@ impl<'a> Exchange<Asking> for Web<'a> {
     }
 
     async fn refuse(&self, _: &mut Asking, refusal: &Refusal, said: Said) -> Response<Body> {
-        let response = refused(refusal, self.unread_body);
-        let status = Some(response.status().as_u16());
-        let outcome = Outcome::new(refusal.fate(), status, refusal.detail());
-        drop(self.tally(outcome.with(said)));
-        response
+        let request = (&self.conn, Some(self.bot), Some(self.target));
+        refuse(self.ctx, request, refusal, (self.unread_body, said))
     }
 
     /// Never asked ([`Web::gone`] never resolves); were it, the request is

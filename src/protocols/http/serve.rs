@@ -20,14 +20,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::answer::{refused, Body};
-use super::exchange::{protocol_of, Asking, Web};
+use super::exchange::{Asking, Web};
 use super::wire::{self, Asked, BadRequest, MAX_HEADERS, MAX_HEADER_BYTES};
 use crate::access::Denied;
 use crate::bots::{BotId, Presented};
 use crate::context::Context;
 use crate::metrics::Listener;
 use crate::proxy::stalled::WriteDeadline;
-use crate::proxy::{exchange, Conn, Outcome, Tally};
+use crate::proxy::{exchange, Conn, Said};
 use crate::refusal::{Malformed, ProxyRule, Refusal};
 use crate::target::{Scheme, Target};
 use crate::tls::Authority;
@@ -383,22 +383,8 @@ impl Requests {
         refusal: &Refusal,
         unread_body: bool,
     ) -> Response<Body> {
-        let response = refused(refusal, unread_body);
-        let outcome = Outcome::new(
-            refusal.fate(),
-            Some(response.status().as_u16()),
-            refusal.detail(),
-        );
-        let protocol = protocol_of(target);
-        let request = (bot, target.cloned());
-        drop(Tally::new(
-            self.ctx.clone(),
-            protocol,
-            conn,
-            request,
-            outcome,
-        ));
-        response
+        let request = (conn, bot, target);
+        super::exchange::refuse(&self.ctx, request, refusal, (unread_body, Said::default()))
     }
 }
 
