@@ -75,6 +75,16 @@ fn logged(hosts: &[String]) -> BTreeMap<(String, String, String), usize> {
     lines
 }
 
+/// Waits (10 s at most: a line is written once its client has its answer)
+/// until the log's `request` lines naming `hosts` are `want`, each once.
+async fn assert_logged(hosts: &[String], want: &BTreeMap<(String, String, String), usize>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while logged(hosts) != *want && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(logged(hosts), *want);
+}
+
 /// The sum of `robots_proxy_requests_total` over its series.
 fn requests_total(metrics: &str) -> f64 {
     metrics
@@ -179,23 +189,6 @@ async fn through_socks(socks: SocketAddr, port: u16, request: &[u8]) -> Vec<u8> 
     answer
 }
 
-/// A Gemini URL over TLS through a SOCKS5 connection to `port`; the header.
-async fn gemini_through_socks(socks: SocketAddr, port: u16, url: &str) -> String {
-    let (s, code) = socks_connect(socks, "127.0.0.1", port, None).await;
-    assert_eq!(code, 0, "CONNECT refused");
-    let connector = TlsConnector::from(robots_proxy::tls::client_config().unwrap());
-    let mut tls = connector
-        .connect(ServerName::try_from("localhost").unwrap(), s)
-        .await
-        .unwrap();
-    tls.write_all(format!("{url}\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
-    split(&answer).0
-}
-
 /// An HTTP/1.1 request for `path` on a connection to `host`, closing it.
 fn origin_form(path: &str, host: SocketAddr) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
@@ -238,8 +231,10 @@ async fn every_way(sites: &Sites, proxy: &Proxy) -> Sent {
         assert_eq!(answer.starts_with(b"2"), path == "/page", "{line}");
         let answer = through_socks(socks, np, format!("{path}\r\n").as_bytes()).await;
         assert!(!answer.is_empty(), "nex {path}");
-        let header =
-            gemini_through_socks(socks, sites.capsule.addr.port(), &sites.capsule.url(path)).await;
+        let (s, code) = socks_connect(socks, "127.0.0.1", sites.capsule.addr.port(), None).await;
+        assert_eq!(code, 0, "CONNECT refused");
+        let url = sites.capsule.url(path);
+        let header = gemini_trusting_ca(proxy, s, ("localhost", &url), None).await;
         assert!(header.starts_with(status), "{path}: {header}");
         let (s, _) = socks_connect(socks, "127.0.0.1", sites.web.addr.port(), None).await;
         let answer = raw_over(s, None, &origin_form(path, sites.web.addr)).await;
@@ -300,11 +295,7 @@ async fn each_request_is_counted_once_and_logged_once_every_protocol_every_way_i
     let want = expected(&sent);
     let hosts = sites.hosts();
     // A line is written once its client has its answer: waited for, bounded.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while logged(&hosts) != want && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(logged(&hosts), want);
+    assert_logged(&hosts, &want).await;
 }
 
 /// The transparent listener, for a protocol of each kind (a line, the web):
@@ -335,11 +326,7 @@ async fn each_transparent_request_is_counted_once_and_logged_once() {
     assert_eq!(requests_total(&metrics), sent.len() as f64, "{metrics}");
     let want = expected(&sent);
     let hosts = sites.hosts();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while logged(&hosts) != want && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(logged(&hosts), want);
+    assert_logged(&hosts, &want).await;
 }
 
 /// A request that ends otherwise than by its answer is still counted and
@@ -408,9 +395,5 @@ async fn a_request_that_ends_early_is_counted_once_and_logged_once() {
     ]
     .into_iter()
     .collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while logged(&hosts) != want && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(logged(&hosts), want);
+    assert_logged(&hosts, &want).await;
 }
