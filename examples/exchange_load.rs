@@ -30,89 +30,82 @@ fn body(path: &str) -> &'static [u8] {
     }
 }
 
+/// An origin on 127.0.0.1: each connection it accepts served by `serve`.
+async fn origin<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move {
+        loop {
+            if let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(serve(tcp));
+            }
+        }
+    });
+    addr
+}
+
+/// One line read from `r`, or `None` if it could not be.
+async fn line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Option<String> {
+    let mut line = String::new();
+    r.read_line(&mut line).await.ok().map(|_| line)
+}
+
 async fn gemini_origin() -> SocketAddr {
     let dir = std::env::temp_dir().join(format!("exchange-load-{}", std::process::id()));
     let identity = robots_proxy::tls::load_or_generate(&dir, &["localhost".to_string()])
         .expect("a certificate");
     let acceptor = TlsAcceptor::from(robots_proxy::tls::server_config(identity).expect("config"));
     let _ = std::fs::remove_dir_all(&dir);
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("bound");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
+    origin(move |tcp| {
+        let acceptor = acceptor.clone();
+        async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
             };
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let mut tls = BufReader::new(tls);
-                let mut line = String::new();
-                if tls.read_line(&mut line).await.is_err() {
-                    return;
-                }
-                let mut answer = b"20 text/plain\r\n".to_vec();
-                answer.extend_from_slice(body(&line));
-                let _ = tls.get_mut().write_all(&answer).await;
-                let _ = tls.get_mut().shutdown().await;
-            });
+            let mut tls = BufReader::new(tls);
+            let Some(url) = line(&mut tls).await else {
+                return;
+            };
+            let mut answer = b"20 text/plain\r\n".to_vec();
+            answer.extend_from_slice(body(&url));
+            let _ = tls.get_mut().write_all(&answer).await;
+            let _ = tls.get_mut().shutdown().await;
         }
-    });
-    addr
+    })
+    .await
 }
 
 async fn gopher_origin() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("bound");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            tokio::spawn(async move {
-                let mut tcp = BufReader::new(tcp);
-                let mut line = String::new();
-                if tcp.read_line(&mut line).await.is_err() {
-                    return;
-                }
-                let _ = tcp.get_mut().write_all(body(&line)).await;
-            });
+    origin(|tcp| async move {
+        let mut tcp = BufReader::new(tcp);
+        if let Some(selector) = line(&mut tcp).await {
+            let _ = tcp.get_mut().write_all(body(&selector)).await;
         }
-    });
-    addr
+    })
+    .await
 }
 
 async fn http_origin() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("bound");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            tokio::spawn(async move {
-                let mut tcp = BufReader::new(tcp);
-                loop {
-                    let Some(path) = read_head(&mut tcp).await else {
-                        return;
-                    };
-                    let body = body(&path);
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    let mut answer = head.into_bytes();
-                    answer.extend_from_slice(body);
-                    if tcp.get_mut().write_all(&answer).await.is_err() {
-                        return;
-                    }
-                }
-            });
+    origin(|tcp| async move {
+        let mut tcp = BufReader::new(tcp);
+        while let Some(path) = read_head(&mut tcp).await {
+            let body = body(&path);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let mut answer = head.into_bytes();
+            answer.extend_from_slice(body);
+            if tcp.get_mut().write_all(&answer).await.is_err() {
+                return;
+            }
         }
-    });
-    addr
+    })
+    .await
 }
 
 /// A request's head read whole: its target, or `None` at the end.
