@@ -99,6 +99,9 @@ impl Bot {
 pub struct Limits {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_delay_seconds: Option<f64>,
+    /// Its crawler's patience (`max_wait`), where the bot sets its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -211,6 +211,9 @@ fn limits_cell(bot: &Bot) -> String {
     if let Some(d) = l.min_delay_seconds {
         parts.push(format!("min_delay {}", seconds(d)));
     }
+    if let Some(d) = l.max_wait_seconds {
+        parts.push(format!("max_wait {}", seconds(d)));
+    }
     if let Some(max) = l.concurrency {
         let free = left.concurrency.unwrap_or(max);
         parts.push(format!(

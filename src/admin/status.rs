@@ -163,6 +163,7 @@ fn minute_rows(minutes: &[(u64, PerClass)]) -> Vec<Minute> {
 fn limits_set(l: &BotLimits) -> model::Limits {
     model::Limits {
         min_delay_seconds: (!l.min_delay.is_zero()).then(|| secs(l.min_delay)),
+        max_wait_seconds: l.max_wait.map(secs),
         concurrency: l.concurrency,
         rate: l.rate.map(|r| r.to_string()),
         daily_requests_per_server: l.daily_requests_per_server,

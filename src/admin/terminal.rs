@@ -229,6 +229,9 @@ fn bot_lines(out: &mut String, bot: &Bot) {
     if let Some(d) = l.min_delay_seconds {
         let _ = writeln!(out, "    min_delay {}", seconds(d));
     }
+    if let Some(d) = l.max_wait_seconds {
+        let _ = writeln!(out, "    max_wait {}", seconds(d));
+    }
     if let Some(max) = l.concurrency {
         let _ = writeln!(
             out,

@@ -636,7 +636,7 @@ async fn the_status_subcommand_prints_what_the_admin_api_shows() {
     let token = "a-token-of-32-characters-0123456";
     let config = test_config_with(&format!(
         "[bot]\nagent = \"examplebot\"\nconcurrency = 2\n\
-         [[bots]]\nname = \"watcher\"\nagent = \"watchbot\"\nmode = \"report\"\nclients = [\"127.0.0.2/32\"]\n\
+         [[bots]]\nname = \"watcher\"\nagent = \"watchbot\"\nmode = \"report\"\nclients = [\"127.0.0.2/32\"]\nmax_wait = \"90s\"\n\
          [admin]\ntoken = \"{token}\"\n"
     ));
     let state = config.state_dir.clone();
@@ -673,6 +673,7 @@ async fn the_status_subcommand_prints_what_the_admin_api_shows() {
         "requests: allowed 1, disallowed 1, error 0, slowed 0",
         "  default (agent \"examplebot\")\n    concurrency 2: 2 free at its busiest server",
         "  watcher (agent \"watchbot\"), REPORT MODE: relayed at once",
+        "    max_wait 90.0 s",
         &format!("{key}  disallowed: robots.txt of 127.0.0.1:{} disallows this for examplebot: Disallow: /private (line 2)", capsule.addr.port()),
         &format!("  {key}  found"),
     ] {
