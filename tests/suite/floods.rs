@@ -1,6 +1,6 @@
 //! Floods from the crawler's side: one client opening connections by the
-//! hundred and leaving them silent, on the HTTP listener and on the Web Bot
-//! Auth key directory. Each listener caps what one client holds, and what
+//! hundred and leaving them silent, or waiting minutes for a slow site's turn,
+//! on the HTTP listener and on the Web Bot Auth key directory. Each listener caps what one client holds, and what
 //! it holds is closed at its deadline; meanwhile another client is served
 //! there, and the admin and other listeners answer.
 
@@ -102,6 +102,61 @@ async fn silent_connections_by_the_hundred_do_not_keep_others_out() {
         started.elapsed() >= Duration::from_secs(2),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// The web now waits minutes for a turn (`web_max_wait`, 150 s): one client
+/// asking for 40 pages at once of a site whose `Crawl-delay` is 100 s holds
+/// only its share of connections while they wait (the rest are turned away
+/// at once), and another client's request to another site (another host:
+/// a site is its host name) is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_minutes_do_not_keep_others_out() {
+    let slow = WebOrigin::site("User-agent: *\nCrawl-delay: 100\n").await;
+    // Another site: another host (a web site is its host name, every port).
+    let other = WebOrigin::start_on(machine(2), |path, _| {
+        (
+            200,
+            vec![("content-type", "text/plain".into())],
+            format!("page {path}").into(),
+        )
+    })
+    .await;
+    let mut config = web_config_with("[bot]\nagent = \"examplebot\"\n");
+    config.politeness.web_max_wait = robots_proxy::politeness::WEB_MAX_WAIT;
+    config.limits.max_connections = 64;
+    config.limits.max_connections_per_client = 8;
+    let proxy = start_proxy(config).await;
+    let http = proxy.addr(Listener::Http);
+    let mut waiting = silent("127.0.0.1", http, 40).await;
+    for (i, tcp) in waiting.iter_mut().enumerate() {
+        let ask = format!(
+            "GET {} HTTP/1.1\r\nHost: x\r\n\r\n",
+            slow.url(&format!("/page{i}"))
+        );
+        let _ = tcp.write_all(ask.as_bytes()).await;
+    }
+    let politeness = proxy.context().admission.politeness.clone();
+    wait_until("requests wait for the slow site's turn", || {
+        politeness.usage().1 >= 1
+    })
+    .await;
+    assert_eq!(
+        web_get_from(http, "127.0.0.2", &other.url("/page")).await,
+        "HTTP/1.1 200 OK"
+    );
+    let open = still_open(&waiting);
+    assert!(
+        (1..=8).contains(&open),
+        "the waiting client holds its share: {open}"
+    );
+    let (_, metrics) = http_get(proxy.addr(Listener::Admin), "/metrics").await;
+    let capped = r#"robots_proxy_connections_rejected_total{listener="http",reason="client-cap"}"#;
+    assert!(sample(&metrics, capped).unwrap_or(0.0) >= 32.0, "{metrics}");
+    assert!(
+        slow.targets().iter().all(|t| t == "/robots.txt"),
+        "{:?}",
+        slow.targets()
     );
 }
 
