@@ -144,6 +144,7 @@ fn run(part: &str, total: usize) {
             per_host_concurrency: 1,
             max_wait: Duration::from_secs(60),
             web_max_wait: robots_proxy::politeness::WEB_MAX_WAIT,
+            horizon: robots_proxy::politeness::HORIZON,
             max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
             key: GateBy::Address,
             web_backoff: Default::default(),

@@ -28,7 +28,7 @@ use crate::bots::BotId;
 use crate::cache::{AllowedBy, Entry, Evidence, Lookup, RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
 use crate::metrics::Metrics;
-use crate::politeness::{Permit, Politeness, SpacingFrom};
+use crate::politeness::{Permit, Place, Politeness, SpacingFrom};
 use crate::refusal::{
     Busy, Disallowed, Malformed, ProxyRule, Refusal, RobotsUnreachable, Rule, SlowDown,
 };
@@ -85,8 +85,21 @@ pub struct Refused {
     pub robots: Option<Evidence>,
 }
 
-/// The checks every protocol makes before contacting the upstream, in order.
+/// The checks every protocol makes before contacting the upstream, in order,
+/// for a request of the protocol's one kind (a Gemini, Gopher, Spartan or
+/// Nex request; a web `GET`: [`admit_method`]).
 pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admitted, Refused> {
+    admit_method(ctx, (bot, ""), target).await
+}
+
+/// [`admit`] for a request with a `method` (the web's; `""` for a protocol
+/// with one kind of request): a request that leaves before its turn keeps
+/// its place in line under (bot, method, canonical URL) for its retry.
+pub async fn admit_method(
+    ctx: &Admission,
+    (bot, method): (BotId, &str),
+    target: &Target,
+) -> Result<Admitted, Refused> {
     let server = where_to(ctx, target).await.map_err(|refusal| Refused {
         refusal,
         server: None,
@@ -140,10 +153,11 @@ pub async fn admit(ctx: &Admission, bot: BotId, target: &Target) -> Result<Admit
         Err(refusal) => return Err(refused(refusal, server, robots)),
     };
     let spacing = spacing(ctx, bot, &entry, &server.name.host);
+    let place = Place::of(&ctx.config.bots.get(bot).name, method, target);
     let turn = match reporting {
         // What is left of the same deadline: a limit's wait and the gate's
         // together stay within max_wait.
-        false => turn(ctx, &server, spacing, asked.deadline).await,
+        false => turn(ctx, &server, spacing, (asked.deadline, Some(place))).await,
         // Boxed: rare, and inline it would size every waiting request.
         true => {
             Box::pin(turn_reported(
@@ -312,7 +326,7 @@ pub async fn turn(
     ctx: &Admission,
     server: &Server,
     (delay, hold): (Duration, Duration),
-    by: Instant,
+    (by, place): (Instant, Option<Place>),
 ) -> Result<(Permit, Duration), Refusal> {
     let asked = Instant::now();
     // A shutdown answers a request still waiting (its place in the queue is
@@ -320,7 +334,7 @@ pub async fn turn(
     // turn that is already there is taken.
     let turn = tokio::select! {
         biased;
-        turn = ctx.politeness.admit_by(server, Some(delay), hold, Some(by)) => turn,
+        turn = ctx.politeness.admit_by(server, (Some(delay), hold), Some(by), place) => turn,
         () = ctx.shutdown.cancelled() => {
             return Err(Refusal::SlowDown(SlowDown {
                 retry_after: delay.max(Duration::from_secs(1)),
@@ -429,7 +443,7 @@ async fn turn_reported(
     let robots_asks = politeness.delay_for(entry.crawl_delay(bot));
     drop(politeness);
     let would_wait = ctx.politeness.would_wait(server, delay);
-    let (permit, waited) = turn(ctx, server, (relaxed, hold), by).await?;
+    let (permit, waited) = turn(ctx, server, (relaxed, hold), (by, None)).await?;
     if would_wait > waited {
         let why = match delay > robots_asks {
             true => "min_delay",

@@ -300,6 +300,7 @@ fn politeness(config: &Config) -> RawPoliteness {
         per_host_concurrency: Some(p.per_host_concurrency),
         max_wait: d(p.max_wait),
         web_max_wait: d(p.web_max_wait),
+        horizon: d(p.horizon),
         max_slow_down: d(p.max_slow_down),
         web_backoff: d(p.web_backoff.first),
         web_backoff_forgive: d(p.web_backoff.forgive),

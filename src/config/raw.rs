@@ -116,6 +116,8 @@ pub struct RawPoliteness {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub web_max_wait: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub horizon: Option<DurationText>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_slow_down: Option<DurationText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub web_backoff: Option<DurationText>,

@@ -705,6 +705,12 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
             crate::politeness::WEB_MAX_WAIT,
             bound::MAX_WAIT,
         )),
+        horizon: c.take(duration(
+            "politeness.horizon",
+            p.horizon.as_deref(),
+            crate::politeness::HORIZON,
+            bound::HORIZON,
+        )),
         max_slow_down: c.take(duration(
             "politeness.max_slow_down",
             p.max_slow_down.as_deref(),

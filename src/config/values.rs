@@ -104,6 +104,7 @@ pub(super) mod bound {
     pub const SHUTDOWN_GRACE: Span = span(0, 3600);
     pub const DELAY: Span = span(0, DAY);
     pub const MAX_WAIT: Span = span(0, DAY);
+    pub const HORIZON: Span = span(0, DAY);
     pub const MAX_SLOW_DOWN: Span = span(1000, 30 * DAY);
     pub const WEB_BACKOFF: Span = span(1000, DAY);
     pub const WEB_BACKOFF_FORGIVE: Span = span(1000, 7 * DAY);

@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::slowed::Site;
-use super::{GateBy, Local, Permit, SlowDown, Turns};
+use super::{GateBy, Local, Permit, Place, SlowDown, Turns};
 use crate::protocol::rules::{self, SiteBy};
 use crate::store::{GateAsk, Lease, OnUnavailable, SlowedAs, Store};
 use crate::target::Server;
@@ -115,11 +115,12 @@ impl Turns for Fleet {
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
+        place: Option<Place>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(async move {
             match self.admit_shared(server, spacing, by).await {
                 Some(turn) => turn,
-                None => self.here.admit(server, spacing, by).await,
+                None => self.here.admit(server, spacing, by, place).await,
             }
         })
     }

@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::places::{Kept, Place, Places};
 use super::slowed::{backoff_spacing, Site, Slowed};
 use super::{
     after, aliases, Alias, GateBy, GateId, GateView, Permit, PolitenessConfig, SlowDown, Turns,
@@ -69,26 +70,33 @@ impl Host {
         self.slowed.iter().find(|s| s.is(server))
     }
 
-    /// Estimated wait of a request asking for `delay`: until this host's
-    /// next start, then one spacing for each request ahead, shared among the
-    /// concurrent slots.
-    fn estimate(&self, config: &PolitenessConfig, delay: Duration) -> Duration {
+    /// Estimated wait of a request asking for `delay` with `ticket` (a new
+    /// one: `u64::MAX`): until this host's next start, then one spacing for
+    /// each request ahead of it, shared among the concurrent slots.
+    fn estimate(&self, config: &PolitenessConfig, delay: Duration, ticket: u64) -> Duration {
         let now = Instant::now();
         let spacing = delay;
         let until_next = self
             .next_start(delay)
             .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
-        let ahead = (self.queue.len()
+        let queued = self.ahead_of(ticket);
+        let ahead = (queued
             + self
                 .in_flight
                 .saturating_sub(config.per_host_concurrency - 1)) as u32;
-        if self.queue.is_empty() && self.in_flight < config.per_host_concurrency {
+        if queued == 0 && self.in_flight < config.per_host_concurrency {
             until_next
         } else {
             until_next.saturating_add(
                 spacing.saturating_mul(ahead / config.per_host_concurrency.max(1) as u32),
             )
         }
+    }
+
+    /// Waiters ahead of `ticket`: the queue is in ticket order (a kept
+    /// place re-enters where it stood).
+    fn ahead_of(&self, ticket: u64) -> usize {
+        self.queue.partition_point(|w| w.ticket < ticket)
     }
 
     fn wake_head(&self) {
@@ -108,6 +116,8 @@ pub(super) struct Gates {
     /// gates from the front and puts the ones it keeps at the back, so it can
     /// stop after any slice and go on later.
     pub(super) sweep_order: VecDeque<GateId>,
+    /// Places left in line, kept for a retry.
+    pub(super) places: Places,
 }
 
 impl Gates {
@@ -188,6 +198,42 @@ impl Drop for InQueue<'_> {
     }
 }
 
+/// A request's place in line, kept for its retry when it leaves before
+/// its turn (its client hung up, or its bound passed): dropped, it keeps
+/// the place unless its turn came or its site closed.
+struct Keeper<'a> {
+    gate: &'a Local,
+    place: Option<Place>,
+    server: &'a Server,
+    /// Where it stands: its gate and ticket, once it joined a queue.
+    at: Option<(GateId, u64)>,
+    /// How long the place is kept once left: its bound.
+    keep_for: Duration,
+}
+
+impl Keeper<'_> {
+    /// Nothing to keep: its turn came, or its site closed.
+    fn disarm(&mut self) {
+        self.place = None;
+    }
+}
+
+impl Drop for Keeper<'_> {
+    fn drop(&mut self) {
+        let (Some(place), Some((gate, ticket))) = (self.place, self.at) else {
+            return;
+        };
+        let now = Instant::now();
+        let kept = Kept {
+            gate,
+            ticket,
+            until: after(now, self.keep_for),
+            site: Site::of(&self.server.name),
+        };
+        self.gate.lock().places.keep(place, kept, now);
+    }
+}
+
 /// This process's gates, with the settings they run under.
 pub struct Local {
     /// Swapped by a reload (`set_config`); requests read it as they go.
@@ -241,7 +287,9 @@ impl Local {
         let config = self.config.load();
         self.lock()
             .find(config.key, server)
-            .map_or(Duration::ZERO, |host| host.estimate(&config, delay))
+            .map_or(Duration::ZERO, |host| {
+                host.estimate(&config, delay, u64::MAX)
+            })
     }
 
     /// A start the fleet's gate let through, noted at this process's gate
@@ -260,32 +308,56 @@ impl Local {
     }
 
     /// The turn at this process's gate for `server`: queued behind the
-    /// requests ahead, or "slow down" at once when the wait would pass
-    /// `max_wait`.
+    /// requests ahead (where `place` stood, if it left a place in line not
+    /// long ago), or "slow down". A turn past the request's bound (`by`, else
+    /// `max_wait`) but within `horizon` holds it in line until the bound and
+    /// then answers "slow down" with the wait left, its place kept for its
+    /// retry; a turn past the horizon is answered at once.
     pub async fn admit(
         self: &Arc<Self>,
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
+        place: Option<Place>,
     ) -> Result<Permit, SlowDown> {
         // One admission, one config, whatever a reload does meanwhile.
         let config = self.config.load_full();
-        let ticket = self
+        let mut ticket = self
             .tickets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let wake = Arc::new(Notify::new());
         let max_wait = config.max_wait_by(by);
         let deadline = after(Instant::now(), max_wait);
+        let mut keeper = Keeper {
+            gate: self,
+            place,
+            server,
+            at: None,
+            keep_for: max_wait,
+        };
         // A server that asked to be slowed down is waited for before its
         // request joins the machine's queue, so it never holds up the other
         // servers on that machine from the head of the queue; and looked at
         // again when the request's turn comes (a `44`, a `429` that came
-        // while it waited): it leaves the queue then, and joins again when
-        // that slow-down has passed, within what is left of its own bound.
+        // while it waited): it leaves the queue then, and joins again (in
+        // its place) when that slow-down has passed, within what is left of
+        // its own bound.
         loop {
-            let id = self
-                .join(&config, server, (delay, hold), (ticket, deadline), &wake)
-                .await?;
+            let joined = self
+                .join(
+                    &config,
+                    server,
+                    (delay, hold),
+                    (&mut ticket, deadline),
+                    &wake,
+                    &mut keeper,
+                )
+                .await;
+            let id = match joined {
+                Ok(id) => id,
+                Err(slow) => return Err(slow),
+            };
+            keeper.at = Some((id, ticket));
             let mut place = InQueue {
                 gate: self,
                 id,
@@ -296,6 +368,7 @@ impl Local {
                 let sleep_until = match self.try_start(&config, id, ticket, &server.name) {
                     Ok((started, behind)) => {
                         place.admitted = true;
+                        keeper.disarm();
                         return Ok(Permit {
                             gate: self.clone(),
                             id,
@@ -319,72 +392,114 @@ impl Local {
                         None => wake.notified().await,
                     }
                 };
-                // The estimate said the turn comes within max_wait; if a slow
-                // request ahead held the slot longer, give up then rather
-                // than hold forever.
+                // Its bound: the turn did not come by then (it was further
+                // than the bound, or a slow request ahead held the slot
+                // longer). It answers then, with the wait left from its
+                // place, which is kept for its retry.
                 if tokio::time::timeout_at(deadline.max(Instant::now()), woken)
                     .await
                     .is_err()
                 {
-                    let retry_after = self
-                        .config
-                        .load()
-                        .delay_for(None)
-                        .max(Duration::from_secs(1));
+                    let retry_after = self.wait_left(&config, id, ticket, delay);
                     return Err(SlowDown { retry_after });
                 }
             };
             drop(place);
-            Self::wait_out(ready, deadline).await?;
+            Self::wait_out(&config, ready, deadline, &mut keeper).await?;
         }
     }
 
+    /// What is left of the wait of `ticket`'s request at gate `id` (at
+    /// least 1 s): the `Retry-After` of one answered at its bound.
+    fn wait_left(
+        &self,
+        config: &PolitenessConfig,
+        id: GateId,
+        ticket: u64,
+        delay: Option<Duration>,
+    ) -> Duration {
+        let gates = self.lock();
+        let left = gates.hosts.get(&id).map_or(Duration::ZERO, |host| {
+            host.estimate(config, delay.unwrap_or(host.delay), ticket)
+        });
+        left.max(Duration::from_secs(1))
+    }
+
     /// Joins `server`'s queue, first waiting out its own slow-down (no later
-    /// than `deadline`).
+    /// than `deadline`). On its first join, a place `keeper` kept for it
+    /// at this gate gives it its old ticket.
     async fn join(
         &self,
         config: &PolitenessConfig,
         server: &Server,
         spacing: (Option<Duration>, Duration),
-        (ticket, deadline): (u64, Instant),
+        (ticket, deadline): (&mut u64, Instant),
         wake: &Arc<Notify>,
+        keeper: &mut Keeper<'_>,
     ) -> Result<GateId, SlowDown> {
         loop {
             let max_wait = deadline.saturating_duration_since(Instant::now());
-            match self.enqueue(config, server, spacing, (ticket, max_wait), wake)? {
-                Queued::Joined(id) => return Ok(id),
-                Queued::SlowedUntil(ready) => Self::wait_out(ready, deadline).await?,
+            let reclaim = keeper.at.is_none().then_some(keeper.place).flatten();
+            match self.enqueue(config, server, spacing, (ticket, max_wait, reclaim), wake) {
+                Ok(Queued::Joined(id)) => return Ok(id),
+                Ok(Queued::SlowedUntil(ready)) => {
+                    Self::wait_out(config, ready, deadline, keeper).await?
+                }
+                Err(slow) => {
+                    // Past the horizon: nothing worth keeping.
+                    keeper.disarm();
+                    return Err(slow);
+                }
             }
         }
     }
 
-    /// Sleeps until a server's slow-down has passed at `ready`; "slow down"
-    /// at once when that is past `deadline`.
-    async fn wait_out(ready: Instant, deadline: Instant) -> Result<(), SlowDown> {
+    /// Sleeps until a server's slow-down has passed at `ready`. Past
+    /// `deadline`, "slow down": at once when `ready` is past the horizon (the
+    /// site is closed: its kept places are dropped, this one is not kept),
+    /// else at the deadline, its place kept.
+    async fn wait_out(
+        config: &PolitenessConfig,
+        ready: Instant,
+        deadline: Instant,
+        keeper: &mut Keeper<'_>,
+    ) -> Result<(), SlowDown> {
+        // Boxed: rare, and inline its timer would size every admission.
         if ready > deadline {
+            let retry_after = ready.saturating_duration_since(Instant::now());
+            if retry_after > config.horizon {
+                keeper.disarm();
+            } else {
+                Box::pin(tokio::time::sleep_until(deadline)).await;
+            }
             return Err(SlowDown {
                 retry_after: ready.saturating_duration_since(Instant::now()),
             });
         }
-        // Boxed: rare, and inline its timer would size every admission.
         Box::pin(tokio::time::sleep_until(ready)).await;
         Ok(())
     }
 
-    /// Joins the queue of `server`'s gate (made if new) and returns the gate;
-    /// or when the server's own slow-down lets a request asking for `delay`
-    /// start, if that is later than now (it has not joined then); or "slow
-    /// down" when the estimated wait passes `max_wait`.
+    /// Joins the queue of `server`'s gate (made if new) in `ticket`'s order
+    /// (`reclaim`: the ticket kept for this request there, if any, becomes
+    /// its ticket) and returns the gate; or when the server's own slow-down
+    /// lets a request asking for `delay` start, if that is later than now
+    /// (it has not joined then); or "slow down" when the estimated wait
+    /// passes both `max_wait` and the horizon.
     fn enqueue(
         &self,
         config: &PolitenessConfig,
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
-        (ticket, max_wait): (u64, Duration),
+        (ticket, max_wait, reclaim): (&mut u64, Duration, Option<Place>),
         wake: &Arc<Notify>,
     ) -> Result<Queued, SlowDown> {
+        let now = Instant::now();
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
+        if let Some(kept) = reclaim.and_then(|p| gates.places.take(p, id, now)) {
+            *ticket = kept;
+        }
         let Some(host) = gates.hosts.get_mut(&id) else {
             return Err(SlowDown {
                 retry_after: Duration::from_secs(1),
@@ -393,22 +508,26 @@ impl Local {
         let delay = delay.unwrap_or(host.delay);
         let slowed = host.slowed(&server.name);
         if let Some(ready) = slowed.and_then(|s| s.ready_at(delay, config)) {
-            if ready > Instant::now() {
+            if ready > now {
                 return Ok(Queued::SlowedUntil(ready));
             }
         }
         host.hold = host.hold.max(hold).max(delay);
-        let estimate = host.estimate(config, delay);
-        if estimate > max_wait {
+        let estimate = host.estimate(config, delay, *ticket);
+        if estimate > max_wait && estimate > config.horizon {
             return Err(SlowDown {
                 retry_after: estimate,
             });
         }
-        host.queue.push_back(Waiter {
-            ticket,
-            wake: wake.clone(),
-            delay,
-        });
+        let at = host.ahead_of(*ticket);
+        host.queue.insert(
+            at,
+            Waiter {
+                ticket: *ticket,
+                wake: wake.clone(),
+                delay,
+            },
+        );
         Ok(Queued::Joined(id))
     }
 
@@ -497,7 +616,8 @@ impl Local {
             seconds => (seconds, None),
         };
         let mut gates = self.lock();
-        let Some(host) = gates.hosts.get_mut(&gate) else {
+        let Gates { hosts, places, .. } = &mut *gates;
+        let Some(host) = hosts.get_mut(&gate) else {
             return held;
         };
         let at = match host.slowed.iter().position(|s| s.is(server)) {
@@ -516,8 +636,15 @@ impl Local {
         let slowed = &mut host.slowed[at];
         match seconds {
             Some(s) => {
-                let until = after(now, s.min(config.max_slow_down));
+                let s = s.min(config.max_slow_down);
+                let until = after(now, s);
                 slowed.not_before = Some(slowed.not_before.map_or(until, |t| t.max(until)));
+                // Closed past the horizon: its kept places mean nothing now
+                // (the requests waiting there are answered as they look).
+                if s > config.horizon {
+                    let site = slowed.site.clone();
+                    places.drop_site(gate, &site);
+                }
             }
             None => {
                 let at_cap = backoff_spacing(delay, slowed.backoff, &config)
@@ -569,6 +696,11 @@ impl Local {
         })
     }
 
+    /// Places kept for a retry now (see [`super::places`]).
+    pub fn kept_places(&self) -> usize {
+        self.lock().places.len()
+    }
+
     /// Hosts remembered and requests waiting, for metrics and tests.
     pub fn usage(&self) -> (usize, usize) {
         let gates = self.lock();
@@ -586,8 +718,9 @@ impl Turns for Arc<Local> {
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
+        place: Option<Place>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
-        Box::pin(Local::admit(self, server, spacing, by))
+        Box::pin(Local::admit(self, server, spacing, by, place))
     }
 
     fn here(&self) -> &Arc<Local> {

@@ -33,12 +33,14 @@ use crate::target::{HostKey, Server};
 mod backoff;
 mod fleet;
 mod local;
+mod places;
 mod slowed;
 mod sweep;
 mod turns;
 pub use backoff::{WebBackoff, MAX_JITTER as MAX_BACKOFF_JITTER};
 pub use fleet::{fleet_tag, Fleet};
 pub use local::Local;
+pub use places::{Place, KEPT_PER_BOT};
 pub use sweep::{Sweep, SWEEP_SLICE};
 pub use turns::Turns;
 
@@ -105,6 +107,11 @@ pub struct PolitenessConfig {
     /// The same for the web, whose crawlers wait longer (Scrapy's download
     /// timeout is 180 s): [`WEB_MAX_WAIT`] unless set.
     pub web_max_wait: Duration,
+    /// A turn further away than a request's bound but within this is held
+    /// until the bound, then answered "slow down" with the wait left (its
+    /// place kept for the retry); one further away is answered at once
+    /// (a budget spent for the day, a site closed for hours).
+    pub horizon: Duration,
     /// The longest a server's own "slow down" holds it back: a Gemini
     /// `44 N`, the doubling of a `44` without a number (and, for the web,
     /// `Retry-After`). A hostile `44 999999999999` means this, not a century.
@@ -120,6 +127,9 @@ pub struct PolitenessConfig {
 /// itself), longer than the small web's 60 s (docs/guide/running.md has the
 /// table).
 pub const WEB_MAX_WAIT: Duration = Duration::from_secs(150);
+
+/// `politeness.horizon` unless set.
+pub const HORIZON: Duration = Duration::from_secs(600);
 
 /// `politeness.max_slow_down` unless set.
 pub const MAX_SLOW_DOWN: Duration = Duration::from_secs(24 * 3600);
@@ -351,6 +361,25 @@ impl Politeness {
         self.admit_holding(server, delay, Duration::ZERO).await
     }
 
+    /// [`Politeness::admit`] for `place`: a request that leaves before its
+    /// turn keeps its place in line for its retry ([`Place`]).
+    pub async fn admit_in(
+        &self,
+        server: &Server,
+        delay: Option<Duration>,
+        place: Place,
+    ) -> Result<Permit, SlowDown> {
+        let by = self.bound(server);
+        self.admit_by(server, (delay, Duration::ZERO), Some(by), Some(place))
+            .await
+    }
+
+    /// When a request of `server`'s protocol asked now must be answered.
+    fn bound(&self, server: &Server) -> Instant {
+        let max_wait = self.config().max_wait_for(None, server.name.scheme);
+        after(Instant::now(), max_wait)
+    }
+
     /// [`Politeness::admit`] where other requests to this server may ask for a
     /// longer spacing (other bots' Crawl-delay): `hold` is the longest, and the
     /// gate is remembered at least that long after this request starts.
@@ -362,22 +391,27 @@ impl Politeness {
     ) -> Result<Permit, SlowDown> {
         // As long as a request of its protocol waits (a web site's
         // robots.txt as long as its pages).
-        let max_wait = self.config().max_wait_for(None, server.name.scheme);
-        let by = after(Instant::now(), max_wait);
-        self.admit_by(server, delay, hold, Some(by)).await
+        let by = self.bound(server);
+        self.admit_by(server, (delay, hold), Some(by), None).await
     }
 
     /// [`Politeness::admit_holding`] for a request that may wait no later
-    /// than `by` (what is left of its `max_wait` after the limits held it):
-    /// a turn past it is "slow down" at once, as one past `max_wait` is.
+    /// than `by` (what is left of its `max_wait` after the limits held it),
+    /// its place kept under `place` if it leaves first: a turn past `by` is
+    /// "slow down" then (at once past the horizon).
     pub async fn admit_by(
         &self,
         server: &Server,
-        delay: Option<Duration>,
-        hold: Duration,
+        (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
+        place: Option<Place>,
     ) -> Result<Permit, SlowDown> {
-        self.turns.admit(server, (delay, hold), by).await
+        self.turns.admit(server, (delay, hold), by, place).await
+    }
+
+    /// Places kept for a retry now, for tests and the status page.
+    pub fn kept_places(&self) -> usize {
+        self.here().kept_places()
     }
 
     /// How long a request asking for `delay` at `server` would wait at

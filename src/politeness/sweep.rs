@@ -1,6 +1,6 @@
 //! Forgetting idle gates: those with nothing queued, nothing in flight and
 //! their spacing past, a slice at a time so admissions never wait long
-//! behind the sweeper.
+//! behind the sweeper; and places kept for a retry once they are due.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,10 +47,13 @@ impl Local {
 
     /// A sweep over the gates there are now, to be done slice by slice with
     /// [`Sweep::next_slice`] (the sweeper yields to other tasks between them).
+    /// Places kept for a retry and due are forgotten as it begins.
     pub fn start_sweep(&self) -> Sweep<'_> {
+        let mut gates = self.lock();
+        gates.places.expire(Instant::now());
         Sweep {
             politeness: self,
-            left: self.lock().sweep_order.len(),
+            left: gates.sweep_order.len(),
         }
     }
 

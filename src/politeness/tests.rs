@@ -25,6 +25,7 @@ fn config() -> PolitenessConfig {
         per_host_concurrency: 1,
         max_wait: Duration::from_secs(600),
         web_max_wait: Duration::from_secs(600),
+        horizon: HORIZON,
         max_slow_down: MAX_SLOW_DOWN,
         key: GateBy::Address,
         web_backoff: Default::default(),
@@ -119,30 +120,40 @@ async fn another_host_is_not_slowed() {
     assert_eq!(slow.await.unwrap(), [0.0, 100.0, 200.0]);
 }
 
+/// A turn past the request's bound but within the horizon: it is held in
+/// line until its bound, then told "slow down" with the wait left from its
+/// place; past the horizon, at once with the whole wait.
 #[tokio::test(start_paused = true)]
-async fn past_max_wait_the_answer_is_slow_down_at_once() {
-    let gate = Politeness::new(PolitenessConfig {
-        max_wait: Duration::from_secs(25),
-        ..config()
-    });
-    let k = key("a");
-    let d = Duration::from_secs(10);
-    let first = gate.admit(&k, Some(d)).await.unwrap();
-    drop(first);
-    // Queue: waits of 10 and 20 s fit; the next would wait 30 s.
-    let g1 = gate.clone();
-    let k1 = k.clone();
-    let second = tokio::spawn(async move { g1.admit(&k1, Some(d)).await.map(|_| ()) });
-    let g2 = gate.clone();
-    let k2 = k.clone();
-    let third = tokio::spawn(async move { g2.admit(&k2, Some(d)).await.map(|_| ()) });
-    tokio::task::yield_now().await;
-    let t0 = Instant::now();
-    let refused = gate.admit(&k, Some(d)).await.err().expect("slow down");
-    assert_eq!(t0.elapsed(), Duration::ZERO);
-    assert_eq!(refused.retry_after, Duration::from_secs(30));
-    assert!(second.await.unwrap().is_ok());
-    assert!(third.await.unwrap().is_ok());
+async fn past_max_wait_the_answer_comes_at_the_bound_or_at_once_past_the_horizon() {
+    for (horizon, at, retry) in [(HORIZON, 25, 5), (Duration::ZERO, 0, 30)] {
+        let gate = Politeness::new(PolitenessConfig {
+            max_wait: Duration::from_secs(25),
+            horizon,
+            ..config()
+        });
+        let k = key("a");
+        let d = Duration::from_secs(10);
+        let first = gate.admit(&k, Some(d)).await.unwrap();
+        drop(first);
+        // Queue: waits of 10 and 20 s fit; the next would wait 30 s.
+        let g1 = gate.clone();
+        let k1 = k.clone();
+        let second = tokio::spawn(async move { g1.admit(&k1, Some(d)).await.map(|_| ()) });
+        let g2 = gate.clone();
+        let k2 = k.clone();
+        let third = tokio::spawn(async move { g2.admit(&k2, Some(d)).await.map(|_| ()) });
+        tokio::task::yield_now().await;
+        let t0 = Instant::now();
+        let refused = gate.admit(&k, Some(d)).await.err().expect("slow down");
+        assert_eq!(t0.elapsed(), Duration::from_secs(at), "{horizon:?}");
+        assert_eq!(
+            refused.retry_after,
+            Duration::from_secs(retry),
+            "{horizon:?}"
+        );
+        assert!(second.await.unwrap().is_ok());
+        assert!(third.await.unwrap().is_ok());
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -593,6 +604,7 @@ proptest::proptest! {
                 max_delay: None,
                 per_host_concurrency: concurrency,
                 max_wait,
+                horizon: HORIZON,
                 web_max_wait: max_wait,
                 max_slow_down: MAX_SLOW_DOWN,
                 key: GateBy::Host,
@@ -728,7 +740,8 @@ enum Said {
 
 /// Requests already waiting at a server when it asks to slow down are held
 /// by it when their turn comes, not let through: those whose bound the hold
-/// passes are told to slow down at once, and a request that leaves the
+/// passes are told to slow down (at once when it passes the horizon, else
+/// at their bound), and a request that leaves the
 /// queue for its server's hold does not hold up the other servers on the
 /// machine. Every kind of slow-down, the small web and the web.
 #[tokio::test(start_paused = true)]
@@ -776,12 +789,21 @@ async fn requests_waiting_when_a_server_slows_down_are_held_by_it() {
             let case = format!("{said:?} {:?}: {turns:?}", server.name.scheme);
             let backs_off = rules::of(server.name.scheme).unsaid == Unsaid::BackOff;
             match (said, backs_off) {
-                // Held past every bound: told at once, with the rest.
-                (Said::For(3600), _) | (Said::Bare, true) => {
+                // Held past the horizon (closed): told at once, with the rest.
+                (Said::For(3600), _) => {
                     for (at, turn) in &turns {
                         assert_eq!(*at, 0, "{case}");
                         let retry = turn.as_ref().expect_err(&case).as_secs();
-                        assert!((55..=3600).contains(&retry), "{case}");
+                        assert!((3599..=3600).contains(&retry), "{case}");
+                    }
+                }
+                // The web's back-off (60 s), past the 30 s bound but within
+                // the horizon: told at the bound, with the rest.
+                (Said::Bare, true) => {
+                    for (at, turn) in &turns {
+                        assert_eq!(*at, 30, "{case}");
+                        let retry = turn.as_ref().expect_err(&case).as_secs();
+                        assert!((29..=30).contains(&retry), "{case}");
                     }
                 }
                 // Held 5 s: the first waiter then, the next a spacing later.
@@ -867,5 +889,125 @@ async fn a_web_site_s_hold_is_the_site_s_on_every_port_and_scheme() {
         }
         let capsule = gate.admit(&at(Scheme::Gemini, 1965), Some(d)).await;
         assert!(capsule.is_ok(), "the small web under that name is not held");
+    }
+}
+
+/// Starts a request for `place` at `server`; its turn, or how long it was
+/// told to wait, and when (seconds after `t0`).
+fn ask_in(
+    gate: &Arc<Politeness>,
+    server: &Server,
+    place: Place,
+    t0: Instant,
+) -> tokio::task::JoinHandle<(u64, Result<(), Duration>)> {
+    let (gate, server) = (gate.clone(), server.clone());
+    tokio::spawn(async move {
+        let turn = gate
+            .admit_in(&server, Some(Duration::from_secs(10)), place)
+            .await;
+        (
+            t0.elapsed().as_secs(),
+            turn.map(drop).map_err(|s| s.retry_after),
+        )
+    })
+}
+
+/// A client that leaves its place in line and asks again soon re-enters
+/// where it stood, ahead of those who came after it; the place is kept for
+/// its bound (here 60 s), then forgotten; a second copy asked while the
+/// first waits has a place of its own; the requests behind a client that
+/// left move up at once.
+#[tokio::test(start_paused = true)]
+async fn a_place_in_line_survives_a_retry_within_its_bound() {
+    let gate = Politeness::new(PolitenessConfig {
+        max_wait: Duration::from_secs(60),
+        ..config()
+    });
+    let k = key("a");
+    let page = |n: u32| Place::of("bot", "", format!("gemini://a/{n}"));
+    let t0 = Instant::now();
+    drop(gate.admit(&k, Some(Duration::from_secs(10))).await.unwrap());
+    // Pages 1, 2, 3 queue for 10, 20 and 30 s.
+    let one = ask_in(&gate, &k, page(1), t0);
+    tokio::task::yield_now().await;
+    let two = ask_in(&gate, &k, page(2), t0);
+    tokio::task::yield_now().await;
+    let three = ask_in(&gate, &k, page(3), t0);
+    tokio::task::yield_now().await;
+    // Page 2's client gives up at 5 s; page 3 moves up at once.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    two.abort();
+    let _ = two.await;
+    assert_eq!(gate.kept_places(), 1);
+    assert_eq!(gate.usage().1, 2);
+    // Page 4 comes new, behind page 3; a copy of page 1 while page 1
+    // waits gets its own place, behind page 4.
+    let four = ask_in(&gate, &k, page(4), t0);
+    tokio::task::yield_now().await;
+    let copy = ask_in(&gate, &k, page(1), t0);
+    tokio::task::yield_now().await;
+    // Page 2 asked again at 8 s: in its old place, ahead of 3, 4 and the copy.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = ask_in(&gate, &k, page(2), t0);
+    tokio::task::yield_now().await;
+    assert_eq!(gate.kept_places(), 0, "taken");
+    let at = |t: (u64, Result<(), Duration>)| {
+        assert!(t.1.is_ok(), "{t:?}");
+        t.0
+    };
+    assert_eq!(at(one.await.unwrap()), 10);
+    assert_eq!(at(again.await.unwrap()), 20);
+    assert_eq!(at(three.await.unwrap()), 30);
+    assert_eq!(at(four.await.unwrap()), 40);
+    assert_eq!(at(copy.await.unwrap()), 50);
+
+    // Left again and asked after its bound: forgotten, at the end.
+    let five = ask_in(&gate, &k, page(5), t0);
+    tokio::task::yield_now().await;
+    let six = ask_in(&gate, &k, page(6), t0);
+    tokio::task::yield_now().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    five.abort();
+    let _ = five.await;
+    let seven = ask_in(&gate, &k, page(7), t0);
+    assert_eq!(at(six.await.unwrap()), 60);
+    assert_eq!(at(seven.await.unwrap()), 70);
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    gate.sweep();
+    assert_eq!(gate.kept_places(), 1, "kept for 60 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gate.sweep();
+    assert_eq!(gate.kept_places(), 0, "forgotten after its bound");
+}
+
+/// A site that closes past the horizon (a slow-down of an hour) drops the
+/// places kept there: the requests waiting are answered at once, and none
+/// leaves a place; a short hold keeps them.
+#[tokio::test(start_paused = true)]
+async fn a_site_that_closes_drops_its_kept_places() {
+    for (hold, kept) in [(5, 1), (3600, 0)] {
+        let gate = Politeness::new(PolitenessConfig {
+            max_wait: Duration::from_secs(60),
+            ..config()
+        });
+        let k = key("a");
+        let t0 = Instant::now();
+        let first = gate.admit(&k, Some(Duration::from_secs(10))).await.unwrap();
+        let left = ask_in(&gate, &k, Place::of("bot", "", "gemini://a/1"), t0);
+        let waiting = ask_in(&gate, &k, Place::of("bot", "", "gemini://a/2"), t0);
+        tokio::task::yield_now().await;
+        left.abort();
+        let _ = left.await;
+        assert_eq!(gate.kept_places(), 1);
+        first
+            .slow_down(&k.name, Some(Duration::from_secs(hold)))
+            .await;
+        drop(first);
+        let (at, turn) = waiting.await.unwrap();
+        match hold {
+            3600 => assert_eq!((at, turn.is_err()), (0, true)),
+            _ => assert_eq!((at, turn.is_ok()), (10, true)),
+        }
+        assert_eq!(gate.kept_places(), kept, "held {hold} s");
     }
 }

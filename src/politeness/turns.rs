@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{Local, Permit, SlowDown};
+use super::{Local, Permit, Place, SlowDown};
 use crate::target::Server;
 
 /// Where a request takes its turn: at this process's gates, or at the
@@ -17,13 +17,15 @@ use crate::target::Server;
 /// not ask which.
 pub trait Turns: Send + Sync {
     /// Waits for this request's turn at `server`'s gate, with its spacing
-    /// and the gate's hold, no later than `by` (see
+    /// and the gate's hold, no later than `by`, its place kept under
+    /// `place` if it leaves first (see
     /// [`Politeness::admit_by`](super::Politeness::admit_by)).
     fn admit<'a>(
         &'a self,
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
+        place: Option<Place>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>>;
 
     /// This process's gates: the whole state when alone; in fleet mode the

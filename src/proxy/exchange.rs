@@ -74,6 +74,13 @@ pub trait Exchange<C> {
     /// Resolves when the client has gone away while its request waits.
     fn gone<'c>(&'c self, client: &'c mut C) -> impl Future<Output = ()> + 'c;
 
+    /// The request's method, if its protocol has more than one kind of
+    /// request (the web's): a place in line left by a client that went away
+    /// is kept for the same bot, method and URL.
+    fn method(&self) -> &str {
+        ""
+    }
+
     /// Connects upstream, sends the request, reads the answer's head: a
     /// refusal while nothing has been sent to the client.
     fn ask(
@@ -178,7 +185,7 @@ async fn admit_while_connected<C, P: Exchange<C>>(
     protocol: &P,
 ) -> Option<Result<Admitted, Refused>> {
     let admitted = tokio::select! {
-        admitted = admission::admit(&ctx.admission, bot, target) => admitted,
+        admitted = admission::admit_method(&ctx.admission, (bot, protocol.method()), target) => admitted,
         _ = protocol.gone(client) => return None,
     };
     noted(ctx, bot, &admitted);

@@ -130,6 +130,7 @@ fn gate_config() -> PolitenessConfig {
         per_host_concurrency: 1,
         max_wait: Duration::from_secs(5),
         web_max_wait: Duration::from_secs(5),
+        horizon: robots_proxy::politeness::HORIZON,
         max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
         key: GateBy::Host,
         web_backoff: Default::default(),

@@ -298,11 +298,21 @@ async fn a_limit_and_the_turn_share_max_wait() {
     assert!(matches!(no.refusal, Refusal::SlowDown(_)), "{}", no.refusal);
 }
 
+/// "Slow down" after `waited`, with a `Retry-After` of `retry` (seconds).
+fn told_after(refused: &Refused, asked: tokio::time::Instant, (waited, retry): (u64, u64)) {
+    let Refusal::SlowDown(slow) = &refused.refusal else {
+        panic!("{}", refused.refusal);
+    };
+    assert_eq!(asked.elapsed().as_secs(), waited, "{}", refused.refusal);
+    assert_eq!(slow.retry_after.as_secs(), retry, "{}", refused.refusal);
+}
+
 /// How long a request waits for its turn is its crawler's patience: the
 /// web's 150 s unless set (web crawlers wait minutes: Scrapy 180 s), the small
 /// web's 60 s. A turn 100 s away (robots.txt's fetch took the server's turn,
-/// and its Crawl-delay is 100 s) is waited for on the web, "slow down" at
-/// once on Gemini.
+/// and its Crawl-delay is 100 s) is waited for on the web; on Gemini the
+/// request is held until its 60 s have passed, then told "slow down" with
+/// the 40 s left.
 #[tokio::test(start_paused = true)]
 async fn the_web_waits_for_a_turn_the_small_web_would_not() {
     let robots = found("User-agent: *\nCrawl-delay: 100\n");
@@ -314,18 +324,13 @@ async fn the_web_waits_for_a_turn_the_small_web_would_not() {
     let (small, _) = admission(config(BOT_TOML), robots);
     let asked = tokio::time::Instant::now();
     let refused = refused(&small, "gemini://127.0.0.1/1").await;
-    assert!(
-        matches!(refused.refusal, Refusal::SlowDown(_)),
-        "{}",
-        refused.refusal
-    );
-    assert_eq!(asked.elapsed(), Duration::ZERO, "told at once");
+    told_after(&refused, asked, (60, 40));
 }
 
 /// A bot's `max_wait` is its crawler's patience, whatever the protocol: a
-/// crawler that gives up after 5 s is told "slow down" at once rather than
-/// kept waiting past it; one that waits 2 minutes waits for a Gemini turn
-/// 100 s away.
+/// crawler that gives up after 5 s is told "slow down" when they have
+/// passed, not kept waiting past them; one that waits 2 minutes waits for a
+/// Gemini turn 100 s away.
 #[tokio::test(start_paused = true)]
 async fn a_bot_s_max_wait_is_its_patience_on_every_protocol() {
     let robots = found("User-agent: *\nCrawl-delay: 100\n");
@@ -333,15 +338,109 @@ async fn a_bot_s_max_wait_is_its_patience_on_every_protocol() {
     let (web, _) = admission(config(&impatient), robots.clone());
     let asked = tokio::time::Instant::now();
     let refused = refused(&web, "https://127.0.0.1/1").await;
-    assert!(
-        matches!(refused.refusal, Refusal::SlowDown(_)),
-        "{}",
-        refused.refusal
-    );
-    assert_eq!(asked.elapsed(), Duration::ZERO, "told at once");
+    told_after(&refused, asked, (5, 95));
 
     let patient = format!("{BOT_TOML}max_wait = \"2m\"\n");
     let (small, _) = admission(config(&patient), robots);
     let page = admitted(&small, "gemini://127.0.0.1/1").await;
     assert!(page.waited >= Duration::from_secs(100) - Duration::from_millis(1));
+}
+
+/// When `method url` of the bot is admitted, in whole seconds from `t0`
+/// (the admission dropped at once: the request is done).
+fn asked_at(
+    admission: &Arc<Admission>,
+    (method, url): (&'static str, &str),
+    t0: tokio::time::Instant,
+) -> tokio::task::JoinHandle<Result<u64, String>> {
+    let (admission, target) = (admission.clone(), target(url));
+    tokio::spawn(async move {
+        match robots_proxy::admission::admit_method(&admission, (BOT, method), &target).await {
+            Ok(admitted) => Ok(admitted.permit.started.duration_since(t0).as_secs()),
+            Err(refused) => Err(refused.refusal.to_string()),
+        }
+    })
+}
+
+/// A crawler whose client gives up while its page waits (its own timeout),
+/// then asks for the page again, gets it in its old place, ahead of those
+/// who came after it: the place is kept under (bot, method, canonical URL),
+/// so the URL spelled another way finds it, and another method does not.
+/// The site's spacing holds throughout.
+#[tokio::test(start_paused = true)]
+async fn a_page_asked_again_takes_its_kept_place_through_admission() {
+    let robots = found("User-agent: *\nCrawl-delay: 10\n");
+    let (admission, _) = admission(config(BOT_TOML), robots);
+    let admission = Arc::new(admission);
+    let t0 = tokio::time::Instant::now();
+    // robots.txt takes the turn at 0; pages 1, 2, 3 queue for 10, 20, 30.
+    let one = asked_at(&admission, ("GET", "http://127.0.0.1/1"), t0);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let two = asked_at(&admission, ("GET", "http://127.0.0.1/2"), t0);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let three = asked_at(&admission, ("GET", "http://127.0.0.1/3"), t0);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    two.abort();
+    assert!(two.await.unwrap_err().is_cancelled());
+    assert_eq!(admission.politeness.kept_places(), 1);
+    // Another method for the same URL: a request of its own, at the end.
+    let head = asked_at(&admission, ("HEAD", "http://127.0.0.1/2"), t0);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The same page, spelled with its scheme's port and in capitals.
+    let again = asked_at(&admission, ("GET", "HTTP://127.0.0.1:80/2"), t0);
+    let turns = [one, again, three, head];
+    let mut at = Vec::new();
+    for t in turns {
+        at.push(t.await.unwrap());
+    }
+    assert_eq!(at, [Ok(10), Ok(20), Ok(30), Ok(40)]);
+    assert_eq!(admission.politeness.kept_places(), 0);
+}
+
+/// A page whose turn is past its bound (the web's here 30 s) waits in line
+/// until the bound, then is told "slow down" with what is left of its wait;
+/// asked again at once, it takes its kept place and is served at its turn,
+/// not sent to the end behind the pages asked meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_page_told_at_its_bound_comes_back_to_its_place() {
+    let toml = format!("{BOT_TOML}\n[politeness]\nweb_max_wait = \"30s\"\n");
+    let robots = found("User-agent: *\nCrawl-delay: 10\n");
+    let (admission, _) = admission(config(&toml), robots);
+    let admission = Arc::new(admission);
+    let t0 = tokio::time::Instant::now();
+    let pages = ["/1", "/2", "/3", "/4"].map(|p| format!("http://127.0.0.1{p}"));
+    let mut first = Vec::new();
+    for url in &pages {
+        first.push(asked_at(&admission, ("GET", url), t0));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Page 5 comes while 4 waits.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let five = asked_at(&admission, ("GET", "http://127.0.0.1/5"), t0);
+    let mut at = Vec::new();
+    for t in first {
+        at.push(t.await.unwrap());
+    }
+    // 1, 2, 3 at 10, 20, 30; 4 (due at 40) is told at its bound, 30 s after
+    // it asked, to come back in 10 s.
+    assert_eq!(at[..3], [Ok(10), Ok(20), Ok(30)]);
+    let told = at[3].clone().unwrap_err();
+    assert!(told.contains("retry in 10 s"), "{told}");
+    assert_eq!(t0.elapsed().as_secs(), 30);
+    assert_eq!(admission.politeness.kept_places(), 1);
+    let again = asked_at(&admission, ("GET", &pages[3]), t0);
+    assert_eq!(again.await.unwrap(), Ok(40));
+    assert_eq!(five.await.unwrap(), Ok(50));
+}
+
+/// A turn past the horizon (robots.txt's Crawl-delay of an hour) is told at
+/// once, with the whole wait, and keeps no place: waiting would buy nothing.
+#[tokio::test(start_paused = true)]
+async fn a_turn_past_the_horizon_is_told_at_once() {
+    let robots = found("User-agent: *\nCrawl-delay: 3600\n");
+    let (admission, _) = admission(config(BOT_TOML), robots);
+    let asked = tokio::time::Instant::now();
+    let refused = refused(&admission, "http://127.0.0.1/1").await;
+    told_after(&refused, asked, (0, 3600));
+    assert_eq!(admission.politeness.kept_places(), 0);
 }

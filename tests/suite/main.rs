@@ -14,6 +14,7 @@ mod completions;
 mod config;
 mod conformance;
 mod content_usage;
+mod crawlers;
 mod deny_hosts;
 mod docs;
 mod dodging;

@@ -71,6 +71,8 @@ pub struct Web<'a> {
     pub conn: Conn<'a>,
     pub bot: BotId,
     pub target: &'a Target,
+    /// Its method: a place in line is kept per (bot, method, URL).
+    pub method: hyper::Method,
     /// The request's body is left unread: its connection closes once answered.
     pub unread_body: bool,
     /// A bodiless `GET` or `HEAD` of a bot that signs when challenged: its
@@ -124,6 +126,10 @@ impl<'a> Exchange<Asking> for Web<'a> {
     /// the request it was waiting for.
     fn gone<'c>(&'c self, _: &'c mut Asking) -> impl Future<Output = ()> + 'c {
         std::future::pending()
+    }
+
+    fn method(&self) -> &str {
+        self.method.as_str()
     }
 
     async fn ask(

@@ -205,6 +205,7 @@ impl Requests {
                 .is_some_and(|s| s.when == crate::identity::When::Challenged);
         let (parts, body) = request.into_parts();
         let again = retryable.then(|| parts.clone());
+        let method = parts.method.clone();
         let request = Request::from_parts(parts, http_body_util::BodyExt::boxed(body));
         let mut asking = Asking {
             request: Some(request),
@@ -215,6 +216,7 @@ impl Requests {
             conn,
             bot,
             target: &target,
+            method,
             unread_body,
             retryable,
         };
