@@ -62,6 +62,24 @@ label_set! {
     }
 }
 
+label_set! {
+    /// Work a crawler lost: a page it asked for and did not get, and why,
+    /// told apart as an operator needs to act on it (the status page's
+    /// `lost` column per site, the log line's `lost`).
+    pub enum Lost {
+        /// Its turn was further than its bound (`max_wait`, the bot's own):
+        /// told "slow down" with the wait left.
+        Wait => "wait",
+        /// One of its bot's limits held it past its bound.
+        Limit => "limit",
+        /// Its client left while it waited (its own timeout).
+        ClientLeft => "client-left",
+        /// It left its place in line and never came back for it within its
+        /// bound: the crawler gave the page up.
+        GivenUp => "given-up",
+    }
+}
+
 impl Fate {
     pub fn cause(self) -> Cause {
         match self {

@@ -64,6 +64,21 @@ impl Refusal {
         }
     }
 
+    /// The work a crawler loses to it, if it is a wait it could not
+    /// have: its turn, or its bot's limit, past its bound.
+    pub fn lost(&self) -> Option<crate::fate::Lost> {
+        match self {
+            Refusal::SlowDown(SlowDown {
+                why: Busy::Turn, ..
+            }) => Some(crate::fate::Lost::Wait),
+            Refusal::SlowDown(SlowDown {
+                why: Busy::Limit(_),
+                ..
+            }) => Some(crate::fate::Lost::Limit),
+            _ => None,
+        }
+    }
+
     /// When asking again may be answered: a slow-down's wait.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

@@ -206,6 +206,10 @@ pub struct HostRow {
     pub refusals: u64,
     /// Requests that ended in an error, by outcome.
     pub errors: BTreeMap<String, ErrorCount>,
+    /// Pages crawlers lost here, by why (`wait`, `limit`, `client-left`,
+    /// `given-up`); none: empty.
+    #[serde(default)]
+    pub lost: BTreeMap<String, u64>,
     pub last_seen_seconds_ago: Option<f64>,
     pub last_refusal: Option<LastRefusal>,
 }

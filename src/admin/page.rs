@@ -124,7 +124,7 @@ pub fn status(s: &Status, filter: &str) -> String {
             }
         ));
     }
-    b.push_str("<th>queue</th><th>next start in</th><th>requests</th><th>refusals</th><th>errors by cause</th><th>last refusal</th></tr></thead><tbody>");
+    b.push_str("<th>queue</th><th>next start in</th><th>requests</th><th>refusals</th><th>errors by cause</th><th title=\"pages crawlers did not get: their turn past their wait, a limit, their client left, a place in line never come back for\">lost</th><th>last refusal</th></tr></thead><tbody>");
     for h in &s.hosts {
         b.push_str(&host_tr(h, &s.bots));
     }
@@ -167,13 +167,14 @@ fn host_tr(h: &HostRow, bots: &[Bot]) -> String {
         ),
     };
     b.push_str(&format!(
-        "<td class=\"n\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+        "<td class=\"n\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         h.queue,
         sort_value(h.next_start_in_seconds),
         human(h.next_start_in_seconds),
         h.requests,
         h.refusals,
         errors(h),
+        lost(h),
         last
     ));
     b
@@ -335,6 +336,19 @@ fn errors(h: &HostRow) -> String {
         .errors
         .iter()
         .map(|(outcome, e)| format!("{} {}", esc(outcome), e.count))
+        .collect();
+    match parts.is_empty() {
+        true => "–".into(),
+        false => parts.join(" · "),
+    }
+}
+
+/// Pages lost by why: `wait 3 · client-left 1 · given-up 1`.
+fn lost(h: &HostRow) -> String {
+    let parts: Vec<String> = h
+        .lost
+        .iter()
+        .map(|(why, n)| format!("{} {n}", esc(why)))
         .collect();
     match parts.is_empty() {
         true => "–".into(),

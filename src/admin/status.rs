@@ -18,7 +18,7 @@ use crate::bots::limits::{BotLimits, Mode};
 use crate::bots::BotId;
 use crate::cache::{Entry, Rules};
 use crate::context::Context;
-use crate::fate::{Class, Fate};
+use crate::fate::{Class, Fate, Lost};
 use crate::politeness::SpacingFrom;
 use crate::protocol::Protocol;
 use crate::recent::{Activity, PerClass, Series};
@@ -237,6 +237,7 @@ async fn host_row(ctx: &Context, key: &HostKey, activity: &Activity) -> HostRow 
         requests: activity.requests,
         refusals: activity.refusals,
         errors: errors(activity),
+        lost: lost(activity),
         last_seen_seconds_ago: activity.last_seen.map(ago),
         last_refusal: activity
             .last_refusal
@@ -330,6 +331,15 @@ fn spacings(ctx: &Context, entry: Option<&Arc<Entry>>, host: &str) -> Option<Per
             crawl_delay: policy.and_then(|p| p.crawl_delay_secs()),
         }
     }))
+}
+
+/// The pages crawlers lost at a host, by why.
+fn lost(activity: &Activity) -> BTreeMap<String, u64> {
+    Lost::ALL
+        .iter()
+        .filter(|l| activity.lost[l.index()] > 0)
+        .map(|l| (l.as_str().to_string(), activity.lost[l.index()]))
+        .collect()
 }
 
 /// The requests to a host that ended in an error, by outcome (its cause).

@@ -200,13 +200,18 @@ pub fn render(s: &Status) -> String {
         .unwrap_or(4);
     let _ = writeln!(
         out,
-        "  {:<width$}  {:<11}  {:>8}  {:>9}  {:>5}",
+        "  {:<width$}  {:<11}  {:>8}  {:>9}  {:>5}  lost",
         "host", "robots.txt", "requests", "refusals", "queue"
     );
     for h in s.hosts.iter().take(ROWS) {
+        let lost: Vec<String> = h.lost.iter().map(|(why, n)| format!("{why} {n}")).collect();
+        let lost = match lost.is_empty() {
+            true => "-".to_string(),
+            false => lost.join(", "),
+        };
         let _ = writeln!(
             out,
-            "  {:<width$}  {:<11}  {:>8}  {:>9}  {:>5}",
+            "  {:<width$}  {:<11}  {:>8}  {:>9}  {:>5}  {lost}",
             h.key, h.robots.state, h.requests, h.refusals, h.queue
         );
     }

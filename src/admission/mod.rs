@@ -83,6 +83,9 @@ pub struct Refused {
     pub server: Option<Server>,
     /// The robots.txt in force when it was refused, if it got that far.
     pub robots: Option<Evidence>,
+    /// How long it waited on its bot's limits and its turn before it was
+    /// refused (told "slow down" at its bound: that bound).
+    pub waited: Duration,
 }
 
 /// The checks every protocol makes before contacting the upstream, in order,
@@ -104,6 +107,7 @@ pub async fn admit_method(
         refusal,
         server: None,
         robots: None,
+        waited: Duration::ZERO,
     })?;
     let reporting = ctx.config.bots.get(bot).limits.mode == Mode::Report;
     let mut report = Report::default();
@@ -113,6 +117,7 @@ pub async fn admit_method(
         refusal,
         server: Some(server),
         robots,
+        waited: Duration::ZERO,
     };
     match robots_decide(ctx, &server, bot, target, &entry) {
         Ok(decision) => {
@@ -148,9 +153,13 @@ pub async fn admit_method(
         },
     };
     let limits_report = reporting.then_some((&mut report, max_wait));
+    let waited = |refused: Refused| Refused {
+        waited: asked_at.elapsed(),
+        ..refused
+    };
     let mut holds = match ctx.limits.check(&asked, limits_report).await {
         Ok(holds) => holds,
-        Err(refusal) => return Err(refused(refusal, server, robots)),
+        Err(refusal) => return Err(waited(refused(refusal, server, robots))),
     };
     let spacing = spacing(ctx, bot, &entry, &server.name.host);
     let place = Place::of(&ctx.config.bots.get(bot).name, method, target);
@@ -172,7 +181,7 @@ pub async fn admit_method(
     };
     let permit = match turn {
         Ok((permit, _)) => permit,
-        Err(refusal) => return Err(refused(refusal, server, robots)),
+        Err(refusal) => return Err(waited(refused(refusal, server, robots))),
     };
     // What robots.txt says may have changed while it waited: the copy
     // cached now decides again (never fetched for this). Only a copy no

@@ -228,7 +228,7 @@ impl Drop for Keeper<'_> {
             gate,
             ticket,
             until: after(now, self.keep_for),
-            site: Site::of(&self.server.name),
+            server: self.server.name.clone(),
         };
         self.gate.lock().places.keep(place, kept, now);
     }
@@ -699,6 +699,12 @@ impl Local {
     /// Places kept for a retry now (see [`super::places`]).
     pub fn kept_places(&self) -> usize {
         self.lock().places.len()
+    }
+
+    /// The pages crawlers gave up since last asked: places left in line
+    /// and not come back for within their bound, by server.
+    pub fn given_up(&self) -> Vec<HostKey> {
+        self.lock().places.given_up(Instant::now())
     }
 
     /// Hosts remembered and requests waiting, for metrics and tests.

@@ -414,6 +414,11 @@ impl Politeness {
         self.here().kept_places()
     }
 
+    /// The pages crawlers gave up since last asked (see [`Local::given_up`]).
+    pub fn given_up(&self) -> Vec<HostKey> {
+        self.here().given_up()
+    }
+
     /// How long a request asking for `delay` at `server` would wait at
     /// this process's gate now (report mode: what robots.txt's spacing
     /// would have cost), without joining the queue or making a gate.

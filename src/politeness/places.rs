@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::slowed::Site;
 use super::GateId;
+use crate::target::HostKey;
 
 /// At most this many places are kept per bot (the one due to be forgotten
 /// first goes to make room): a crawl with this many pages in line at once
@@ -71,9 +72,10 @@ pub(super) struct Kept {
     pub(super) ticket: u64,
     /// Forgotten then.
     pub(super) until: Instant,
-    /// The site it was asked of: a site that closes (a slow-down past the
-    /// horizon) drops its places.
-    pub(super) site: Site,
+    /// The server it was asked of: a site that closes (a slow-down past the
+    /// horizon) drops its places, and one forgotten unused is a page given
+    /// up there.
+    pub(super) server: HostKey,
 }
 
 /// One bot's kept places, and the order they are due to be forgotten in.
@@ -90,14 +92,14 @@ impl OneBot {
         Some(kept)
     }
 
-    /// Forgets the places due by `now`.
-    fn expire(&mut self, now: Instant) {
+    /// Forgets the places due by `now`: pages given up, noted in `gone`.
+    fn expire(&mut self, now: Instant, gone: &mut Vec<HostKey>) {
         while let Some(&(until, asked)) = self.due.first() {
             if until > now {
                 break;
             }
             self.due.pop_first();
-            self.kept.remove(&asked);
+            gone.extend(self.kept.remove(&asked).map(|k| k.server));
         }
     }
 }
@@ -107,6 +109,9 @@ impl OneBot {
 #[derive(Default)]
 pub(super) struct Places {
     bots: HashMap<u64, OneBot>,
+    /// The servers of places forgotten unused (due, or to make room), until
+    /// [`Places::given_up`] takes them.
+    given_up: Vec<HostKey>,
 }
 
 impl Places {
@@ -130,11 +135,12 @@ impl Places {
             return;
         }
         let bot = self.bots.entry(place.bot).or_default();
-        bot.expire(now);
+        bot.expire(now, &mut self.given_up);
         bot.remove(place.asked);
         if bot.kept.len() >= KEPT_PER_BOT {
             if let Some((_, asked)) = bot.due.pop_first() {
-                bot.kept.remove(&asked);
+                self.given_up
+                    .extend(bot.kept.remove(&asked).map(|k| k.server));
             }
         }
         bot.due.insert((kept.until, place.asked));
@@ -147,7 +153,7 @@ impl Places {
             let gone: Vec<u64> = bot
                 .kept
                 .iter()
-                .filter(|(_, k)| k.gate == gate && &k.site == site)
+                .filter(|(_, k)| k.gate == gate && site.holds(&k.server))
                 .map(|(asked, _)| *asked)
                 .collect();
             for asked in gone {
@@ -160,9 +166,16 @@ impl Places {
     /// Forgets every place due by `now` (the sweep).
     pub(super) fn expire(&mut self, now: Instant) {
         for bot in self.bots.values_mut() {
-            bot.expire(now);
+            bot.expire(now, &mut self.given_up);
         }
         self.bots.retain(|_, b| !b.kept.is_empty());
+    }
+
+    /// The places forgotten unused since last asked, the due ones first
+    /// forgotten: each a page its crawler gave up, by server.
+    pub(super) fn given_up(&mut self, now: Instant) -> Vec<HostKey> {
+        self.expire(now);
+        std::mem::take(&mut self.given_up)
     }
 
     /// Places kept now, for tests and the status page.
@@ -177,12 +190,16 @@ mod tests {
     use crate::target::{HostKey, Scheme};
     use std::time::Duration;
 
-    fn site() -> Site {
-        Site::of(&HostKey {
+    fn server() -> HostKey {
+        HostKey {
             scheme: Scheme::Https,
             host: "localhost".into(),
             port: 443,
-        })
+        }
+    }
+
+    fn site() -> Site {
+        Site::of(&server())
     }
 
     fn kept(gate: GateId, ticket: u64, until: Instant) -> Kept {
@@ -190,7 +207,7 @@ mod tests {
             gate,
             ticket,
             until,
-            site: site(),
+            server: server(),
         }
     }
 
@@ -208,6 +225,11 @@ mod tests {
         places.keep(a, kept(1, 7, later), now);
         assert_eq!(places.take(a, 1, later), None, "due");
         assert_eq!(places.len(), 0);
+        assert!(places.given_up(later).is_empty(), "asked again, if late");
+        places.keep(a, kept(1, 7, later), now);
+        assert_eq!(places.given_up(now), [], "not yet due");
+        assert_eq!(places.given_up(later), [server()], "never asked again");
+        assert_eq!(places.given_up(later), [], "told once");
     }
 
     #[test]
@@ -242,8 +264,15 @@ mod tests {
             format!("https://localhost/{}", KEPT_PER_BOT + 4),
         );
         assert!(places.take(last, 1, now).is_some());
+        assert_eq!(places.given_up(now).len(), 5, "the ones that made room");
         places.expire(now + Duration::from_secs(1));
+        assert_eq!(places.given_up(now).len(), 1, "the other bot's, due");
         places.drop_site(1, &site());
         assert_eq!(places.len(), 0);
+        assert_eq!(
+            places.given_up(now).len(),
+            0,
+            "a closed site's are not given up"
+        );
     }
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::admission::{Admitted, Refused};
 use crate::cache::Evidence;
-use crate::fate::Fate;
+use crate::fate::{Fate, Lost};
+use crate::refusal::Refusal;
 use crate::report::Report;
 
 /// What happened to one request, for the log line.
@@ -25,6 +26,9 @@ pub struct Outcome {
     pub report: Report,
     /// The robots.txt it was decided with (the evidence its log line carries).
     pub robots: Option<Evidence>,
+    /// The page the crawler lost, and why (a wait past its bound, a limit,
+    /// its client leaving).
+    pub lost: Option<Lost>,
 }
 
 impl Outcome {
@@ -38,6 +42,15 @@ impl Outcome {
             cut: false,
             report: Report::default(),
             robots: None,
+            lost: None,
+        }
+    }
+
+    /// The outcome of `refusal`, answered with `status` and `detail`.
+    pub fn refused(refusal: &Refusal, status: Option<u16>, detail: String) -> Outcome {
+        Outcome {
+            lost: refusal.lost(),
+            ..Outcome::new(refusal.fate(), status, detail)
         }
     }
 
@@ -73,6 +86,7 @@ impl Said {
     /// Taken from a refused one.
     pub fn refused(refused: &mut Refused) -> Said {
         Said {
+            waited: refused.waited,
             robots: refused.robots.take(),
             ..Said::default()
         }
@@ -81,9 +95,12 @@ impl Said {
 
 /// The outcome of a request whose client left while it waited.
 pub fn client_left() -> Outcome {
-    Outcome::new(
-        Fate::ClientLeft,
-        None,
-        "the client left while waiting for its turn".into(),
-    )
+    Outcome {
+        lost: Some(Lost::ClientLeft),
+        ..Outcome::new(
+            Fate::ClientLeft,
+            None,
+            "the client left while waiting for its turn".into(),
+        )
+    }
 }

@@ -92,8 +92,13 @@ impl Tally {
             let name = self
                 .bot
                 .map(|b| ctx.admission.config.bots.get(b).name.as_str());
-            ctx.recent
-                .finished(&key, name, outcome.fate, &outcome.detail, sha256);
+            ctx.recent.finished(
+                &key,
+                name,
+                (outcome.fate, outcome.lost),
+                &outcome.detail,
+                sha256,
+            );
         }
         metrics.bytes_to_client.inc_by(outcome.bytes);
         if let Some(bot) = self.bot {
@@ -128,6 +133,7 @@ impl Tally {
             decision = %class.as_str(),
             cause = %outcome.fate.cause().as_str(),
             outcome = outcome.fate.as_str(),
+            lost = outcome.lost.map(crate::fate::Lost::as_str),
             status = outcome.status,
             detail = %outcome.detail,
             robots_sha256 = outcome.robots.as_ref().map(|r| &*r.sha256),

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::fate::Fate;
+use crate::fate::{Fate, Lost};
 use crate::target::{HostKey, Server};
 
 pub mod series;
@@ -49,6 +49,8 @@ pub struct Activity {
     pub last_refusal_robots: Option<Arc<str>>,
     /// Requests by how they ended, indexed by [`Fate::index`].
     pub by_fate: [u64; Fate::ALL.len()],
+    /// Pages crawlers lost here, by why, indexed by [`Lost::index`].
+    pub lost: [u64; Lost::ALL.len()],
 }
 
 /// One host's summary and its history.
@@ -155,7 +157,7 @@ impl Recent {
         &self,
         key: &HostKey,
         bot: Option<&str>,
-        fate: Fate,
+        (fate, lost): (Fate, Option<Lost>),
         detail: &str,
         robots: Option<Arc<str>>,
     ) {
@@ -173,6 +175,9 @@ impl Recent {
         let now = SystemTime::now();
         a.requests += 1;
         a.by_fate[fate.index()] += 1;
+        if let Some(lost) = lost {
+            a.lost[lost.index()] += 1;
+        }
         a.last_seen = Some(now);
         if !matches!(fate, Fate::Relayed | Fate::ClientLeft) {
             a.refusals += 1;
@@ -180,6 +185,13 @@ impl Recent {
             a.last_refusal = Some((now, fate.as_str(), detail));
             a.last_refusal_robots = robots;
         }
+    }
+
+    /// Pages crawlers gave up at `key`: places they left in line and did
+    /// not come back for (see `politeness::Place`).
+    pub fn given_up(&self, key: &HostKey) {
+        let entry = self.entry(key);
+        lock(&entry).activity.lost[Lost::GivenUp.index()] += 1;
     }
 
     /// Every host remembered, most recently seen first.
@@ -241,7 +253,8 @@ impl Recent {
         }
     }
 
-    /// Samples the queues every [`QUEUE_SAMPLE`] until `shutdown`.
+    /// Samples the queues every [`QUEUE_SAMPLE`] until `shutdown`, and
+    /// notes the pages crawlers gave up meanwhile (their kept places due).
     pub async fn sampler(
         self: Arc<Self>,
         politeness: Arc<crate::politeness::Politeness>,
@@ -251,7 +264,12 @@ impl Recent {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = tick.tick() => self.sample_queues(|s| politeness.peek(s).map(|g| g.waiting)),
+                _ = tick.tick() => {
+                    self.sample_queues(|s| politeness.peek(s).map(|g| g.waiting));
+                    for server in politeness.given_up() {
+                        self.given_up(&server);
+                    }
+                }
                 () = shutdown.cancelled() => return,
             }
         }
@@ -278,15 +296,15 @@ mod tests {
     #[test]
     fn counts_requests_refusals_and_the_last_rule() {
         let recent = Recent::new();
-        recent.finished(&key(1), Some("b"), Fate::Relayed, "", None);
+        recent.finished(&key(1), Some("b"), (Fate::Relayed, None), "", None);
         recent.finished(
             &key(1),
             Some("b"),
-            Fate::Disallowed,
+            (Fate::Disallowed, None),
             "rule Disallow: /a (line 2)",
             None,
         );
-        recent.finished(&key(1), None, Fate::ClientLeft, "left", None);
+        recent.finished(&key(1), None, (Fate::ClientLeft, None), "left", None);
         let a = recent.get(&key(1)).unwrap();
         assert_eq!((a.requests, a.refusals), (3, 1));
         let (_, outcome, why) = a.last_refusal.unwrap();
@@ -299,10 +317,10 @@ mod tests {
     #[test]
     fn requests_are_counted_by_outcome_and_by_bot() {
         let recent = Recent::new();
-        recent.finished(&key(1), Some("a"), Fate::UpstreamFailed, "", None);
-        recent.finished(&key(1), Some("a"), Fate::UpstreamFailed, "", None);
-        recent.finished(&key(1), Some("b"), Fate::Relayed, "", None);
-        recent.finished(&key(1), None, Fate::Malformed, "", None);
+        recent.finished(&key(1), Some("a"), (Fate::UpstreamFailed, None), "", None);
+        recent.finished(&key(1), Some("a"), (Fate::UpstreamFailed, None), "", None);
+        recent.finished(&key(1), Some("b"), (Fate::Relayed, None), "", None);
+        recent.finished(&key(1), None, (Fate::Malformed, None), "", None);
         let a = recent.get(&key(1)).unwrap();
         assert_eq!(a.by_fate[Fate::UpstreamFailed.index()], 2);
         assert_eq!(a.by_fate[Fate::Malformed.index()], 1);
@@ -317,7 +335,13 @@ mod tests {
     fn the_bots_are_bounded() {
         let recent = Recent::new();
         for i in 0..(MAX_BOTS * 3) {
-            recent.finished(&key(1), Some(&format!("bot{i}")), Fate::Relayed, "", None);
+            recent.finished(
+                &key(1),
+                Some(&format!("bot{i}")),
+                (Fate::Relayed, None),
+                "",
+                None,
+            );
         }
         assert_eq!(recent.bot_minutes().len(), MAX_BOTS);
     }
@@ -327,7 +351,7 @@ mod tests {
     fn the_table_is_bounded() {
         let recent = Recent::new();
         for i in 0..(MAX_HOSTS as usize * 3) {
-            recent.finished(&key(i), Some("b"), Fate::Relayed, "", None);
+            recent.finished(&key(i), Some("b"), (Fate::Relayed, None), "", None);
         }
         recent.hosts.run_pending_tasks();
         assert!(recent.hosts.entry_count() <= MAX_HOSTS);

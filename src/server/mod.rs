@@ -188,7 +188,8 @@ impl Proxy {
             .clone()
             .sweeper(std::time::Duration::from_secs(30), shutdown.clone());
         tracker.spawn(sweeper);
-        // The status page's queue lengths, looked at every second.
+        // The status page's queue lengths, looked at every second, and the
+        // pages crawlers gave up (kept places never come back for).
         let sampler = live
             .load()
             .recent

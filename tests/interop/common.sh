@@ -107,3 +107,6 @@ for line in lines:
         print(f"{at:.6f}")
 PY
 }
+
+# The crawlers from PyPI the web's checks use (web.sh, crawls.sh), pinned, in one venv.
+web_venv_packages="requests==2.34.2 scrapy==2.19.0 http-message-signatures==3.0.0"

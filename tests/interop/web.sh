@@ -172,7 +172,8 @@ check "web: wget -r -e robots=off over HTTPS: every allowed page once, nothing d
 # --- Python requests ---------------------------------------------------------------
 pyenv=$web/venv
 if [ ! -x "$pyenv/bin/scrapy" ]; then
-  python3 -m venv "$pyenv" && "$pyenv/bin/pip" install -q requests==2.34.2 scrapy==2.19.0 http-message-signatures==3.0.0 > "$web/pip.log" 2>&1
+  # shellcheck disable=SC2086 # the list of packages, split
+  python3 -m venv "$pyenv" && "$pyenv/bin/pip" install -q $web_venv_packages > "$web/pip.log" 2>&1
 fi
 HTTPS_PROXY=http://127.0.0.1:$hp REQUESTS_CA_BUNDLE=$proxy_ca "$pyenv/bin/python" - "$https_site" > "$web/requests.out" 2>&1 <<'EOF' || true
 import sys, requests

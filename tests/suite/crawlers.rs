@@ -26,9 +26,10 @@ enum Crawler {
 /// One `GET` of `url` through the proxy's HTTP listener, on a connection of
 /// its own: the status, or `None` when `within` passed first (the crawler
 /// hangs up).
-async fn get(http: SocketAddr, url: &str, within: Option<Duration>) -> Option<u16> {
+async fn get(http: SocketAddr, url: impl AsRef<str>, within: Option<Duration>) -> Option<u16> {
     let ask = async {
         let mut tcp = tokio::net::TcpStream::connect(http).await.unwrap();
+        let url = url.as_ref();
         let head = format!("GET {url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         tcp.write_all(head.as_bytes()).await.unwrap();
         let mut answer = Vec::new();
@@ -112,4 +113,73 @@ async fn a_crawler_at_its_defaults_gets_every_page_of_a_slow_site() {
             assert!(gap >= Duration::from_millis(990), "{crawler:?}: {gap:?}");
         }
     }
+}
+
+/// The `request` lines of the log naming `path` at `host`, as JSON fields.
+fn logged(host: &str, path: &str) -> Vec<serde_json::Value> {
+    let text = String::from_utf8_lossy(&crate::tallies::log().lock().unwrap()).into_owned();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .map(|json| json["fields"].clone())
+        .filter(|f| f["message"] == "request" && f["host"] == host && f["path"] == path)
+        .collect()
+}
+
+/// What a crawler lost at a site is seen there, told apart: an answer to
+/// come back later (its turn past its wait), a client that left while it
+/// waited, and the pages never asked for again (their kept places due): on
+/// the status page's API and in each request's log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_a_crawler_lost_is_seen_per_site() {
+    crate::tallies::log();
+    let site = WebOrigin::site("User-agent: *\nCrawl-delay: 1\n").await;
+    let mut config = web_config_with("[bot]\nagent = \"examplebot\"\n");
+    config.politeness.web_max_wait = Duration::from_millis(1200);
+    config.politeness.horizon = Duration::from_secs(60);
+    let proxy = start_proxy(config).await;
+    let http = proxy.addr(Listener::Http);
+    // robots.txt at 0, page 1 at 1 s; page 2's turn (2 s) is past its wait.
+    let one = tokio::spawn(get(http, site.url("/page1"), None));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let two = tokio::spawn(get(http, site.url("/page2"), None));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Page 3's crawler hangs up at 0.5 s and never asks again.
+    let three = get(http, &site.url("/page3"), Some(Duration::from_millis(500))).await;
+    assert_eq!(three, None);
+    assert_eq!(one.await.unwrap(), Some(200));
+    assert_eq!(two.await.unwrap(), Some(429));
+    let host = site.addr.to_string();
+    let key = format!("http://{host}");
+    let api = proxy.addr(Listener::Admin);
+    let mut lost = serde_json::Value::Null;
+    let expected = serde_json::json!({"client-left": 1, "given-up": 2, "wait": 1});
+    for _ in 0..100 {
+        let (_, body) = http_get(api, "/api/status").await;
+        let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let hosts = status["hosts"].as_array().cloned().unwrap_or_default();
+        lost = hosts
+            .iter()
+            .find(|h| h["key"].as_str().is_some_and(|k| k.starts_with(&key)))
+            .map_or(serde_json::Value::Null, |h| h["lost"].clone());
+        if lost == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        lost, expected,
+        "pages 2 and 3 given up once their places were due"
+    );
+    let line = |path: &str| {
+        let lines = logged(&host, path);
+        assert_eq!(lines.len(), 1, "{path}: {lines:?}");
+        lines[0].clone()
+    };
+    assert_eq!(line("/page1")["lost"], serde_json::Value::Null);
+    let two = line("/page2");
+    assert_eq!(two["lost"], "wait");
+    // Told at its bound, and the line says how long it waited.
+    let waited = two["wait_ms"].as_u64().unwrap();
+    assert!((1150..3000).contains(&waited), "{two}");
+    assert_eq!(line("/page3")["lost"], "client-left");
 }

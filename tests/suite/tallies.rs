@@ -39,7 +39,7 @@ impl Write for Sink {
 }
 
 /// The log of this test binary, as JSON lines (installed once).
-fn log() -> &'static Arc<Mutex<Vec<u8>>> {
+pub(crate) fn log() -> &'static Arc<Mutex<Vec<u8>>> {
     static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LOG.get_or_init(|| {
         let log = Arc::new(Mutex::new(Vec::new()));

@@ -36,7 +36,7 @@ pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) ->
     };
     let _ = client.write_all(&header(code, meta)).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(code.into()), detail)
+    Outcome::refused(refusal, Some(code.into()), detail)
 }
 
 #[cfg(test)]

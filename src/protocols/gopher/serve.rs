@@ -46,7 +46,7 @@ async fn answer_in_spartan<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refu
         .write_all(&crate::protocol::status_line(class, &detail))
         .await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(class.into()), detail)
+    Outcome::refused(refusal, Some(class.into()), detail)
 }
 
 async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Outcome {
@@ -61,7 +61,7 @@ async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) -> Out
     let text = format!("{}: {detail}", kind_for(refusal));
     let _ = client.write_all(&error_menu(&text)).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), None, detail)
+    Outcome::refused(refusal, None, detail)
 }
 
 /// Serves one client of the Gopher listener: one selector line (a Gopher URL),

@@ -45,7 +45,7 @@ pub fn refuse(
 ) -> Response<Body> {
     let response = refused(refusal, unread_body);
     let status = Some(response.status().as_u16());
-    let outcome = Outcome::new(refusal.fate(), status, refusal.detail()).with(said);
+    let outcome = Outcome::refused(refusal, status, refusal.detail()).with(said);
     let protocol = protocol_of(target);
     drop(Tally::new(
         ctx.clone(),
@@ -78,6 +78,18 @@ pub struct Web<'a> {
     /// A bodiless `GET` or `HEAD` of a bot that signs when challenged: its
     /// head was kept, to ask again signed.
     pub retryable: bool,
+    /// Its tally was made. A request whose client leaves while it waits is
+    /// dropped by hyper with its future: dropped untallied, it is counted
+    /// and logged as its client's leaving.
+    pub tallied: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Web<'_> {
+    fn drop(&mut self) {
+        if !*self.tallied.get_mut() {
+            drop(self.tally(client_left()));
+        }
+    }
 }
 
 /// An upstream's answer up to its head; for a page read by a bot that
@@ -98,6 +110,8 @@ impl Web<'_> {
 
     /// The request's one count and log line, ending as `outcome` says.
     fn tally(&self, outcome: Outcome) -> Tally {
+        self.tallied
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let request = (Some(self.bot), Some(self.target.clone()));
         let protocol = protocol_of(Some(self.target));
         Tally::new(self.ctx.clone(), protocol, &self.conn, request, outcome)
@@ -272,12 +286,15 @@ impl<'a> Exchange<Asking> for Web<'a> {
     }
 
     async fn refuse(&self, _: &mut Asking, refusal: &Refusal, said: Said) -> Response<Body> {
+        self.tallied
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let request = (&self.conn, Some(self.bot), Some(self.target));
         refuse(self.ctx, request, refusal, (self.unread_body, said))
     }
 
-    /// Never asked ([`Web::gone`] never resolves); were it, the request is
-    /// logged as its client's leaving, and the answer goes nowhere.
+    /// Never asked ([`Web::gone`] never resolves: hyper drops the request,
+    /// and [`Web`]'s drop tallies it); were it, the request is logged as its
+    /// client's leaving, and the answer goes nowhere.
     fn left(&self, _: &mut Asking) -> Response<Body> {
         drop(self.tally(client_left()));
         let mut response = Response::new(Body::full(""));

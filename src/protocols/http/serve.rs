@@ -219,6 +219,7 @@ impl Requests {
             method,
             unread_body,
             retryable,
+            tallied: Default::default(),
         };
         exchange(&self.ctx, (bot, &target), &mut asking, &web).await
     }

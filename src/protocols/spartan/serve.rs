@@ -38,7 +38,7 @@ pub async fn answer<W: AsyncWrite + Unpin>(client: &mut W, refusal: &Refusal) ->
     let detail = refusal.detail();
     let _ = client.write_all(&header(code, &detail)).await;
     let _ = client.flush().await;
-    Outcome::new(refusal.fate(), Some(code.into()), detail)
+    Outcome::refused(refusal, Some(code.into()), detail)
 }
 
 /// Serves one Spartan request line that reached `host:port` (SOCKS5, the
