@@ -145,6 +145,7 @@ fn run(part: &str, total: usize) {
             max_wait: Duration::from_secs(60),
             web_max_wait: robots_proxy::politeness::WEB_MAX_WAIT,
             horizon: robots_proxy::politeness::HORIZON,
+            max_queued: robots_proxy::politeness::queued_for(1024),
             max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
             key: GateBy::Address,
             web_backoff: Default::default(),

@@ -97,6 +97,12 @@ impl RawConfig {
         else {
             return Err(c.into_error());
         };
+        // Requests waiting for a turn hold connections: at most three
+        // quarters of them, so the rest stay for requests that go at once.
+        let politeness = PolitenessConfig {
+            max_queued: crate::politeness::queued_for(limits.max_connections),
+            ..politeness
+        };
         Ok(Config {
             state_dir,
             state_dir_origin,
@@ -705,6 +711,8 @@ fn politeness(raw: &RawConfig, flags: &RunArgs) -> Result<PolitenessConfig, Conf
             crate::politeness::WEB_MAX_WAIT,
             bound::MAX_WAIT,
         )),
+        // Sized from `limits.max_connections` once both are read.
+        max_queued: usize::MAX,
         horizon: c.take(duration(
             "politeness.horizon",
             p.horizon.as_deref(),

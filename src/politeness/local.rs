@@ -118,6 +118,8 @@ pub(super) struct Gates {
     pub(super) sweep_order: VecDeque<GateId>,
     /// Places left in line, kept for a retry.
     pub(super) places: Places,
+    /// Requests in every gate's queue.
+    pub(super) queued: usize,
 }
 
 impl Gates {
@@ -188,9 +190,12 @@ impl Drop for InQueue<'_> {
             return;
         }
         let mut gates = self.gate.lock();
-        if let Some(host) = gates.hosts.get_mut(&self.id) {
+        let Gates { hosts, queued, .. } = &mut *gates;
+        if let Some(host) = hosts.get_mut(&self.id) {
             let was_head = host.queue.front().is_some_and(|w| w.ticket == self.ticket);
+            let before = host.queue.len();
             host.queue.retain(|w| w.ticket != self.ticket);
+            *queued -= before - host.queue.len();
             if was_head {
                 host.wake_head();
             }
@@ -500,7 +505,8 @@ impl Local {
         if let Some(kept) = reclaim.and_then(|p| gates.places.take(p, id, now)) {
             *ticket = kept;
         }
-        let Some(host) = gates.hosts.get_mut(&id) else {
+        let Gates { hosts, queued, .. } = &mut *gates;
+        let Some(host) = hosts.get_mut(&id) else {
             return Err(SlowDown {
                 retry_after: Duration::from_secs(1),
             });
@@ -514,11 +520,15 @@ impl Local {
         }
         host.hold = host.hold.max(hold).max(delay);
         let estimate = host.estimate(config, delay, *ticket);
-        if estimate > max_wait && estimate > config.horizon {
+        // Past the horizon; or a wait when as many requests wait as the
+        // connections allow: told at once, holding nothing.
+        let crowded = !estimate.is_zero() && *queued >= config.max_queued;
+        if (estimate > max_wait && estimate > config.horizon) || crowded {
             return Err(SlowDown {
                 retry_after: estimate,
             });
         }
+        *queued += 1;
         let at = host.ahead_of(*ticket);
         host.queue.insert(
             at,
@@ -542,9 +552,10 @@ impl Local {
         server: &HostKey,
     ) -> Result<(Instant, usize), Wait> {
         let mut gates = self.lock();
+        let Gates { hosts, queued, .. } = &mut *gates;
         // Swept while we waited cannot happen (the queue was not empty);
         // give up defensively.
-        let host = gates.hosts.get_mut(&id).ok_or(Wait::Gone)?;
+        let host = hosts.get_mut(&id).ok_or(Wait::Gone)?;
         let head = host.queue.front().filter(|w| w.ticket == ticket);
         let at_head = head.is_some();
         let delay = head.map_or(host.delay, |w| w.delay);
@@ -555,6 +566,7 @@ impl Local {
             let ready = host.slowed(server).and_then(|s| s.ready_at(delay, config));
             if let Some(ready) = ready.filter(|t| *t > now) {
                 host.queue.pop_front();
+                *queued -= 1;
                 host.wake_head();
                 return Err(Wait::Slowed(ready));
             }
@@ -563,6 +575,7 @@ impl Local {
         let slot_free = host.in_flight < config.per_host_concurrency;
         if at_head && slot_free && next.is_none_or(|t| t <= now) {
             host.queue.pop_front();
+            *queued -= 1;
             host.in_flight += 1;
             host.last_start = Some(now);
             host.delay = delay;
@@ -710,10 +723,11 @@ impl Local {
     /// Hosts remembered and requests waiting, for metrics and tests.
     pub fn usage(&self) -> (usize, usize) {
         let gates = self.lock();
-        (
-            gates.hosts.len(),
-            gates.hosts.values().map(|h| h.queue.len()).sum(),
-        )
+        debug_assert_eq!(
+            gates.queued,
+            gates.hosts.values().map(|h| h.queue.len()).sum::<usize>()
+        );
+        (gates.hosts.len(), gates.queued)
     }
 }
 

@@ -107,6 +107,11 @@ pub struct PolitenessConfig {
     /// The same for the web, whose crawlers wait longer (Scrapy's download
     /// timeout is 180 s): [`WEB_MAX_WAIT`] unless set.
     pub web_max_wait: Duration,
+    /// At most this many requests wait for a turn at once, over every
+    /// gate ([`queued_for`] the listeners' connections): past it, a request
+    /// that would wait is told "slow down" at once, so waiting crawlers
+    /// cannot hold every connection and starve requests that go at once.
+    pub max_queued: usize,
     /// A turn further away than a request's bound but within this is held
     /// until the bound, then answered "slow down" with the wait left (its
     /// place kept for the retry); one further away is answered at once
@@ -127,6 +132,12 @@ pub struct PolitenessConfig {
 /// itself), longer than the small web's 60 s (docs/guide/running.md has the
 /// table).
 pub const WEB_MAX_WAIT: Duration = Duration::from_secs(150);
+
+/// How many requests may wait for a turn at once when the listeners take
+/// `max_connections`: three quarters of them (at least one).
+pub fn queued_for(max_connections: usize) -> usize {
+    (max_connections / 4 * 3 + max_connections % 4 * 3 / 4).max(1)
+}
 
 /// `politeness.horizon` unless set.
 pub const HORIZON: Duration = Duration::from_secs(600);

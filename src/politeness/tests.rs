@@ -26,6 +26,7 @@ fn config() -> PolitenessConfig {
         max_wait: Duration::from_secs(600),
         web_max_wait: Duration::from_secs(600),
         horizon: HORIZON,
+        max_queued: queued_for(1024),
         max_slow_down: MAX_SLOW_DOWN,
         key: GateBy::Address,
         web_backoff: Default::default(),
@@ -605,6 +606,7 @@ proptest::proptest! {
                 per_host_concurrency: concurrency,
                 max_wait,
                 horizon: HORIZON,
+                max_queued: queued_for(1024),
                 web_max_wait: max_wait,
                 max_slow_down: MAX_SLOW_DOWN,
                 key: GateBy::Host,
@@ -1010,4 +1012,48 @@ async fn a_site_that_closes_drops_its_kept_places() {
         }
         assert_eq!(gate.kept_places(), kept, "held {hold} s");
     }
+}
+
+/// Requests waiting for a turn hold connections: past `max_queued` of them
+/// (three quarters of the listeners' connections), a request that would
+/// wait is told "slow down" at once, holding nothing, while one whose turn
+/// is now still goes; a place freed lets the next wait again.
+#[tokio::test(start_paused = true)]
+async fn waiting_requests_are_bounded_and_requests_that_go_at_once_still_go() {
+    assert_eq!(queued_for(1024), 768);
+    assert_eq!(queued_for(3), 2);
+    assert_eq!(queued_for(1), 1);
+    let gate = Politeness::new(PolitenessConfig {
+        max_queued: 2,
+        ..config()
+    });
+    let d = Duration::from_secs(10);
+    let (a, b) = (key("a"), key("b"));
+    drop(gate.admit(&a, Some(d)).await.unwrap());
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let (gate, a) = (gate.clone(), a.clone());
+            tokio::spawn(async move { gate.admit(&a, Some(d)).await.map(drop) })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    assert_eq!(gate.usage().1, 2);
+    let t0 = Instant::now();
+    let told = gate.admit(&a, Some(d)).await.err().expect("crowded");
+    assert_eq!(
+        (t0.elapsed(), told.retry_after),
+        (Duration::ZERO, Duration::from_secs(30))
+    );
+    // Another host's turn is now: it goes.
+    drop(gate.admit(&b, Some(d)).await.unwrap());
+    assert_eq!(gate.kept_places(), 0);
+    for w in waiting {
+        assert!(w.await.unwrap().is_ok());
+    }
+    assert_eq!(gate.usage().1, 0);
+    let g = gate.clone();
+    let again = tokio::spawn(async move { g.admit(&a, Some(d)).await.map(drop) });
+    tokio::task::yield_now().await;
+    assert_eq!(gate.usage().1, 1, "room again");
+    assert!(again.await.unwrap().is_ok());
 }

@@ -131,6 +131,7 @@ fn gate_config() -> PolitenessConfig {
         max_wait: Duration::from_secs(5),
         web_max_wait: Duration::from_secs(5),
         horizon: robots_proxy::politeness::HORIZON,
+        max_queued: robots_proxy::politeness::queued_for(1024),
         max_slow_down: robots_proxy::politeness::MAX_SLOW_DOWN,
         key: GateBy::Host,
         web_backoff: Default::default(),

@@ -160,6 +160,60 @@ async fn requests_waiting_minutes_do_not_keep_others_out() {
     );
 }
 
+/// Crawlers on several addresses, each asking a slow site (`Crawl-delay`
+/// 60 s) for as many pages as its per-client share allows, cannot hold
+/// every connection with waiting requests: three quarters of the listeners'
+/// connections may wait (`politeness::queued_for`), the requests past that
+/// are told "slow down" at once (and close), and another client's request
+/// for another site, whose turn is now, is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_crawlers_on_many_addresses_leave_room_for_others() {
+    let slow = WebOrigin::site("User-agent: *\nCrawl-delay: 60\n").await;
+    let other = WebOrigin::start_on(machine(9), |path, _| {
+        (
+            200,
+            vec![("content-type", "text/plain".into())],
+            format!("page {path}").into(),
+        )
+    })
+    .await;
+    let mut config = web_config_with("[bot]\nagent = \"examplebot\"\n");
+    config.politeness.web_max_wait = robots_proxy::politeness::WEB_MAX_WAIT;
+    config.limits.max_connections = 16;
+    config.limits.max_connections_per_client = 4;
+    config.politeness.max_queued = robots_proxy::politeness::queued_for(16);
+    // Every turn (60 s to 16 minutes away) is waited for, not told at once.
+    config.politeness.horizon = Duration::from_secs(3600);
+    let proxy = start_proxy(config).await;
+    let http = proxy.addr(Listener::Http);
+    // Four clients, four connections each: all sixteen.
+    let mut asked = Vec::new();
+    for client in 2..6 {
+        let from = format!("127.0.0.{client}");
+        for (i, mut tcp) in silent(&from, http, 4).await.into_iter().enumerate() {
+            let ask = format!(
+                "GET {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                slow.url(&format!("/c{client}/p{i}"))
+            );
+            let _ = tcp.write_all(ask.as_bytes()).await;
+            asked.push(tcp);
+        }
+    }
+    let politeness = proxy.context().admission.politeness.clone();
+    wait_until("twelve requests wait", || politeness.usage().1 == 12).await;
+    wait_until("the rest were told and closed", || still_open(&asked) == 12).await;
+    assert_eq!(
+        web_get_from(http, "127.0.0.7", &other.url("/page")).await,
+        "HTTP/1.1 200 OK"
+    );
+    assert_eq!(politeness.usage().1, 12, "still waiting");
+    assert!(
+        slow.targets().iter().all(|t| t == "/robots.txt"),
+        "{:?}",
+        slow.targets()
+    );
+}
+
 /// The key directory under 300 silent connections from one client: it
 /// holds a few, and another client still gets the directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
