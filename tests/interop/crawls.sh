@@ -168,6 +168,9 @@ crawl_jobs+=($!)
 crawl_jobs+=($!)
 scrapy_at 127.0.0.6 "$cr/scrapy30.log" &
 crawl_jobs+=($!)
+# Among the run's own processes: the suite's `wait` on its other background
+# jobs (`jobs -p`) passes over these, and they are stopped at its exit.
+pids+=("${crawl_jobs[@]}")
 
 # crawled_at HOST DELAY: every allowed page of HOST's site fetched once,
 # nothing disallowed, starts at least DELAY - 0.5 s apart.
