@@ -118,7 +118,7 @@ impl Turns for Fleet {
         place: Option<Place>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(async move {
-            match self.admit_shared(server, spacing, by).await {
+            match self.admit_shared(server, spacing, by, place).await {
                 Some(turn) => turn,
                 None => self.here.admit(server, spacing, by, place).await,
             }
@@ -172,12 +172,15 @@ fn store_down(delay: Duration) -> SlowDown {
 
 impl Fleet {
     /// The shared gate's answer, or `None` when this process's gate is to
-    /// answer (the store is down and `on_unavailable = "local"`).
+    /// answer (the store is down and `on_unavailable = "local"`). While the
+    /// cap is full the request waits in the gate's line, in order across
+    /// the fleet, its place kept there under `place` if it leaves.
     async fn admit_shared(
         &self,
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
+        place: Option<Place>,
     ) -> Option<Result<super::Permit, SlowDown>> {
         let config = self.here.config().clone();
         let store = &self.store;
@@ -194,7 +197,11 @@ impl Fleet {
         let tag = fleet_tag(config.key, server);
         let name = Named::of(server);
         match store
-            .admit((&tag, name.as_slowed()), ask(&config, delay, hold, by))
+            .admit(
+                (&tag, name.as_slowed()),
+                ask(&config, delay, hold, by),
+                place.map(|p| p.id()),
+            )
             .await
         {
             Ok(Ok(lease)) => {

@@ -11,7 +11,7 @@
 //! first makes room), so a bot cannot grow the proxy's memory by asking.
 
 use std::collections::{BTreeSet, HashMap};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, Hash, Hasher};
 use std::sync::OnceLock;
 
 use tokio::time::Instant;
@@ -26,16 +26,19 @@ use crate::target::HostKey;
 pub const KEPT_PER_BOT: usize = 10_000;
 
 /// Who asked for what: the place kept for it is found by it. Hashes, not
-/// the names (a kept place costs no allocation); the hasher is keyed at
-/// random per process, so no one can choose URLs that share a place.
+/// the names (a kept place costs no allocation), with the same key on every
+/// proxy of a build, so a fleet's proxies name a place alike in their
+/// shared line. A bot that chose URLs whose hashes collide would only make
+/// two of its own requests share one place: the bot is in the hash, and a
+/// proxy, not the client, says which bot asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Place {
     bot: u64,
     asked: u64,
 }
 
-fn hasher() -> &'static std::collections::hash_map::RandomState {
-    static KEYS: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+fn hasher() -> &'static BuildHasherDefault<DefaultHasher> {
+    static KEYS: OnceLock<BuildHasherDefault<DefaultHasher>> = OnceLock::new();
     KEYS.get_or_init(Default::default)
 }
 
@@ -52,6 +55,13 @@ impl Place {
             bot,
             asked: h.0.finish(),
         }
+    }
+}
+
+impl Place {
+    /// Its name in a fleet's shared line.
+    pub fn id(&self) -> String {
+        format!("p{:016x}{:016x}", self.bot, self.asked)
     }
 }
 

@@ -41,8 +41,11 @@
 //!
 //! Reservations at one gate that arrive while one is out ride together
 //! (`ride`): one script call, looping over their names in the order they
-//! came, each with its own answer. Starts are reserved in the order the
-//! script runs: roughly first come, first served across the fleet. All arithmetic is on microseconds below 2^53 (Lua
+//! came, each with its own answer. A reservation that finds the cap full
+//! takes a ticket in the gate's line; with room, the cap goes to the waiters
+//! still asking in ticket order, across the fleet (`LEAVE` takes out one
+//! that stopped, keeping its ticket for its retry when it names a place).
+//! All arithmetic is on microseconds below 2^53 (Lua
 //! numbers are doubles): the caller caps every duration at `NEVER`.
 //!
 //! What another client may have written into these keys is checked: a value
@@ -125,7 +128,11 @@ pub(super) struct Ride {
 }
 
 /// The reservations at one gate waiting on one another's call.
-pub(super) type GateRides = super::ride::Rides<Ride, (String, Duration), Answer>;
+pub(super) type GateRides = super::ride::Rides<Ride, Asking, Answer>;
+
+/// One reservation riding: its lease's name, how long it may wait, and its
+/// name in the gate's line.
+pub(super) type Asking = (String, Duration, String);
 
 /// The most reservations one call carries.
 const RIDERS: usize = 128;
@@ -142,6 +149,11 @@ local broke = tonumber(ARGV[8])
 -- proxy of the previous version kept it under (a web site's host:port for
 -- this request's port; empty when the same), read and written too.
 local srv, old = ARGV[9], ARGV[10]
+-- The line (KEYS[5]: each waiter's ticket), the waiters still asking
+-- (KEYS[6]: until when, ARGV[11] from each asking) and the places kept for
+-- waiters that left (KEYS[7]: until when): a cap with room goes first to the
+-- waiters still asking whose tickets are older, across the fleet.
+local alive_for = tonumber(ARGV[11])
 local function num(v, top)
   local n = tonumber(v)
   if n == nil or n ~= n or n < 0 or n > top then return nil end
@@ -157,6 +169,47 @@ if held > 0 then
   held = held - bad
 end
 local cancels = redis.call('EXISTS', KEYS[3]) == 1
+local function fmt0(n) return string.format('%.0f', n) end
+-- Waiters no longer asking, with no place kept, leave the line; so do
+-- places kept past their time.
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now)) do
+    redis.call('ZREM', KEYS[6], m)
+    if not redis.call('ZSCORE', KEYS[7], m) then redis.call('ZREM', KEYS[5], m) end
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)) do
+    redis.call('ZREM', KEYS[7], m)
+    if not redis.call('ZSCORE', KEYS[6], m) then redis.call('ZREM', KEYS[5], m) end
+  end
+end
+-- How many waiters still asking hold older tickets than `waiter`'s (all
+-- of them, when it has none yet).
+local function ahead_of(waiter)
+  local mine = tonumber(redis.call('ZSCORE', KEYS[5], waiter))
+  if not mine then return redis.call('ZCARD', KEYS[6]) end
+  local n = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt0(mine))) do
+    local a = tonumber(redis.call('ZSCORE', KEYS[6], m))
+    if a and a > now then n = n + 1 end
+  end
+  return n
+end
+-- In line: a ticket (its old one, if it has one: a kept place), asking.
+local tick, lined = 0, false
+local function enlist(waiter)
+  if not redis.call('ZSCORE', KEYS[5], waiter) then
+    tick = tick + 1
+    redis.call('ZADD', KEYS[5], fmt0(now + tick), waiter)
+  end
+  redis.call('ZADD', KEYS[6], fmt0(now + alive_for), waiter)
+  redis.call('ZREM', KEYS[7], waiter)
+  lined = true
+end
+local function forget(waiter)
+  redis.call('ZREM', KEYS[5], waiter)
+  redis.call('ZREM', KEYS[6], waiter)
+  redis.call('ZREM', KEYS[7], waiter)
+end
 local g = redis.call('HMGET', KEYS[1], 'last', 'bo', 'nb', 'ra', 'st')
 local last, bo, nb = num(g[1], now + never), num(g[2], 1048576), num(g[3], now + never)
 local st = num(g[5], now + never)
@@ -187,7 +240,7 @@ end
 local moved, started, waiting = false, false, false
 local adds, soonest, first = {}, nil, nil
 local gate_keep, leases_keep = 0, 0
-local function one(name, max_wait)
+local function one(name, max_wait, waiter)
   if cancels and redis.call('SISMEMBER', KEYS[3], name) == 1 then return 4, 0, 1 end
   if junk then
     junk = false
@@ -206,7 +259,15 @@ local function one(name, max_wait)
     local expires = first or soonest
     if soonest and expires then expires = math.min(expires, soonest) end
     waiting = true
+    enlist(waiter)
     return 0, (expires or now) - now, 1
+  end
+  -- Room, but older waiters still asking come first: in line, woken by
+  -- the next release or their leaving (or asking again by then).
+  if redis.call('ZCARD', KEYS[6]) > 0 and ahead_of(waiter) >= cap - held then
+    waiting = true
+    enlist(waiter)
+    return 0, math.floor(alive_for / 3), 1
   end
   -- The server's own slow-down (its `44 N`, or its back-off from its last
   -- start) is waited out before a start is reserved, so it never holds
@@ -254,6 +315,7 @@ local function one(name, max_wait)
   if nb then keep = math.max(keep, nb - now) end
   gate_keep = math.max(gate_keep, math.floor(keep / 1000) + 1000)
   leases_keep = math.max(leases_keep, math.floor((wait + lease) / 1000) + 1000)
+  forget(waiter)
   adds[#adds + 1] = fmt(ends)
   adds[#adds + 1] = name
   soonest = math.min(soonest or ends, ends)
@@ -262,11 +324,17 @@ local function one(name, max_wait)
   return 1, wait, math.max(b, sb)
 end
 local out = {}
-for i = 11, #ARGV - 1, 2 do
-  local what, micros, b = one(ARGV[i], tonumber(ARGV[i + 1]))
+for i = 12, #ARGV - 2, 3 do
+  local what, micros, b = one(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2])
   out[#out + 1] = what
   out[#out + 1] = micros
   out[#out + 1] = b
+end
+if lined then
+  local want = math.floor(alive_for / 1000) + 1000
+  for k = 5, 6 do
+    if redis.call('PTTL', KEYS[k]) < want then redis.call('PEXPIRE', KEYS[k], want) end
+  end
 end
 if moved then
   if started then
@@ -464,6 +532,34 @@ if ttl < want then redis.call('PEXPIRE', KEYS[1], want) end
 return 1
 "#;
 
+/// Waiters in a gate's line that stopped asking (`ARGV[4..]`: their names;
+/// their clients left, or their bounds passed): no longer counted ahead of
+/// anyone; each one's ticket kept `ARGV[3]` µs for its retry (0: dropped).
+/// Wakes the fleet (`ARGV[1]`: the channel, `ARGV[2]`: the leases' key) when
+/// a waiter still asking left and someone waits: those behind may go now.
+const LEAVE: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local keep, left = tonumber(ARGV[3]), 0
+for i = 4, #ARGV do
+  left = left + redis.call('ZREM', KEYS[2], ARGV[i])
+  if keep > 0 and redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[3], string.format('%.0f', now + keep), ARGV[i])
+  else
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[3], ARGV[i])
+  end
+end
+if keep > 0 then
+  local want = math.floor(keep / 1000) + 1000
+  for _, k in ipairs({KEYS[1], KEYS[3]}) do
+    if redis.call('PTTL', k) < want then redis.call('PEXPIRE', k, want) end
+  end
+end
+if left > 0 and redis.call('DEL', KEYS[4]) == 1 then redis.call('PUBLISH', ARGV[1], ARGV[2]) end
+return left
+"#;
+
 /// Scripts are sent by hash and loaded on first use (`EVALSHA`, then `EVAL`).
 struct Scripts {
     reserve: Script,
@@ -472,6 +568,7 @@ struct Scripts {
     release: Script,
     cancel: Script,
     slow_down: Script,
+    leave: Script,
 }
 
 fn scripts() -> &'static Scripts {
@@ -483,6 +580,7 @@ fn scripts() -> &'static Scripts {
         release: Script::new(RELEASE),
         cancel: Script::new(CANCEL),
         slow_down: Script::new(SLOW_DOWN),
+        leave: Script::new(LEAVE),
     })
 }
 
@@ -576,6 +674,47 @@ impl Ride {
 /// again: the safety net for a release message lost on the way.
 const FULL_RECHECK: Duration = Duration::from_secs(2);
 
+/// A waiter in a gate's line that has not asked for this long (its proxy
+/// died) is no longer counted ahead of anyone: three of its rechecks.
+const ALIVE: Duration = Duration::from_secs(6);
+
+/// A request's name in its gate's line, while it waits there: told to the
+/// store when it stops asking (`LEAVE`), its ticket kept for `keep` (its
+/// place, for a retry) or dropped.
+struct InLine<'a> {
+    store: &'a Arc<Store>,
+    leases: &'a str,
+    waiter: &'a str,
+    keep: Duration,
+    /// It was put in line (a reservation answered "full"), and is still.
+    joined: bool,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        if !self.joined || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let store = self.store;
+        let [line, alive, kept] = store.line_keys(self.leases);
+        let group = Group {
+            script: &scripts().leave,
+            keys: vec![line, alive, kept, store.waiting_key(self.leases)],
+            args: vec![
+                store.channel(),
+                self.leases.to_string(),
+                micros(self.keep.min(super::NEVER)).to_string(),
+            ],
+            op: StoreOp::Gate,
+        };
+        let item = Item {
+            name: self.waiter.to_string(),
+            started: None,
+        };
+        store.at_once(LEAVE, group, item);
+    }
+}
+
 /// A request's place in the cap, held while it runs: renewed in the
 /// background, released when dropped. If the proxy dies, it expires.
 pub struct Lease {
@@ -623,6 +762,12 @@ impl Store {
         (self.key(tag, "gate"), self.key(tag, "leases"))
     }
 
+    /// The gate's line: tickets, waiters still asking, places kept
+    /// (beside the leases: one hash tag).
+    fn line_keys(&self, leases: &str) -> [String; 3] {
+        ["line", "alive", "kept"].map(|k| format!("{leases}-{k}"))
+    }
+
     /// Marks "a reservation found the cap full": a release then wakes the
     /// fleet (beside the leases: one hash tag).
     fn waiting_key(&self, leases: &str) -> String {
@@ -636,7 +781,7 @@ impl Store {
         self: &Arc<Self>,
         (gate, leases): (&str, &str),
         (server, ask): (SlowedAs<'_>, &GateAsk),
-        name: &str,
+        (name, waiter): (&str, &str),
     ) -> Result<Answer, StoreError> {
         // Each request's own `max_wait` (what is left of it) rides with its
         // name: the rest of the ask is the same for a bot at a server.
@@ -651,9 +796,10 @@ impl Store {
             },
         };
         if self.rides.lead(&key) {
-            return self.lead(key, ask, name).await;
+            return self.lead(key, ask, (name, waiter)).await;
         }
-        let (answer, first) = self.rides.join(&key, (name.to_string(), ask.max_wait));
+        let asking = (name.to_string(), ask.max_wait, waiter.to_string());
+        let (answer, first) = self.rides.join(&key, asking);
         if first {
             tokio::spawn(self.clone().send_rides(key));
         }
@@ -669,7 +815,7 @@ impl Store {
         self: &Arc<Self>,
         key: Ride,
         ask: &GateAsk,
-        name: &str,
+        (name, waiter): (&str, &str),
     ) -> Result<Answer, StoreError> {
         let mut leading = Leading {
             out: Reserved {
@@ -680,7 +826,7 @@ impl Store {
             },
             key: &key,
         };
-        let alone = [(name, ask.max_wait)];
+        let alone = [(name, ask.max_wait, waiter)];
         let answer = self
             .reserve_many((&key.gate, &key.leases), (key.slowed_as(), ask), &alone)
             .await
@@ -698,14 +844,14 @@ impl Store {
             if riders.is_empty() {
                 return;
             }
-            let asks: Vec<(&str, Duration)> = riders
+            let asks: Vec<(&str, Duration, &str)> = riders
                 .iter()
-                .map(|((name, max_wait), _)| (name.as_str(), *max_wait))
+                .map(|((name, max_wait, waiter), _)| (name.as_str(), *max_wait, waiter.as_str()))
                 .collect();
             let answers = self
                 .reserve_many((&key.gate, &key.leases), (key.slowed_as(), &key.ask), &asks)
                 .await;
-            for (i, ((name, _), rider)) in riders.into_iter().enumerate() {
+            for (i, ((name, _, _), rider)) in riders.into_iter().enumerate() {
                 let answer = match &answers {
                     Ok(each) => each[i].clone(),
                     Err(e) => Err(e.clone()),
@@ -725,22 +871,26 @@ impl Store {
     }
 
     /// One run of the reservation script on a server's keys, for the
-    /// reservations `asks` (each a name and how long it may wait) asking
-    /// the rest of `ask`; an answer for each, in order (an error for one
-    /// taken back before it ran).
+    /// reservations `asks` (each a name, how long it may wait, and its name
+    /// in the gate's line) asking the rest of `ask`; an answer for each, in
+    /// order (an error for one taken back before it ran).
     async fn reserve_many(
         &self,
         (gate, leases): (&str, &str),
         (server, ask): (SlowedAs<'_>, &GateAsk),
-        asks: &[(&str, Duration)],
+        asks: &[(&str, Duration, &str)],
     ) -> Result<Vec<Result<Answer, StoreError>>, StoreError> {
         let never = micros(super::NEVER);
         let capped = |d: Duration| micros(d).min(never);
+        let line = self.line_keys(leases);
         let mut conn = self.connection();
         let mut call = scripts().reserve.key(gate);
         call.key(leases)
             .key(self.cancelled_key(leases))
             .key(self.waiting_key(leases))
+            .key(&line[0])
+            .key(&line[1])
+            .key(&line[2])
             .arg(capped(ask.delay))
             .arg(ask.concurrency.max(1))
             .arg(capped(self.config.lease))
@@ -750,9 +900,10 @@ impl Store {
             .arg(capped(self.reassert_within()))
             .arg(self.since_break().map_or(never, capped))
             .arg(server.site)
-            .arg(server.legacy());
-        for (name, max_wait) in asks {
-            call.arg(*name).arg(capped(*max_wait));
+            .arg(server.legacy())
+            .arg(capped(ALIVE));
+        for (name, max_wait, waiter) in asks {
+            call.arg(*name).arg(capped(*max_wait)).arg(*waiter);
         }
         let flat: Vec<i64> = self
             .run(
@@ -896,15 +1047,29 @@ impl Store {
 
     /// Waits for this request's turn at the shared gate of `tag`: `Ok(Ok)`
     /// with its lease once it may start, `Ok(Err(retry_after))` when it would
-    /// wait past `max_wait`, `Err` when the store does not answer.
+    /// wait past `max_wait`, `Err` when the store does not answer. While the
+    /// cap is full it waits in the gate's line, served in order across the
+    /// fleet; `place` (who asked for what, the same on every proxy) names it
+    /// there, so that a request that leaves keeps its ticket for `max_wait`
+    /// and the same one asked again, through any proxy, takes it back.
     pub async fn admit(
         self: &Arc<Self>,
         (tag, server): (&str, SlowedAs<'_>),
         ask: GateAsk,
+        place: Option<String>,
     ) -> Result<Result<Lease, Duration>, StoreError> {
         let deadline = Instant::now() + ask.max_wait.min(super::NEVER);
         let (gate, leases) = self.gate_keys(tag);
         let watch = self.wakers.watch(leases.clone());
+        let keep = place.as_ref().map_or(Duration::ZERO, |_| ask.max_wait);
+        let waiter = place.unwrap_or_else(|| self.lease_name());
+        let mut in_line = InLine {
+            store: self,
+            leases: &leases,
+            waiter: &waiter,
+            keep,
+            joined: false,
+        };
         loop {
             let name = self.lease_name();
             // Listening before asking: a release between the answer and the
@@ -912,7 +1077,10 @@ impl Store {
             let released = watch.notify.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let answer = match self.reserve((&gate, &leases), (server, &ask), &name).await {
+            let answer = match self
+                .reserve((&gate, &leases), (server, &ask), (&name, &waiter))
+                .await
+            {
                 Ok(answer) => answer,
                 Err(e) => {
                     self.cancel(&leases, &name);
@@ -921,6 +1089,8 @@ impl Store {
             };
             match answer {
                 Answer::Go(wait, backed_off) => {
+                    // Out of the line (the script took it out).
+                    in_line.joined = false;
                     // A zero wait started in the script (a sleep would still
                     // wait for the timer's next millisecond tick).
                     let turn = if wait.is_zero() {
@@ -931,7 +1101,8 @@ impl Store {
                     };
                     match turn {
                         Turn::Start => {
-                            return Ok(Ok(self.lease((leases, gate), name, backed_off, ask.hold)))
+                            let keys = (leases.clone(), gate);
+                            return Ok(Ok(self.lease(keys, name, backed_off, ask.hold)));
                         }
                         Turn::Late(rest) => return Ok(Err(rest)),
                         Turn::Lost => {
@@ -952,6 +1123,7 @@ impl Store {
                 }
                 Answer::Junk(wait) => return Ok(Err(self.junk(tag, wait))),
                 Answer::Full(expires) => {
+                    in_line.joined = true;
                     let now = Instant::now();
                     if now >= deadline {
                         return Ok(Err(ask.delay.max(Duration::from_secs(1))));

@@ -19,10 +19,13 @@
 #   127.0.0.5  a Python requests loop (no timeout)
 #   127.0.0.6  Scrapy at its defaults, Crawl-delay 30: 8 pages at once outwait
 #              its 180 s timeout, so only a kept place gets every page
+#   127.0.0.7  Scrapy at its defaults, Crawl-delay 10, each request sent through
+#              one of two proxies in turn (a rotating proxy, `meta["proxy"]`) that
+#              share a redis-server: one line, one spacing for the fleet
 # Each must fetch every allowed page exactly once, nothing disallowed, with
 # every start at the site a Crawl-delay (less 0.5 s) after the one before.
 
-need nginx nginx python3 python3 npm npm wget wget
+need nginx nginx python3 python3 npm npm wget wget redis-server redis-server redis-cli redis-server
 cr=$work/crawls
 mkdir -p "$cr/tmp" "$cr/state"
 crawl_site() { # crawl_site DIR DELAY: the site's files
@@ -69,6 +72,7 @@ http {
     listen 127.0.0.3:$cp;
     listen 127.0.0.4:$cp;
     listen 127.0.0.5:$cp;
+    listen 127.0.0.7:$cp;
     root $cr/site10;
   }
   server {
@@ -89,6 +93,28 @@ RUST_LOG=info "$proxy_bin" run --config "$cr/proxy.toml" --http-listen "127.0.0.
   --state-dir "$cr/state" > "$cr/proxy.log" 2>&1 &
 pids+=($!)
 wait_port "$crp" "$cr/proxy.log"
+
+# Two proxies sharing a store (no persistence), for the rotating crawler.
+mkdir -p "$cr/redis"
+redis-server --port 0 --unixsocket "$cr/redis/redis.sock" --unixsocketperm 700 --save '' \
+  --appendonly no --dir "$cr/redis" > "$cr/redis.log" 2>&1 &
+pids+=($!)
+deadline=$((SECONDS + 30))
+until redis-cli -s "$cr/redis/redis.sock" ping 2>/dev/null | grep -qx PONG; do
+  [ "$SECONDS" -lt "$deadline" ] || { echo "redis-server did not start"; cat "$cr/redis.log"; exit 1; }
+  sleep 0.05
+done
+fleet_proxies=()
+for i in 1 2; do
+  port=$(free_port)
+  RUST_LOG=info "$proxy_bin" run --config "$cr/proxy.toml" --http-listen "127.0.0.1:$port" \
+    --gemini-listen "127.0.0.1:$(free_port)" --gopher-listen "127.0.0.1:$(free_port)" \
+    --metrics-listen "127.0.0.1:$(free_port)" --agent crawlbot --allow-private-upstreams \
+    --state-dir "$cr/state-fleet$i" --store "unix://$cr/redis/redis.sock" > "$cr/proxy-fleet$i.log" 2>&1 &
+  pids+=($!)
+  wait_port "$port" "$cr/proxy-fleet$i.log"
+  fleet_proxies+=("http://127.0.0.1:$port")
+done
 until (exec 3<>"/dev/tcp/127.0.0.2/$cp") 2>/dev/null; do sleep 0.1; done
 crawl_proxy=http://127.0.0.1:$crp
 
@@ -118,6 +144,27 @@ class Site(scrapy.Spider):
     def parse(self, response):
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, self.parse)
+EOF
+cat > "$cr/rotating.py" <<'EOF'
+import itertools
+import scrapy
+
+class Site(scrapy.Spider):
+    """At Scrapy's defaults, each request through the next of its proxies."""
+    name = "rotating"
+    custom_settings = {"LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False}
+
+    def __init__(self, site, proxies, **kwargs):
+        super().__init__(**kwargs)
+        self.site = site
+        self.proxies = itertools.cycle(proxies.split(","))
+
+    def start_requests(self):
+        yield scrapy.Request(self.site + "/", meta={"proxy": next(self.proxies)})
+
+    def parse(self, response):
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, self.parse, meta={"proxy": next(self.proxies)})
 EOF
 cat > "$cr/crawlee/crawl.mjs" <<'EOF'
 // CheerioCrawler at its defaults, told only the proxy.
@@ -168,6 +215,9 @@ crawl_jobs+=($!)
 crawl_jobs+=($!)
 scrapy_at 127.0.0.6 "$cr/scrapy30.log" &
 crawl_jobs+=($!)
+(cd "$cr" && timeout 900 "$crenv/bin/scrapy" runspider "$cr/rotating.py" -a "site=http://127.0.0.7:$cp" \
+  -a "proxies=$(IFS=,; echo "${fleet_proxies[*]}")" > "$cr/rotating.log" 2>&1) &
+crawl_jobs+=($!)
 # Among the run's own processes: the suite's `wait` on its other background
 # jobs (`jobs -p`) passes over these, and they are stopped at its exit.
 pids+=("${crawl_jobs[@]}")
@@ -198,7 +248,9 @@ crawls_checks() {
   check "crawls: a Python requests loop, Crawl-delay 10: the same" crawled_at 127.0.0.5 10
   check "crawls: Scrapy at its defaults, Crawl-delay 30 (past its 180 s timeout; $told answers told to come back): the same, 30 s apart" \
     crawled_at 127.0.0.6 30
-  check "crawls: Scrapy gave up on nothing" bash -c "! grep -q 'Gave up retrying' '$cr/scrapy10.log' '$cr/scrapy30.log'"
+  check "crawls: Scrapy through two proxies sharing a store in turn, Crawl-delay 10: the same ($(grep -hc 'host=127.0.0.7:' "$cr"/proxy-fleet*.log | tr '\n' ' ')requests logged)" \
+    crawled_at 127.0.0.7 10
+  check "crawls: Scrapy gave up on nothing" bash -c "! grep -q 'Gave up retrying' '$cr/scrapy10.log' '$cr/scrapy30.log' '$cr/rotating.log'"
   # What the operator sees: the answers told to come back, per site, and no
   # page given up (a place left in line and never come back for).
   curl -s "http://127.0.0.1:$cra/api/status" > "$cr/status.json"

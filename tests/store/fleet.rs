@@ -1661,3 +1661,66 @@ async fn a_stale_fleet_copy_is_asked_for_again_conditionally() {
     assert_eq!(robots[1].headers["if-none-match"], "\"v1\"");
     assert_eq!(origin.targets(), ["/robots.txt", "/a", "/robots.txt", "/b"]);
 }
+
+/// Waiters at a full gate are served in the order they came, across the
+/// fleet: a crawler's pages asked one after another, alternately through
+/// two proxies, reach the server in that order, each a Crawl-delay apart.
+/// A page whose client hung up while it waited keeps its place in the
+/// fleet's line: asked again through the other proxy, it goes in it, ahead
+/// of the pages asked after it, and the line lets the next go meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: cargo test -- --include-ignored"]
+async fn the_fleets_waiters_keep_their_order_and_their_places() {
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start();
+    let origin = text_hole("User-agent: *\nCrawl-delay: 0.3\n").await;
+    let proxies = fleet(&redis, 2, OnUnavailable::Refuse).await;
+    let addrs = [
+        proxies[0].addr(Listener::Gopher),
+        proxies[1].addr(Listener::Gopher),
+    ];
+    let via = move |i: usize| addrs[i % 2];
+    // robots.txt known to both proxies first: what follows queues at the gate.
+    for (i, warm) in ["0/w0", "0/w1"].into_iter().enumerate() {
+        assert_eq!(
+            gopher(via(i), origin.url(warm).as_bytes()).await,
+            b"text\r\n"
+        );
+    }
+    let mut pages = Vec::new();
+    for i in 0..8 {
+        let (proxy, url) = (via(i), origin.url(&format!("0/p{i}")));
+        pages.push(tokio::spawn(async move {
+            if i == 2 {
+                // Hangs up (a reset: Gopher's way of leaving) while it waits,
+                // and asks again through the other proxy after p5 was asked.
+                let mut tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+                tcp.write_all(format!("{url}\r\n").as_bytes())
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                tcp.set_zero_linger().unwrap();
+                drop(tcp);
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                return gopher(via(3), url.as_bytes()).await;
+            }
+            gopher(proxy, url.as_bytes()).await
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for page in pages {
+        assert_eq!(page.await.unwrap(), b"text\r\n");
+    }
+    let seen: Vec<String> = origin.all().into_iter().skip(3).collect();
+    let expected: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
+    let seen_pages: Vec<String> = seen
+        .iter()
+        .map(|s| {
+            s.trim_start_matches("0/")
+                .trim_start_matches('/')
+                .to_string()
+        })
+        .collect();
+    assert_eq!(seen_pages, expected, "{:?}", origin.all());
+    assert_spaced(&origin.gaps()[1..], 0.3);
+}
