@@ -365,8 +365,9 @@ fn asked_at(
 /// A crawler whose client gives up while its page waits (its own timeout),
 /// then asks for the page again, gets it in its old place, ahead of those
 /// who came after it: the place is kept under (bot, method, canonical URL),
-/// so the URL spelled another way finds it, and another method does not.
-/// The site's spacing holds throughout.
+/// so the URL spelled another way finds it, and another method does not; a
+/// copy asked while it waits gets a place of its own. The site's spacing
+/// holds throughout.
 #[tokio::test(start_paused = true)]
 async fn a_page_asked_again_takes_its_kept_place_through_admission() {
     let robots = found("User-agent: *\nCrawl-delay: 10\n");
@@ -388,12 +389,15 @@ async fn a_page_asked_again_takes_its_kept_place_through_admission() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The same page, spelled with its scheme's port and in capitals.
     let again = asked_at(&admission, ("GET", "HTTP://127.0.0.1:80/2"), t0);
-    let turns = [one, again, three, head];
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // A second copy while it waits: a place of its own, at the end.
+    let copy = asked_at(&admission, ("GET", "http://127.0.0.1/2"), t0);
+    let turns = [one, again, three, head, copy];
     let mut at = Vec::new();
     for t in turns {
         at.push(t.await.unwrap());
     }
-    assert_eq!(at, [Ok(10), Ok(20), Ok(30), Ok(40)]);
+    assert_eq!(at, [Ok(10), Ok(20), Ok(30), Ok(40), Ok(50)]);
     assert_eq!(admission.politeness.kept_places(), 0);
 }
 
