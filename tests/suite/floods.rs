@@ -42,6 +42,26 @@ fn still_open(streams: &[TcpStream]) -> usize {
         .count()
 }
 
+/// A site on another host (a web site is its host name, every port) whose
+/// every page is text.
+async fn other_site(on: SocketAddr) -> WebOrigin {
+    WebOrigin::start_on(on, |path, _| {
+        (
+            200,
+            vec![("content-type", "text/plain".into())],
+            format!("page {path}").into(),
+        )
+    })
+    .await
+}
+
+/// A web proxy whose requests wait as long as the web's do by default.
+fn patient_web_config() -> robots_proxy::config::Config {
+    let mut config = web_config_with("[bot]\nagent = \"examplebot\"\n");
+    config.politeness.web_max_wait = robots_proxy::politeness::WEB_MAX_WAIT;
+    config
+}
+
 /// One request from `from` to the HTTP listener: its status.
 async fn web_get_from(proxy: SocketAddr, from: &str, url: &str) -> String {
     let tcp = tcp_from(from, proxy).await;
@@ -113,17 +133,8 @@ async fn silent_connections_by_the_hundred_do_not_keep_others_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_minutes_do_not_keep_others_out() {
     let slow = WebOrigin::site("User-agent: *\nCrawl-delay: 100\n").await;
-    // Another site: another host (a web site is its host name, every port).
-    let other = WebOrigin::start_on(machine(2), |path, _| {
-        (
-            200,
-            vec![("content-type", "text/plain".into())],
-            format!("page {path}").into(),
-        )
-    })
-    .await;
-    let mut config = web_config_with("[bot]\nagent = \"examplebot\"\n");
-    config.politeness.web_max_wait = robots_proxy::politeness::WEB_MAX_WAIT;
+    let other = other_site(machine(2)).await;
+    let mut config = patient_web_config();
     config.limits.max_connections = 64;
     config.limits.max_connections_per_client = 8;
     let proxy = start_proxy(config).await;
@@ -169,16 +180,8 @@ async fn requests_waiting_minutes_do_not_keep_others_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_crawlers_on_many_addresses_leave_room_for_others() {
     let slow = WebOrigin::site("User-agent: *\nCrawl-delay: 60\n").await;
-    let other = WebOrigin::start_on(machine(9), |path, _| {
-        (
-            200,
-            vec![("content-type", "text/plain".into())],
-            format!("page {path}").into(),
-        )
-    })
-    .await;
-    let mut config = web_config_with("[bot]\nagent = \"examplebot\"\n");
-    config.politeness.web_max_wait = robots_proxy::politeness::WEB_MAX_WAIT;
+    let other = other_site(machine(9)).await;
+    let mut config = patient_web_config();
     config.limits.max_connections = 16;
     config.limits.max_connections_per_client = 4;
     config.politeness.max_queued = robots_proxy::politeness::queued_for(16);
