@@ -159,7 +159,7 @@ class Site(scrapy.Spider):
         self.site = site
         self.proxies = itertools.cycle(proxies.split(","))
 
-    def start_requests(self):
+    async def start(self):
         yield scrapy.Request(self.site + "/", meta={"proxy": next(self.proxies)})
 
     def parse(self, response):
