@@ -80,7 +80,7 @@ impl Scheme {
 }
 
 /// What on the host a target asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Resource {
     /// Gemini and HTTP: the canonical path with its query (`/a/b?q`), starting with `/`.
     Path(String),

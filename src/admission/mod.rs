@@ -162,7 +162,8 @@ pub async fn admit_method(
         Err(refusal) => return Err(waited(refused(refusal, server, robots))),
     };
     let spacing = spacing(ctx, bot, &entry, &server.name.host);
-    let place = Place::of(&ctx.config.bots.get(bot).name, method, target);
+    let url = (target.scheme, &target.host, target.port, &target.resource);
+    let place = Place::of(&ctx.config.bots.get(bot).name, method, url);
     let turn = match reporting {
         // What is left of the same deadline: a limit's wait and the gate's
         // together stay within max_wait.

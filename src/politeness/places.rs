@@ -11,8 +11,7 @@
 //! first makes room), so a bot cannot grow the proxy's memory by asking.
 
 use std::collections::{BTreeSet, HashMap};
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, Hash, Hasher};
-use std::sync::OnceLock;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, Hash};
 
 use tokio::time::Instant;
 
@@ -37,23 +36,19 @@ pub struct Place {
     asked: u64,
 }
 
-fn hasher() -> &'static BuildHasherDefault<DefaultHasher> {
-    static KEYS: OnceLock<BuildHasherDefault<DefaultHasher>> = OnceLock::new();
-    KEYS.get_or_init(Default::default)
+/// The same keys on every proxy (`DefaultHasher::new`).
+fn hasher() -> BuildHasherDefault<DefaultHasher> {
+    BuildHasherDefault::default()
 }
 
 impl Place {
-    /// The place of `bot`'s `method` request for `url` (canonical; hashed
-    /// as it is written, without a string made of it).
-    pub fn of(bot: &str, method: &str, url: impl std::fmt::Display) -> Place {
+    /// The place of `bot`'s `method` request for `url` (its canonical parts,
+    /// hashed as they are: no string is made of them).
+    pub fn of(bot: &str, method: &str, url: impl Hash) -> Place {
         let bot = hasher().hash_one(bot);
-        let mut h = Hashing(hasher().build_hasher());
-        (bot, method).hash(&mut h.0);
-        // A hasher's writes cannot fail.
-        let _ = std::fmt::write(&mut h, format_args!("{url}"));
         Place {
             bot,
-            asked: h.0.finish(),
+            asked: hasher().hash_one((bot, method, url)),
         }
     }
 }
@@ -62,16 +57,6 @@ impl Place {
     /// Its name in a fleet's shared line.
     pub fn id(&self) -> String {
         format!("p{:016x}{:016x}", self.bot, self.asked)
-    }
-}
-
-/// What is written, fed to a hasher.
-struct Hashing<H>(H);
-
-impl<H: Hasher> std::fmt::Write for Hashing<H> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.write(s.as_bytes());
-        Ok(())
     }
 }
 
