@@ -28,7 +28,7 @@ use crate::bots::BotId;
 use crate::cache::{AllowedBy, Entry, Evidence, Lookup, RobotsCache, Rules};
 use crate::config::{Config, OnUnreachable};
 use crate::metrics::Metrics;
-use crate::politeness::{Permit, Place, Politeness, SpacingFrom};
+use crate::politeness::{Permit, PlaceOf, Politeness, SpacingFrom};
 use crate::refusal::{
     Busy, Disallowed, Malformed, ProxyRule, Refusal, RobotsUnreachable, Rule, SlowDown,
 };
@@ -162,8 +162,11 @@ pub async fn admit_method(
         Err(refusal) => return Err(waited(refused(refusal, server, robots))),
     };
     let spacing = spacing(ctx, bot, &entry, &server.name.host);
-    let url = (target.scheme, &target.host, target.port, &target.resource);
-    let place = Place::of(&ctx.config.bots.get(bot).name, method, url);
+    let place = PlaceOf::Target {
+        bot: &ctx.config.bots.get(bot).name,
+        method,
+        target,
+    };
     let turn = match reporting {
         // What is left of the same deadline: a limit's wait and the gate's
         // together stay within max_wait.
@@ -336,7 +339,7 @@ pub async fn turn(
     ctx: &Admission,
     server: &Server,
     (delay, hold): (Duration, Duration),
-    (by, place): (Instant, Option<Place>),
+    (by, place): (Instant, Option<PlaceOf<'_>>),
 ) -> Result<(Permit, Duration), Refusal> {
     let asked = Instant::now();
     // A shutdown answers a request still waiting (its place in the queue is

@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::slowed::Site;
-use super::{GateBy, Local, Permit, Place, SlowDown, Turns};
+use super::{GateBy, Local, Permit, PlaceOf, SlowDown, Turns};
 use crate::protocol::rules::{self, SiteBy};
 use crate::store::{GateAsk, Lease, OnUnavailable, SlowedAs, Store};
 use crate::target::Server;
@@ -115,7 +115,7 @@ impl Turns for Fleet {
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
-        place: Option<Place>,
+        place: Option<PlaceOf<'a>>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(async move {
             match self.admit_shared(server, spacing, by, place).await {
@@ -180,7 +180,7 @@ impl Fleet {
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
-        place: Option<Place>,
+        place: Option<PlaceOf<'_>>,
     ) -> Option<Result<super::Permit, SlowDown>> {
         let config = self.here.config().clone();
         let store = &self.store;
@@ -200,7 +200,7 @@ impl Fleet {
             .admit(
                 (&tag, name.as_slowed()),
                 ask(&config, delay, hold, by),
-                place.map(|p| p.id()),
+                place.map(|p| p.place().id()),
             )
             .await
         {

@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::places::{Kept, Place, Places};
+use super::places::{Kept, PlaceOf, Places};
 use super::slowed::{backoff_spacing, Site, Slowed};
 use super::{
     after, aliases, Alias, GateBy, GateId, GateView, Permit, PolitenessConfig, SlowDown, Turns,
@@ -208,7 +208,7 @@ impl Drop for InQueue<'_> {
 /// the place unless its turn came or its site closed.
 struct Keeper<'a> {
     gate: &'a Local,
-    place: Option<Place>,
+    place: Option<PlaceOf<'a>>,
     server: &'a Server,
     /// Where it stands: its gate and ticket, once it joined a queue.
     at: Option<(GateId, u64)>,
@@ -228,6 +228,7 @@ impl Drop for Keeper<'_> {
         let (Some(place), Some((gate, ticket))) = (self.place, self.at) else {
             return;
         };
+        let place = place.place();
         let now = Instant::now();
         let kept = Kept {
             gate,
@@ -323,7 +324,7 @@ impl Local {
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
-        place: Option<Place>,
+        place: Option<PlaceOf<'_>>,
     ) -> Result<Permit, SlowDown> {
         // One admission, one config, whatever a reload does meanwhile.
         let config = self.config.load_full();
@@ -496,13 +497,15 @@ impl Local {
         config: &PolitenessConfig,
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
-        (ticket, max_wait, reclaim): (&mut u64, Duration, Option<Place>),
+        (ticket, max_wait, reclaim): (&mut u64, Duration, Option<PlaceOf<'_>>),
         wake: &Arc<Notify>,
     ) -> Result<Queued, SlowDown> {
         let now = Instant::now();
         let mut gates = self.lock();
         let id = gates.gate_for(config.key, server, config.default_delay);
-        if let Some(kept) = reclaim.and_then(|p| gates.places.take(p, id, now)) {
+        // Hashed only when some place is kept.
+        let reclaim = reclaim.filter(|_| !gates.places.is_empty());
+        if let Some(kept) = reclaim.and_then(|p| gates.places.take(p.place(), id, now)) {
             *ticket = kept;
         }
         let Gates { hosts, queued, .. } = &mut *gates;
@@ -738,7 +741,7 @@ impl Turns for Arc<Local> {
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
-        place: Option<Place>,
+        place: Option<PlaceOf<'a>>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>> {
         Box::pin(Local::admit(self, server, spacing, by, place))
     }

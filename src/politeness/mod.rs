@@ -40,7 +40,7 @@ mod turns;
 pub use backoff::{WebBackoff, MAX_JITTER as MAX_BACKOFF_JITTER};
 pub use fleet::{fleet_tag, Fleet};
 pub use local::Local;
-pub use places::{Place, KEPT_PER_BOT};
+pub use places::{Place, PlaceOf, KEPT_PER_BOT};
 pub use sweep::{Sweep, SWEEP_SLICE};
 pub use turns::Turns;
 
@@ -381,7 +381,8 @@ impl Politeness {
         place: Place,
     ) -> Result<Permit, SlowDown> {
         let by = self.bound(server);
-        self.admit_by(server, (delay, Duration::ZERO), Some(by), Some(place))
+        let place = Some(PlaceOf::from(place));
+        self.admit_by(server, (delay, Duration::ZERO), Some(by), place)
             .await
     }
 
@@ -415,7 +416,7 @@ impl Politeness {
         server: &Server,
         (delay, hold): (Option<Duration>, Duration),
         by: Option<Instant>,
-        place: Option<Place>,
+        place: Option<PlaceOf<'_>>,
     ) -> Result<Permit, SlowDown> {
         self.turns.admit(server, (delay, hold), by, place).await
     }

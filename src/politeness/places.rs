@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::slowed::Site;
 use super::GateId;
-use crate::target::HostKey;
+use crate::target::{HostKey, Target};
 
 /// At most this many places are kept per bot (the one due to be forgotten
 /// first goes to make room): a crawl with this many pages in line at once
@@ -57,6 +57,43 @@ impl Place {
     /// Its name in a fleet's shared line.
     pub fn id(&self) -> String {
         format!("p{:016x}{:016x}", self.bot, self.asked)
+    }
+}
+
+/// A request's [`Place`], hashed only when one is needed (it left before
+/// its turn, or a place is kept at its gate): most requests never wait, and
+/// pay nothing for places.
+#[derive(Clone, Copy, Debug)]
+pub enum PlaceOf<'a> {
+    Hashed(Place),
+    /// `bot`'s `method` request for `target` (its canonical parts).
+    Target {
+        bot: &'a str,
+        method: &'a str,
+        target: &'a Target,
+    },
+}
+
+impl PlaceOf<'_> {
+    pub fn place(&self) -> Place {
+        match *self {
+            PlaceOf::Hashed(place) => place,
+            PlaceOf::Target {
+                bot,
+                method,
+                target,
+            } => Place::of(
+                bot,
+                method,
+                (target.scheme, &target.host, target.port, &target.resource),
+            ),
+        }
+    }
+}
+
+impl From<Place> for PlaceOf<'_> {
+    fn from(place: Place) -> Self {
+        PlaceOf::Hashed(place)
     }
 }
 
@@ -171,6 +208,11 @@ impl Places {
     pub(super) fn given_up(&mut self, now: Instant) -> Vec<HostKey> {
         self.expire(now);
         std::mem::take(&mut self.given_up)
+    }
+
+    /// No place is kept (a request need not hash its own to look).
+    pub(super) fn is_empty(&self) -> bool {
+        self.bots.is_empty()
     }
 
     /// Places kept now, for tests and the status page.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{Local, Permit, Place, SlowDown};
+use super::{Local, Permit, PlaceOf, SlowDown};
 use crate::target::Server;
 
 /// Where a request takes its turn: at this process's gates, or at the
@@ -25,7 +25,7 @@ pub trait Turns: Send + Sync {
         server: &'a Server,
         spacing: (Option<Duration>, Duration),
         by: Option<Instant>,
-        place: Option<Place>,
+        place: Option<PlaceOf<'a>>,
     ) -> BoxFuture<'a, Result<Permit, SlowDown>>;
 
     /// This process's gates: the whole state when alone; in fleet mode the
