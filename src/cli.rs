@@ -289,6 +289,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other)]
     pub max_wait: Option<String>,
 
+    /// A PEM file of root certificates an HTTPS site may chain to, beside the
+    /// system's (a local CA, a company's): added to [http] extra_roots.
+    /// Repeatable. A file that is missing, unreadable or holds no root
+    /// certificate stops the proxy before it binds (and fails --check-config).
+    #[arg(long = "extra-roots", value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub extra_roots: Vec<PathBuf>,
+
     /// Allow upstreams in private, loopback and link-local ranges (refused by default).
     #[arg(long)]
     pub allow_private_upstreams: bool,

@@ -1,7 +1,8 @@
 //! What can be checked before anything is bound, by `--check-config` and at
-//! start-up alike: the state directory can be made and written, and the
-//! certificate and key `[tls]` names read and belong together. Each error
-//! names the key or flag to change.
+//! start-up alike: the state directory can be made and written, the
+//! certificate and key `[tls]` names read and belong together, and each
+//! extra roots file reads and holds root certificates. Each error names the
+//! key or flag to change.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,19 @@ pub fn check(config: &Config) -> Result<(), PreflightError> {
     state_dir(config)?;
     if let Some((cert, key)) = &config.tls.cert_and_key {
         tls_files(cert, key)?;
+    }
+    extra_roots(config)
+}
+
+/// Each extra roots file (`http.extra_roots`, `--extra-roots`) reads and
+/// holds root certificates.
+fn extra_roots(config: &Config) -> Result<(), PreflightError> {
+    for (key, file) in config.http.extra_roots_named() {
+        tls::web::read_roots(std::slice::from_ref(file)).map_err(|source| PreflightError::Tls {
+            key,
+            source,
+            help: "give a PEM file of root certificates the proxy's user can read".into(),
+        })?;
     }
     Ok(())
 }

@@ -180,9 +180,8 @@ impl RawConfig {
                 extra_roots: Some(
                     config
                         .http
-                        .extra_roots
-                        .iter()
-                        .map(|f| f.display().to_string())
+                        .extra_roots_named()
+                        .map(|(_, f)| f.display().to_string())
                         .collect(),
                 ),
                 robots_user_agent: Some(config.http.robots_user_agent.clone()),

@@ -240,10 +240,26 @@ pub struct TlsConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpConfig {
     /// PEM files of root certificates an HTTPS server may chain to, beside
-    /// the system's (a local CA, a company's).
+    /// the system's (a local CA, a company's): `http.extra_roots`.
     pub extra_roots: Vec<PathBuf>,
+    /// The same, given by `--extra-roots` (after the key's).
+    pub extra_roots_flags: Vec<PathBuf>,
     /// The `User-Agent` of the proxy's own robots.txt fetches.
     pub robots_user_agent: String,
+}
+
+impl HttpConfig {
+    /// Every extra roots file, the key's then the flag's, with the key or
+    /// flag that names it.
+    pub fn extra_roots_named(&self) -> impl Iterator<Item = (&'static str, &PathBuf)> {
+        let keyed = self.extra_roots.iter().map(|f| ("http.extra_roots", f));
+        keyed.chain(self.extra_roots_flags.iter().map(|f| ("--extra-roots", f)))
+    }
+
+    /// Every extra roots file.
+    pub fn all_extra_roots(&self) -> Vec<PathBuf> {
+        self.extra_roots_named().map(|(_, f)| f.clone()).collect()
+    }
 }
 
 /// `http.robots_user_agent` unless set.

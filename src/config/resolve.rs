@@ -46,7 +46,7 @@ impl RawConfig {
         let robots = c.ok(robots(&self));
         let limits = ports.as_ref().and_then(|p| c.ok(limits(&self, flags, p)));
         let tls = c.ok(tls(&self));
-        let http = c.ok(http(&self));
+        let http = c.ok(http(&self, flags));
         let politeness = c.ok(politeness(&self, flags));
         let log = c.ok(log(&self, flags));
         let metrics_per_host = c.ok(metrics(&self));
@@ -588,22 +588,26 @@ fn ports(raw: &RawConfig) -> Result<PortTable, ConfigError> {
     }
 }
 
-/// `[http]`: the web's extra roots (read, and each checked, when the
-/// upstream is built).
-fn http(raw: &RawConfig) -> Result<super::HttpConfig, ConfigError> {
+/// `[http]` and `--extra-roots`: the web's extra roots (each file read and
+/// checked by `preflight`, before anything is bound).
+fn http(raw: &RawConfig, flags: &RunArgs) -> Result<super::HttpConfig, ConfigError> {
     let extra_roots = raw.http.extra_roots.clone().unwrap_or_default();
-    if extra_roots.len() > super::MAX_EXTRA_ROOTS {
+    let count = extra_roots.len() + flags.extra_roots.len();
+    if count > super::MAX_EXTRA_ROOTS {
+        let key = match flags.extra_roots.is_empty() {
+            true => "http.extra_roots",
+            false => "http.extra_roots and --extra-roots",
+        };
         return Err(invalid(
-            "http.extra_roots",
-            format!(
-                "{} files: at most {}",
-                extra_roots.len(),
-                super::MAX_EXTRA_ROOTS
-            ),
+            key,
+            format!("{count} files: at most {}", super::MAX_EXTRA_ROOTS),
         ));
     }
     if extra_roots.iter().any(|f| f.is_empty()) {
         return Err(invalid("http.extra_roots", "an empty file name"));
+    }
+    if flags.extra_roots.iter().any(|f| f.as_os_str().is_empty()) {
+        return Err(invalid("--extra-roots", "an empty file name"));
     }
     let robots_user_agent = match &raw.http.robots_user_agent {
         None => super::default_robots_user_agent(),
@@ -620,6 +624,7 @@ fn http(raw: &RawConfig) -> Result<super::HttpConfig, ConfigError> {
     };
     Ok(super::HttpConfig {
         extra_roots: extra_roots.into_iter().map(PathBuf::from).collect(),
+        extra_roots_flags: flags.extra_roots.clone(),
         robots_user_agent,
     })
 }

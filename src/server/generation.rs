@@ -95,7 +95,7 @@ impl Built {
             deny: Arc::new(limits.deny_hosts.clone()),
         };
         let tickets = tls::sessions::tickets_for(config.politeness.per_host_concurrency);
-        let web_roots = tls::web::read_roots(&config.http.extra_roots)?;
+        let web_roots = tls::web::read_roots(&config.http.all_extra_roots())?;
         let upstream = Upstream::new(reach, limits.connect_timeout)?
             .with_tickets(tickets)?
             .with_web_roots(web_roots)

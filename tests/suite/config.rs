@@ -586,8 +586,9 @@ async fn a_bind_error_names_the_listener() {
 }
 
 /// `--check-config` checks what start-up would meet before binding: the
-/// certificate files `[tls]` names and the state directory, each error naming
-/// the key or flag to change, with exit 2.
+/// certificate files `[tls]` names, the extra roots files (`http.extra_roots`,
+/// `--extra-roots`) and the state directory, each error naming the key or
+/// flag to change, with exit 2.
 #[test]
 fn check_config_checks_files_and_the_state_directory() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -610,6 +611,50 @@ fn check_config_checks_files_and_the_state_directory() {
     };
     let state = dir.join("state");
     let state = state.to_str().unwrap();
+
+    // An extra roots file that is missing, by the key and by the flag; one
+    // that holds no certificate.
+    let roots = dir.join("roots-missing.toml");
+    std::fs::write(&roots, "[http]\nextra_roots = [\"/nonexistent/ca.pem\"]\n").unwrap();
+    let (code, err) = check(
+        &["--state-dir", state, "--config", roots.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("http.extra_roots: /nonexistent/ca.pem"),
+        "{err}"
+    );
+    let (code, err) = check(
+        &[
+            "--state-dir",
+            state,
+            "--extra-roots",
+            "/nonexistent/flag.pem",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--extra-roots: /nonexistent/flag.pem"),
+        "{err}"
+    );
+    let text = dir.join("not-pem.pem");
+    std::fs::write(&text, "just text\n").unwrap();
+    let (code, err) = check(
+        &[
+            "--state-dir",
+            state,
+            "--extra-roots",
+            text.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--extra-roots: ") && err.contains("no certificate"),
+        "{err}"
+    );
 
     let missing = dir.join("tls-missing.toml");
     std::fs::write(
