@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Debian package: target/debian/robots-proxy_VERSION-1_ARCH.deb.
+# Builds the Debian package: target/debian/robots-proxy_VERSION-1_ARCH.deb
+# (under $CARGO_TARGET_DIR when that is set).
 #
 #   docker/build-deb.sh              # needs cargo-deb: cargo install cargo-deb --locked
 #
@@ -16,11 +17,15 @@ command -v cargo-deb > /dev/null || {
   exit 1
 }
 cargo build --release --locked
+# The binary where cargo put it (cargo-deb reads Cargo.toml's `target/release/`
+# assets from there too); the generated assets stay in the source tree's
+# target/, where Cargo.toml names them.
+bin=${CARGO_TARGET_DIR:-target}/release/robots-proxy
 assets=target/deb-assets
 rm -rf "$assets"
 mkdir -p "$assets/man" "$assets/completions"
-target/release/robots-proxy man --out-dir "$assets/man"
-target/release/robots-proxy completions bash > "$assets/completions/robots-proxy"
-target/release/robots-proxy completions zsh > "$assets/completions/_robots-proxy"
-target/release/robots-proxy completions fish > "$assets/completions/robots-proxy.fish"
+"$bin" man --out-dir "$assets/man"
+"$bin" completions bash > "$assets/completions/robots-proxy"
+"$bin" completions zsh > "$assets/completions/_robots-proxy"
+"$bin" completions fish > "$assets/completions/robots-proxy.fish"
 cargo deb --no-build --locked

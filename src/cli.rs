@@ -216,11 +216,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath)]
     pub config: Option<PathBuf>,
 
-    /// Address of the Gemini listener (TLS), e.g. 127.0.0.1:1965.
+    /// Address of the Gemini listener (TLS), e.g. 127.0.0.1:1965; `off` turns
+    /// it off (every --*-listen flag takes `off`).
     #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub gemini_listen: Option<String>,
 
-    /// Address of the Gopher listener (plain TCP), e.g. 127.0.0.1:7070.
+    /// Address of the Gopher listener (plain TCP), e.g. 127.0.0.1:7070; `off`
+    /// turns it off.
     #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub gopher_listen: Option<String>,
 
@@ -258,7 +260,7 @@ pub struct RunArgs {
     /// (Prometheus), /healthz, the status page (/ and /host/HOST:PORT) and its
     /// JSON (/api/status, /api/host/HOST:PORT), and the actions POST
     /// /api/pins/forget and /api/robots/forget. Who may read and act: [admin]
-    /// in the config (allow_from, hosts, token).
+    /// in the config (allow_from, hosts, token). `off` turns it off.
     #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
     pub metrics_listen: Option<String>,
 

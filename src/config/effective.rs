@@ -243,11 +243,15 @@ impl RawConfig {
     }
 }
 
-/// `[listen]`: every listener of the table that is on.
+/// `[listen]`: every listener of the table that is on, and `"off"` for one
+/// on by default that is off.
 fn listen(config: &Config) -> RawListen {
     let mut raw = RawListen::default();
     for &listener in Listener::ALL {
-        *raw.get_mut(listener) = config.listen.get(listener).map(|a| a.to_string());
+        *raw.get_mut(listener) = match config.listen.get(listener) {
+            Some(addr) => Some(addr.to_string()),
+            None => listener.default_addr().map(|_| super::raw::OFF.to_string()),
+        };
     }
     raw
 }

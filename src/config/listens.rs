@@ -9,18 +9,16 @@ use crate::cli::RunArgs;
 use crate::listener::{Listener, Listens};
 
 /// `[listen]` and the `--*-listen` flags: a flag over its key, the table's
-/// default address where neither names one. A listener off by default stays
-/// off for an empty key too.
+/// default address where neither names one. `"off"` (or an empty value, or
+/// `false` in the file) turns any listener off.
 pub(super) fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, ConfigError> {
     let mut listens = Listens::default();
     let mut named: Vec<(&'static str, SocketAddr)> = Vec::new();
     for &listener in Listener::ALL {
         let spec = listener.spec();
-        let key = match spec.default_port {
-            Some(_) => raw.listen.get(listener).clone(),
-            None => raw.listen.get(listener).clone().filter(|k| !k.is_empty()),
-        };
+        let key = raw.listen.get(listener).clone();
         let addr = match flag_or_key((spec.flag, flags.listen(listener)), (spec.key, &key)) {
+            (_, Some(text)) if is_off(text) => None,
             (name, Some(text)) => {
                 if let Some(why) = spec.needs_linux {
                     if !cfg!(any(target_os = "linux", target_os = "android")) {
@@ -46,6 +44,11 @@ pub(super) fn listen(raw: &RawConfig, flags: &RunArgs) -> Result<Listens, Config
         listens.set(listener, addr.map(|(_, a)| a));
     }
     Ok(listens)
+}
+
+/// A listener's value that turns it off.
+pub(crate) fn is_off(text: &str) -> bool {
+    text.is_empty() || text.eq_ignore_ascii_case(super::raw::OFF)
 }
 
 /// Two listen addresses one machine cannot bind both: the same port (not 0,

@@ -129,23 +129,72 @@ pub struct RawPoliteness {
     pub key: Option<String>,
 }
 
+/// `[listen]`: each listener's address, or `"off"` (also `false` or `""`).
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListen {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub gemini: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub gopher: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub metrics: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub socks5: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub transparent: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "listen_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub key_directory: Option<String>,
+}
+
+/// What turns a listener off, in `[listen]` and its `--*-listen` flag.
+pub const OFF: &str = "off";
+
+/// A listener's key: an address, `"off"`, or `false` (read as `"off"`).
+fn listen_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Text(String),
+        On(bool),
+    }
+    match Value::deserialize(d)? {
+        Value::Text(text) => Ok(Some(text)),
+        Value::On(false) => Ok(Some(OFF.into())),
+        Value::On(true) => Err(serde::de::Error::custom(
+            "true: give an address (\"127.0.0.1:1965\"), or false (\"off\") to turn it off",
+        )),
+    }
 }
 
 impl RawListen {

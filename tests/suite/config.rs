@@ -798,3 +798,53 @@ fn the_shipped_example_configs_resolve() {
     }
     assert!(checked >= 1);
 }
+
+/// Any listener can be turned off: `"off"`, `false` or `""` in `[listen]`,
+/// `off` for its flag; `--check-config` prints `"off"` for one that is on by
+/// default, and that reads back the same. The web-only example has only the
+/// HTTP listener and the admin one.
+#[test]
+fn any_listener_can_be_turned_off() {
+    use robots_proxy::listener::Listener;
+    let raw =
+        "[listen]\ngemini = false\ngopher = \"off\"\nmetrics = \"\"\nhttp = \"127.0.0.1:3129\"\n";
+    let config = RawConfig::parse(raw)
+        .unwrap()
+        .resolve(&RunArgs::default())
+        .unwrap();
+    let on: Vec<Listener> = config.listen.iter().map(|(l, _)| l).collect();
+    assert_eq!(on, [Listener::Http]);
+    let printed = config.to_toml();
+    assert!(printed.contains("gemini = \"off\""), "{printed}");
+    let again = RawConfig::parse(&printed)
+        .unwrap()
+        .resolve(&RunArgs::default())
+        .unwrap();
+    assert_eq!(same(again), same(config));
+    let flags = RunArgs {
+        gopher_listen: Some("off".into()),
+        ..RunArgs::default()
+    };
+    let config = RawConfig::default().resolve(&flags).unwrap();
+    assert_eq!(config.listen.get(Listener::Gopher), None);
+    assert!(config.listen.get(Listener::Gemini).is_some());
+    let err = RawConfig::parse("[listen]\ngemini = true\n")
+        .err()
+        .expect("true");
+    assert!(
+        err.to_string().contains("false (\"off\") to turn it off"),
+        "{err}"
+    );
+    let example = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/examples/web-only.toml"
+    ));
+    let config = resolve(example).unwrap();
+    let on: Vec<Listener> = config.listen.iter().map(|(l, _)| l).collect();
+    assert_eq!(on, [Listener::Http, Listener::Admin]);
+    let again = RawConfig::parse(&config.to_toml())
+        .unwrap()
+        .resolve(&RunArgs::default())
+        .unwrap();
+    assert_eq!(same(again), same(config));
+}

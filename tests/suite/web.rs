@@ -49,6 +49,32 @@ async fn an_allowed_page_is_relayed_and_a_disallowed_one_refused_naming_its_rule
     );
 }
 
+/// A proxy for the web only (the small web's listeners off, as
+/// config/examples/web-only.toml has it) starts and serves the web.
+#[tokio::test]
+async fn a_web_only_proxy_runs_with_the_small_web_s_listeners_off() {
+    let origin = WebOrigin::site(ROBOTS).await;
+    let mut config = web_config();
+    for off in [Listener::Gemini, Listener::Gopher, Listener::Socks5] {
+        config.listen.set(off, None);
+    }
+    let proxy = start_proxy(config).await;
+    let on: Vec<Listener> = proxy
+        .context()
+        .admission
+        .config
+        .listen
+        .iter()
+        .map(|(l, _)| l)
+        .collect();
+    assert_eq!(on, [Listener::Http, Listener::Admin]);
+    let mut client = WebClient::connect(proxy.addr(Listener::Http)).await;
+    let page = client.get(&origin.url("/public/a"), &[]).await;
+    assert_eq!((page.status, page.body.as_str()), (200, "page /public/a"));
+    let (status, _) = http_get(proxy.addr(Listener::Admin), "/healthz").await;
+    assert_eq!(status, 200);
+}
+
 #[tokio::test]
 async fn every_spelling_of_a_disallowed_path_is_refused_and_a_query_is_no_spelling() {
     let origin = WebOrigin::site(ROBOTS).await;
