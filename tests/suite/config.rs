@@ -828,9 +828,7 @@ fn any_listener_can_be_turned_off() {
     let config = RawConfig::default().resolve(&flags).unwrap();
     assert_eq!(config.listen.get(Listener::Gopher), None);
     assert!(config.listen.get(Listener::Gemini).is_some());
-    let err = RawConfig::parse("[listen]\ngemini = true\n")
-        .err()
-        .expect("true");
+    let err = RawConfig::parse("[listen]\ngemini = true\n").expect_err("true");
     assert!(
         err.to_string().contains("false (\"off\") to turn it off"),
         "{err}"
