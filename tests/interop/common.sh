@@ -110,3 +110,33 @@ PY
 
 # The crawlers from PyPI the web's checks use (web.sh, crawls.sh), pinned, in one venv.
 web_venv_packages="requests==2.34.2 scrapy==2.19.0 http-message-signatures==3.0.0"
+
+start_redis_in() { # start_redis_in DIR: a redis-server of its own (no persistence) on DIR/redis.sock, answering
+  mkdir -p "$1"
+  redis-server --port 0 --unixsocket "$1/redis.sock" --unixsocketperm 700 --save '' \
+    --appendonly no --dir "$1" > "$1/log" 2>&1 &
+  pids+=($!)
+  local deadline=$((SECONDS + 30))
+  until redis-cli -s "$1/redis.sock" ping 2>/dev/null | grep -qx PONG; do
+    [ "$SECONDS" -lt "$deadline" ] || { echo "redis-server did not start"; cat "$1/log"; exit 1; }
+    sleep 0.05
+  done
+}
+
+nginx_head() { # nginx_head DIR CONNECTIONS: an nginx.conf's opening for a server of the suite's own in DIR (foreground,
+  # its pid, errors and temporary files there), up to the `http {` block's own lines
+  cat <<EOF
+worker_processes 1;
+user root root;
+daemon off;
+pid $1/nginx.pid;
+error_log $1/error.log;
+events { worker_connections $2; }
+http {
+  client_body_temp_path $1/tmp/body;
+  proxy_temp_path $1/tmp/proxy;
+  fastcgi_temp_path $1/tmp/fastcgi;
+  uwsgi_temp_path $1/tmp/uwsgi;
+  scgi_temp_path $1/tmp/scgi;
+EOF
+}

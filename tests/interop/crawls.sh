@@ -51,21 +51,9 @@ crawl_site "$cr/site30" 30
 crawl_pages="/ /index.html $(for i in $(seq 1 12); do printf '/p%s.html ' "$i"; done)"
 
 cp=$(free_port)
-cat > "$cr/nginx.conf" <<EOF
-worker_processes 1;
-user root root;
-daemon off;
-pid $cr/nginx.pid;
-error_log $cr/error.log;
-events { worker_connections 256; }
-http {
+{ nginx_head "$cr" 256; cat <<EOF; } > "$cr/nginx.conf"
   log_format timed '\$msec \$server_addr \$request_method \$request_uri \$status "\$http_user_agent"';
   access_log $cr/access.log timed;
-  client_body_temp_path $cr/tmp/body;
-  proxy_temp_path $cr/tmp/proxy;
-  fastcgi_temp_path $cr/tmp/fastcgi;
-  uwsgi_temp_path $cr/tmp/uwsgi;
-  scgi_temp_path $cr/tmp/scgi;
   types { text/html html; text/plain txt; }
   server {
     listen 127.0.0.2:$cp;
@@ -95,15 +83,7 @@ pids+=($!)
 wait_port "$crp" "$cr/proxy.log"
 
 # Two proxies sharing a store (no persistence), for the rotating crawler.
-mkdir -p "$cr/redis"
-redis-server --port 0 --unixsocket "$cr/redis/redis.sock" --unixsocketperm 700 --save '' \
-  --appendonly no --dir "$cr/redis" > "$cr/redis.log" 2>&1 &
-pids+=($!)
-deadline=$((SECONDS + 30))
-until redis-cli -s "$cr/redis/redis.sock" ping 2>/dev/null | grep -qx PONG; do
-  [ "$SECONDS" -lt "$deadline" ] || { echo "redis-server did not start"; cat "$cr/redis.log"; exit 1; }
-  sleep 0.05
-done
+start_redis_in "$cr/redis"
 fleet_proxies=()
 for i in 1 2; do
   port=$(free_port)

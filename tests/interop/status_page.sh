@@ -9,15 +9,8 @@
 
 need redis-server redis-server chromium chromium
 sp=$work/status-page
-mkdir -p "$sp/redis" "$sp/state"
-redis-server --port 0 --unixsocket "$sp/redis/redis.sock" --unixsocketperm 700 --save '' \
-  --appendonly no --dir "$sp/redis" > "$sp/redis.log" 2>&1 &
-pids+=($!)
-deadline=$((SECONDS + 30))
-until redis-cli -s "$sp/redis/redis.sock" ping 2>/dev/null | grep -qx PONG; do
-  [ "$SECONDS" -lt "$deadline" ] || { echo "redis-server did not start"; cat "$sp/redis.log"; exit 1; }
-  sleep 0.05
-done
+mkdir -p "$sp/state"
+start_redis_in "$sp/redis"
 sp_http=$(free_port)
 sp_admin=$(free_port)
 cat > "$sp/proxy.toml" <<EOF2

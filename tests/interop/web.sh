@@ -49,21 +49,9 @@ nsp=$(free_port)
 # The Web Bot Auth key directory's listener (web_bot_auth.sh), published by
 # nginx's HTTPS server as the bots' origin.
 kdp=$(free_port)
-cat > "$web/nginx.conf" <<EOF
-worker_processes 1;
-user root root;
-daemon off;
-pid $web/nginx.pid;
-error_log $web/error.log;
-events { worker_connections 64; }
-http {
+{ nginx_head "$web" 64; cat <<EOF; } > "$web/nginx.conf"
   log_format timed '\$msec \$request_method \$request_uri \$status "\$http_user_agent" "\$http_via" "\$http_proxy_authorization" \$server_protocol';
   access_log $web/access.log timed;
-  client_body_temp_path $web/tmp/body;
-  proxy_temp_path $web/tmp/proxy;
-  fastcgi_temp_path $web/tmp/fastcgi;
-  uwsgi_temp_path $web/tmp/uwsgi;
-  scgi_temp_path $web/tmp/scgi;
   types { text/html html; text/plain txt; image/png png; }
   server {
     listen 127.0.0.1:$np;
