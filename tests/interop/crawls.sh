@@ -109,43 +109,6 @@ fi
 mkdir -p "$cr/crawlee"
 (cd "$cr/crawlee" && npm install --no-audit --no-fund --silent @crawlee/cheerio@3.18.1 > "$cr/npm.log" 2>&1) || true
 
-cat > "$cr/spider.py" <<'EOF'
-import scrapy
-
-class Site(scrapy.Spider):
-    """At Scrapy's defaults: only the log kept quiet and the console off."""
-    name = "site"
-    custom_settings = {"LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False}
-
-    def __init__(self, site, **kwargs):
-        super().__init__(**kwargs)
-        self.start_urls = [site + "/"]
-
-    def parse(self, response):
-        for href in response.css("a::attr(href)").getall():
-            yield response.follow(href, self.parse)
-EOF
-cat > "$cr/rotating.py" <<'EOF'
-import itertools
-import scrapy
-
-class Site(scrapy.Spider):
-    """At Scrapy's defaults, each request through the next of its proxies."""
-    name = "rotating"
-    custom_settings = {"LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False}
-
-    def __init__(self, site, proxies, **kwargs):
-        super().__init__(**kwargs)
-        self.site = site
-        self.proxies = itertools.cycle(proxies.split(","))
-
-    async def start(self):
-        yield scrapy.Request(self.site + "/", meta={"proxy": next(self.proxies)})
-
-    def parse(self, response):
-        for href in response.css("a::attr(href)").getall():
-            yield response.follow(href, self.parse, meta={"proxy": next(self.proxies)})
-EOF
 cat > "$cr/crawlee/crawl.mjs" <<'EOF'
 // CheerioCrawler at its defaults, told only the proxy.
 import { CheerioCrawler, ProxyConfiguration } from '@crawlee/cheerio';
@@ -177,9 +140,10 @@ while todo:
 EOF
 
 crawl_jobs=()
+spider=$PWD/tests/interop/spider.py
 scrapy_at() { # scrapy_at HOST LOG
   (cd "$cr" && http_proxy=$crawl_proxy https_proxy=$crawl_proxy timeout 900 \
-    "$crenv/bin/scrapy" runspider "$cr/spider.py" -a "site=http://$1:$cp" > "$2" 2>&1) || true
+    "$crenv/bin/scrapy" runspider "$spider" -a "site=http://$1:$cp" > "$2" 2>&1) || true
 }
 scrapy_at 127.0.0.2 "$cr/scrapy10.log" &
 crawl_jobs+=($!)
@@ -195,7 +159,7 @@ crawl_jobs+=($!)
 crawl_jobs+=($!)
 scrapy_at 127.0.0.6 "$cr/scrapy30.log" &
 crawl_jobs+=($!)
-(cd "$cr" && timeout 900 "$crenv/bin/scrapy" runspider "$cr/rotating.py" -a "site=http://127.0.0.7:$cp" \
+(cd "$cr" && timeout 900 "$crenv/bin/scrapy" runspider "$spider" -a "site=http://127.0.0.7:$cp" \
   -a "proxies=$(IFS=,; echo "${fleet_proxies[*]}")" > "$cr/rotating.log" 2>&1) &
 crawl_jobs+=($!)
 # Among the run's own processes: the suite's `wait` on its other background

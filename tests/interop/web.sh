@@ -174,29 +174,8 @@ check "web: Python requests (HTTPS_PROXY, REQUESTS_CA_BUNDLE): 200 for an allowe
 
 # --- Scrapy at its defaults --------------------------------------------------------
 m=$(mark)
-cat > "$web/spider.py" <<'EOF'
-import scrapy
-
-class Site(scrapy.Spider):
-    name = "site"
-    custom_settings = {
-        "ROBOTSTXT_OBEY": False,
-        "CONCURRENT_REQUESTS": 16,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
-        "LOG_LEVEL": "INFO",
-        "TELNETCONSOLE_ENABLED": False,
-    }
-
-    def __init__(self, site, **kwargs):
-        super().__init__(**kwargs)
-        self.start_urls = [site + "/"]
-
-    def parse(self, response):
-        for href in response.css("a::attr(href)").getall():
-            yield response.follow(href, self.parse)
-EOF
 (cd "$web" && https_proxy=http://127.0.0.1:$hp http_proxy=http://127.0.0.1:$hp timeout 180 \
-  "$pyenv/bin/scrapy" runspider "$web/spider.py" -a "site=$https_site" > "$web/scrapy.log" 2>&1) || true
+  "$pyenv/bin/scrapy" runspider "$PWD/tests/interop/spider.py" -a "site=$https_site" > "$web/scrapy.log" 2>&1) || true
 check "web: Scrapy at its defaults over HTTPS: every allowed page once, nothing disallowed, 1 s apart" crawled "$m"
 
 # --- headless Chromium -------------------------------------------------------------
