@@ -52,6 +52,7 @@ check "deb: man finds its pages, shells their completions, the docs their exampl
     test -s /usr/share/zsh/vendor-completions/_robots-proxy &&
     test -s /usr/share/fish/vendor_completions.d/robots-proxy.fish &&
     test -s /usr/share/doc/robots-proxy/examples/research-crawler.toml &&
+    test -s /usr/share/doc/robots-proxy/examples/web-only.toml &&
     test -s /usr/share/doc/robots-proxy/examples/prometheus-alerts.yml'
 # An operator's edit, then a reload: the config generation moves on.
 in_box sh -c 'sed -i "s/^agent = \"\"/agent = \"packagedbot\"/" /etc/robots-proxy/robots-proxy.toml && systemctl reload robots-proxy' \
