@@ -174,8 +174,9 @@ check "web: Python requests (HTTPS_PROXY, REQUESTS_CA_BUNDLE): 200 for an allowe
 
 # --- Scrapy at its defaults --------------------------------------------------------
 m=$(mark)
+spider=$PWD/tests/interop/spider.py
 (cd "$web" && https_proxy=http://127.0.0.1:$hp http_proxy=http://127.0.0.1:$hp timeout 180 \
-  "$pyenv/bin/scrapy" runspider "$PWD/tests/interop/spider.py" -a "site=$https_site" > "$web/scrapy.log" 2>&1) || true
+  "$pyenv/bin/scrapy" runspider "$spider" -a "site=$https_site" > "$web/scrapy.log" 2>&1) || true
 check "web: Scrapy at its defaults over HTTPS: every allowed page once, nothing disallowed, 1 s apart" crawled "$m"
 
 # --- headless Chromium -------------------------------------------------------------
