@@ -169,7 +169,6 @@ if held > 0 then
   held = held - bad
 end
 local cancels = redis.call('EXISTS', KEYS[3]) == 1
-local function fmt0(n) return string.format('%.0f', n) end
 -- Waiters no longer asking, with no place kept, leave the line; so do
 -- places kept past their time.
 if redis.call('EXISTS', KEYS[5]) == 1 then
@@ -188,7 +187,7 @@ local function ahead_of(waiter)
   local mine = tonumber(redis.call('ZSCORE', KEYS[5], waiter))
   if not mine then return redis.call('ZCARD', KEYS[6]) end
   local n = 0
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt0(mine))) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt(mine))) do
     local a = tonumber(redis.call('ZSCORE', KEYS[6], m))
     if a and a > now then n = n + 1 end
   end
@@ -199,9 +198,9 @@ local tick, lined = 0, false
 local function enlist(waiter)
   if not redis.call('ZSCORE', KEYS[5], waiter) then
     tick = tick + 1
-    redis.call('ZADD', KEYS[5], fmt0(now + tick), waiter)
+    redis.call('ZADD', KEYS[5], fmt(now + tick), waiter)
   end
-  redis.call('ZADD', KEYS[6], fmt0(now + alive_for), waiter)
+  redis.call('ZADD', KEYS[6], fmt(now + alive_for), waiter)
   redis.call('ZREM', KEYS[7], waiter)
   lined = true
 end
