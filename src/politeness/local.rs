@@ -658,8 +658,7 @@ impl Local {
                 // Closed past the horizon: its kept places mean nothing now
                 // (the requests waiting there are answered as they look).
                 if s > config.horizon {
-                    let site = slowed.site.clone();
-                    places.drop_site(gate, &site);
+                    places.drop_site(gate, &slowed.site);
                 }
             }
             None => {

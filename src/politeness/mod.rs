@@ -136,7 +136,7 @@ pub const WEB_MAX_WAIT: Duration = Duration::from_secs(150);
 /// How many requests may wait for a turn at once when the listeners take
 /// `max_connections`: three quarters of them (at least one).
 pub fn queued_for(max_connections: usize) -> usize {
-    (max_connections / 4 * 3 + max_connections % 4 * 3 / 4).max(1)
+    (max_connections.saturating_mul(3) / 4).max(1)
 }
 
 /// `politeness.horizon` unless set.
@@ -370,20 +370,6 @@ impl Politeness {
         delay: Option<Duration>,
     ) -> Result<Permit, SlowDown> {
         self.admit_holding(server, delay, Duration::ZERO).await
-    }
-
-    /// [`Politeness::admit`] for `place`: a request that leaves before its
-    /// turn keeps its place in line for its retry ([`Place`]).
-    pub async fn admit_in(
-        &self,
-        server: &Server,
-        delay: Option<Duration>,
-        place: Place,
-    ) -> Result<Permit, SlowDown> {
-        let by = self.bound(server);
-        let place = Some(PlaceOf::from(place));
-        self.admit_by(server, (delay, Duration::ZERO), Some(by), place)
-            .await
     }
 
     /// When a request of `server`'s protocol asked now must be answered.

@@ -51,9 +51,7 @@ impl Place {
             asked: hasher().hash_one((bot, method, url)),
         }
     }
-}
 
-impl Place {
     /// Its name in a fleet's shared line.
     pub fn id(&self) -> String {
         format!("p{:016x}{:016x}", self.bot, self.asked)

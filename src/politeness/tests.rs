@@ -904,8 +904,10 @@ fn ask_in(
 ) -> tokio::task::JoinHandle<(u64, Result<(), Duration>)> {
     let (gate, server) = (gate.clone(), server.clone());
     tokio::spawn(async move {
+        let (delay, by) = (Some(Duration::from_secs(10)), gate.bound(&server));
+        let place = Some(PlaceOf::from(place));
         let turn = gate
-            .admit_in(&server, Some(Duration::from_secs(10)), place)
+            .admit_by(&server, (delay, Duration::ZERO), Some(by), place)
             .await;
         (
             t0.elapsed().as_secs(),
