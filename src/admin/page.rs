@@ -332,23 +332,18 @@ fn spacing_from(sp: &Spacing) -> String {
 
 /// Errors by outcome: `upstream 2 · client-left 1`.
 fn errors(h: &HostRow) -> String {
-    let parts: Vec<String> = h
-        .errors
-        .iter()
-        .map(|(outcome, e)| format!("{} {}", esc(outcome), e.count))
-        .collect();
-    match parts.is_empty() {
-        true => "–".into(),
-        false => parts.join(" · "),
-    }
+    counts(h.errors.iter().map(|(outcome, e)| (outcome, e.count)))
 }
 
 /// Pages lost by why: `wait 3 · client-left 1 · given-up 1`.
 fn lost(h: &HostRow) -> String {
-    let parts: Vec<String> = h
-        .lost
-        .iter()
-        .map(|(why, n)| format!("{} {n}", esc(why)))
+    counts(h.lost.iter().map(|(why, n)| (why, *n)))
+}
+
+/// Counts by name, `name n · name n`, or `–` for none.
+fn counts<'a>(named: impl Iterator<Item = (&'a String, u64)>) -> String {
+    let parts: Vec<String> = named
+        .map(|(name, n)| format!("{} {n}", esc(name)))
         .collect();
     match parts.is_empty() {
         true => "–".into(),
