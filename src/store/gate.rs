@@ -682,26 +682,30 @@ const ALIVE: Duration = Duration::from_secs(6);
 /// place, for a retry) or dropped.
 struct InLine<'a> {
     store: &'a Arc<Store>,
-    leases: &'a str,
     waiter: &'a str,
     keep: Duration,
-    /// It was put in line (a reservation answered "full"), and is still.
-    joined: bool,
+    /// Its gate's leases key, while it is in line (a reservation answered
+    /// "full", and none has let it go since): only a request that waits
+    /// pays for the copy.
+    joined: Option<String>,
 }
 
 impl Drop for InLine<'_> {
     fn drop(&mut self) {
-        if !self.joined || tokio::runtime::Handle::try_current().is_err() {
+        let Some(leases) = self.joined.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
         let store = self.store;
-        let [line, alive, kept] = store.line_keys(self.leases);
+        let [line, alive, kept] = store.line_keys(&leases);
         let group = Group {
             script: &scripts().leave,
-            keys: vec![line, alive, kept, store.waiting_key(self.leases)],
+            keys: vec![line, alive, kept, store.waiting_key(&leases)],
             args: vec![
                 store.channel(),
-                self.leases.to_string(),
+                leases,
                 micros(self.keep.min(super::NEVER)).to_string(),
             ],
             op: StoreOp::Gate,
@@ -1064,10 +1068,9 @@ impl Store {
         let waiter = place.unwrap_or_else(|| self.lease_name());
         let mut in_line = InLine {
             store: self,
-            leases: &leases,
             waiter: &waiter,
             keep,
-            joined: false,
+            joined: None,
         };
         loop {
             let name = self.lease_name();
@@ -1089,7 +1092,7 @@ impl Store {
             match answer {
                 Answer::Go(wait, backed_off) => {
                     // Out of the line (the script took it out).
-                    in_line.joined = false;
+                    in_line.joined = None;
                     // A zero wait started in the script (a sleep would still
                     // wait for the timer's next millisecond tick).
                     let turn = if wait.is_zero() {
@@ -1100,8 +1103,7 @@ impl Store {
                     };
                     match turn {
                         Turn::Start => {
-                            let keys = (leases.clone(), gate);
-                            return Ok(Ok(self.lease(keys, name, backed_off, ask.hold)));
+                            return Ok(Ok(self.lease((leases, gate), name, backed_off, ask.hold)))
                         }
                         Turn::Late(rest) => return Ok(Err(rest)),
                         Turn::Lost => {
@@ -1122,7 +1124,9 @@ impl Store {
                 }
                 Answer::Junk(wait) => return Ok(Err(self.junk(tag, wait))),
                 Answer::Full(expires) => {
-                    in_line.joined = true;
+                    if in_line.joined.is_none() {
+                        in_line.joined = Some(leases.clone());
+                    }
                     let now = Instant::now();
                     if now >= deadline {
                         return Ok(Err(ask.delay.max(Duration::from_secs(1))));
